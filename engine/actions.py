@@ -1,0 +1,249 @@
+"""The two normalized actions, wake and agent, and the validation that produces them.
+
+A direct `/wake` or `/agent` payload and the fields a mapping rule renders go through the same
+functions here, so a mapped hook is refused for exactly the reasons a direct call would be. Every
+refusal is a `RequestError` with status 400, a stable code and the offending field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import attrs
+
+from engine.channels import CHANNEL_IDS, LAST, canonical_channel
+from engine.errors import RequestError
+
+WakeMode = Literal["now", "next-heartbeat"]
+WAKE_MODES: tuple[str, ...] = ("now", "next-heartbeat")
+THINKING_LEVELS: tuple[str, ...] = ("off", "minimal", "low", "medium", "high")
+MAX_TEXT_CHARS = 100_000
+MAX_SESSION_KEY_CHARS = 200
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@attrs.frozen
+class WakeAction:
+    """Enqueue a system event for the main session; `mode` says when the heartbeat sees it."""
+
+    text: str
+    mode: WakeMode = "now"
+
+
+@attrs.frozen
+class AgentAction:
+    """Run an isolated agent turn under `session_key`, then summarise into the main session."""
+
+    message: str
+    session_key: str | None
+    name: str = "Hook"
+    wake_mode: WakeMode = "now"
+    deliver: bool = True
+    channel: str = LAST
+    to: str | None = None
+    model: str | None = None
+    thinking: str | None = None
+    timeout_seconds: float | None = None
+    fallback_channel: str | None = None
+    allow_unsafe_external_content: bool = False
+
+
+Action = WakeAction | AgentAction
+
+
+@attrs.frozen
+class ValidationPolicy:
+    """What validation needs to know beyond the payload itself.
+
+    `resolve_model` maps a model reference to its canonical `provider/model` or raises a
+    `RequestError`; `configured_channels` are the channels that can be delivered to (None: do
+    not check); `check_recipient(channel, to)` returns a sentence when `to` is malformed.
+    """
+
+    resolve_model: Callable[[str], str] | None = None
+    configured_channels: frozenset[str] | None = None
+    check_recipient: Callable[[str, str], str | None] | None = None
+    max_timeout_seconds: float = 3600
+
+
+_WAKE_KEYS = ("text", "mode")
+_AGENT_KEYS = (
+    "message",
+    "name",
+    "sessionKey",
+    "wakeMode",
+    "deliver",
+    "channel",
+    "to",
+    "model",
+    "thinking",
+    "timeoutSeconds",
+    "fallbackChannel",
+)
+_INTERNAL_AGENT_KEYS = ("allowUnsafeExternalContent",)
+
+
+def _bad(field: str, message: str, code: str = "invalid_field") -> RequestError:
+    return RequestError(400, code, message, field=field)
+
+
+def _unknown_keys(payload: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    for key in payload:
+        if key not in allowed:
+            hint = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+            tail = f"; did you mean {hint[0]!r}?" if hint else f"; known fields: {', '.join(allowed)}"
+            raise _bad(str(key), f"unknown field {key!r}{tail}", "unknown_field")
+
+
+def _text(payload: Mapping[str, Any], field: str, *, required: bool) -> str | None:
+    value = payload.get(field)
+    if value is None:
+        if required:
+            raise _bad(field, f"{field} is required and must be a non-empty string", "missing_field")
+        return None
+    if not isinstance(value, str):
+        raise _bad(field, f"{field} must be a string")
+    value = value.strip()
+    if not value:
+        if required:
+            raise _bad(field, f"{field} must be a non-empty string", "missing_field")
+        raise _bad(field, f"{field} must not be blank")
+    if len(value) > MAX_TEXT_CHARS:
+        raise _bad(field, f"{field} is longer than {MAX_TEXT_CHARS} characters")
+    return value
+
+
+def _choice(payload: Mapping[str, Any], field: str, allowed: tuple[str, ...], default: str) -> str:
+    value = payload.get(field)
+    if value is None:
+        return default
+    if not isinstance(value, str) or value not in allowed:
+        raise _bad(field, f"{field} must be one of {', '.join(allowed)}")
+    return value
+
+
+def validate_wake(payload: Mapping[str, Any]) -> WakeAction:
+    """A wake payload -> `WakeAction`, or a 400 `RequestError` naming the field."""
+    _unknown_keys(payload, _WAKE_KEYS)
+    text = _text(payload, "text", required=True)
+    mode = _choice(payload, "mode", WAKE_MODES, "now")
+    return WakeAction(text=text, mode=mode)  # type: ignore[arg-type]
+
+
+def _channel(value: object, field: str) -> str:
+    if not isinstance(value, str):
+        raise _bad(field, f"{field} must be a string")
+    canonical = canonical_channel(value)
+    if canonical is None:
+        raise _bad(
+            field,
+            f"{field} must be {LAST} or one of {', '.join(CHANNEL_IDS)}",
+            "unknown_channel",
+        )
+    return canonical
+
+
+def validate_agent(
+    payload: Mapping[str, Any], policy: ValidationPolicy, *, internal: bool = False
+) -> AgentAction:
+    """An agent payload -> `AgentAction`, or a 400 `RequestError` naming the field.
+
+    `internal` admits the fields only a mapping may set (`allowUnsafeExternalContent`).
+    """
+    _unknown_keys(payload, _AGENT_KEYS + _INTERNAL_AGENT_KEYS if internal else _AGENT_KEYS)
+    message = _text(payload, "message", required=True)
+    name = _text(payload, "name", required=False) or "Hook"
+    if len(name) > 200:
+        raise _bad("name", "name is longer than 200 characters")
+    session_key = _text(payload, "sessionKey", required=False)
+    if session_key is not None and (
+        len(session_key) > MAX_SESSION_KEY_CHARS or _CONTROL.search(session_key)
+    ):
+        raise _bad(
+            "sessionKey",
+            f"sessionKey must be at most {MAX_SESSION_KEY_CHARS} printable characters",
+        )
+    wake_mode = _choice(payload, "wakeMode", WAKE_MODES, "now")
+
+    deliver = payload.get("deliver", True)
+    if deliver is None:
+        deliver = True
+    if not isinstance(deliver, bool):
+        raise _bad("deliver", "deliver must be true or false")
+
+    raw_channel = payload.get("channel")
+    channel = LAST if raw_channel is None else _channel(raw_channel, "channel")
+    fallback = payload.get("fallbackChannel")
+    fallback_channel = None if fallback is None else _channel(fallback, "fallbackChannel")
+    if fallback_channel == LAST:
+        raise _bad("fallbackChannel", "fallbackChannel must name a channel, not last")
+
+    to = _text(payload, "to", required=False)
+    if deliver and policy.configured_channels is not None:
+        for field, ch in (("channel", channel), ("fallbackChannel", fallback_channel)):
+            if ch not in (None, LAST) and ch not in policy.configured_channels:
+                raise _bad(
+                    field,
+                    f"channel {ch} is not configured; add channels.{ch} to the configuration",
+                    "channel_not_configured",
+                )
+    if to is not None and channel != LAST and policy.check_recipient is not None:
+        problem = policy.check_recipient(channel, to)
+        if problem:
+            raise _bad("to", problem)
+
+    model = payload.get("model")
+    if model is not None:
+        if not isinstance(model, str) or not model.strip():
+            raise _bad("model", "model must be a non-blank string such as provider/model")
+        model = model.strip()
+        if policy.resolve_model is not None:
+            model = policy.resolve_model(model)
+
+    thinking = payload.get("thinking")
+    if thinking is not None and (not isinstance(thinking, str) or thinking not in THINKING_LEVELS):
+        raise _bad("thinking", f"thinking must be one of {', '.join(THINKING_LEVELS)}")
+
+    timeout = payload.get("timeoutSeconds")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise _bad("timeoutSeconds", "timeoutSeconds must be a positive number of seconds")
+        if timeout > policy.max_timeout_seconds:
+            raise _bad(
+                "timeoutSeconds",
+                f"timeoutSeconds must be at most {policy.max_timeout_seconds:g}",
+            )
+        timeout = float(timeout)
+
+    unsafe = payload.get("allowUnsafeExternalContent", False)
+    if not isinstance(unsafe, bool):
+        raise _bad("allowUnsafeExternalContent", "allowUnsafeExternalContent must be true or false")
+
+    return AgentAction(
+        message=message,  # type: ignore[arg-type]
+        session_key=session_key,
+        name=name,
+        wake_mode=wake_mode,  # type: ignore[arg-type]
+        deliver=deliver,
+        channel=channel,
+        to=to,
+        model=model,
+        thinking=thinking,
+        timeout_seconds=timeout,
+        fallback_channel=fallback_channel,
+        allow_unsafe_external_content=unsafe,
+    )
+
+
+def validate_action(
+    kind: str, fields: Mapping[str, Any], policy: ValidationPolicy, *, internal: bool = False
+) -> Action:
+    """Validate payload-shaped fields for `kind` (`wake` or `agent`)."""
+    if kind == "wake":
+        return validate_wake(fields)
+    if kind == "agent":
+        return validate_agent(fields, policy, internal=internal)
+    raise _bad("kind", "kind must be wake or agent")

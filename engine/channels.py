@@ -1,0 +1,30 @@
+"""Channel identifiers: the eight known ids, their aliases, and the `last` pseudo-channel.
+
+How each channel is reached lives in `server.channels`; the engine only needs to know which
+names are channels, so that a payload naming an unknown one is refused at the door.
+"""
+
+from __future__ import annotations
+
+LAST = "last"
+CHANNEL_IDS: tuple[str, ...] = (
+    "whatsapp",
+    "telegram",
+    "discord",
+    "slack",
+    "mattermost",
+    "signal",
+    "imessage",
+    "msteams",
+)
+ALIASES: dict[str, str] = {"imsg": "imessage", "teams": "msteams"}
+#: Phone-based messengers in the order the spec lists them; a mapping's `last` falls back to the first.
+PHONE_BASED: tuple[str, ...] = ("whatsapp", "signal", "imessage")
+
+
+def canonical_channel(name: str) -> str | None:
+    """The canonical id for a channel name or alias (case-insensitive), `last`, or None if unknown."""
+    key = name.strip().lower()
+    if key == LAST or key in CHANNEL_IDS:
+        return key
+    return ALIASES.get(key)

@@ -1,0 +1,385 @@
+"""The configuration file: its models, its loading, and the rules that span several keys.
+
+One file, YAML, JSON or JSON5 (chosen by extension), is read once, `${ENV_NAME}` references in
+string values are resolved, and the data is structured into frozen attrs models (see
+`engine.convert` for the key conventions). Every problem is reported with its key path; rules
+that involve several keys (an enabled hook interface needs a token, the hook token must differ
+from the gateway token, ...) are checked here too. Nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from engine.convert import converter, structure
+from engine.durations import Duration
+from engine.errors import ConfigError, ConfigIssue
+from engine.gmail_config import GmailConfig
+from engine.mapping import MappingConfig
+
+MIN_TOKEN_LENGTH = 24
+
+
+@attrs.frozen
+class AuthThrottleConfig:
+    """Lock-out of a client address after repeated authentication failures."""
+
+    max_failures: int = 20
+    window_seconds: Duration = Duration(60)
+    lockout_seconds: Duration = Duration(60)
+
+
+@attrs.frozen
+class TransformLimitsConfig:
+    """Per-call limits for sandboxed transforms."""
+
+    timeout_ms: int = 1000
+    memory_mb: int = 64
+    pool_size: int = 2
+
+
+@attrs.frozen
+class HooksConfig:
+    """`hooks.*`: the inbound webhook interface."""
+
+    enabled: bool = False
+    token: str | None = None
+    token_file: str | None = None
+    path: str = "/hooks"
+    presets: tuple[str, ...] = ()
+    mappings: tuple[MappingConfig, ...] = ()
+    rules: tuple[str, ...] = ()
+    transforms_dir: str | None = None
+    max_body_bytes: int = 262144
+    body_timeout_seconds: Duration = Duration(30)
+    idempotency_window: Duration = Duration(24 * 3600)
+    auth_throttle: AuthThrottleConfig = attrs.field(factory=AuthThrottleConfig)
+    transform_limits: TransformLimitsConfig = attrs.field(factory=TransformLimitsConfig)
+    gmail: GmailConfig | None = None
+
+
+@attrs.frozen
+class ModelEntry:
+    """One allowed model in `agents.defaults.models` when given as a map."""
+
+    alias: str | None = None
+
+
+@attrs.frozen
+class HeartbeatConfig:
+    """`agents.defaults.heartbeat`: the main session's periodic check."""
+
+    every: Duration = Duration(30 * 60)
+    ack_max_chars: int = 300
+    coalesce_ms: int = 250
+
+
+@attrs.frozen
+class AgentDefaults:
+    """`agents.defaults`: the model, its allowlist, and how runs are bounded."""
+
+    model: str = "echo/echo"
+    models: tuple[str, ...] | dict[str, ModelEntry] = ()
+    timeout_seconds: float = 600
+    max_timeout_seconds: float = 3600
+    max_concurrent_runs: int = 4
+    max_attempts: int = 3
+    heartbeat: HeartbeatConfig = attrs.field(factory=HeartbeatConfig)
+    fallback_channel: str | None = None
+
+
+@attrs.frozen
+class AgentsConfig:
+    """`agents.*`."""
+
+    defaults: AgentDefaults = attrs.field(factory=AgentDefaults)
+
+
+@attrs.frozen
+class ProviderConfig:
+    """`models.providers.<id>`: how to reach one model provider.
+
+    `api` is the wire protocol: `openai` (Chat Completions), `anthropic` (Messages), `command`
+    (a local program: prompt on stdin, reply on stdout) or `echo` (built in).
+    """
+
+    api: Literal["openai", "anthropic", "command", "echo"]
+    base_url: str | None = None
+    api_key: str | None = None
+    api_key_file: str | None = None
+    headers: dict[str, str] = attrs.field(factory=dict)
+    command: tuple[str, ...] = ()
+    timeout_seconds: float = 120
+    max_retries: int = 3
+
+
+@attrs.frozen
+class ModelsConfig:
+    """`models.*`: the model providers by id."""
+
+    providers: dict[str, ProviderConfig] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class GatewayAuthConfig:
+    """`gateway.auth`: the gateway's own token (protects the admin API)."""
+
+    token: str | None = None
+    token_file: str | None = None
+
+
+@attrs.frozen
+class GatewayConfig:
+    """`gateway.*`."""
+
+    auth: GatewayAuthConfig = attrs.field(factory=GatewayAuthConfig)
+
+
+@attrs.frozen
+class RouteConfig:
+    """A delivery route: a channel and a recipient on it."""
+
+    channel: str
+    to: str
+
+
+@attrs.frozen
+class SessionConfig:
+    """`session.*`: the main session's initial state."""
+
+    last_route: RouteConfig | None = None
+
+
+@attrs.frozen
+class StoreConfig:
+    """`store.*`: where state lives. Default: SQLite under the state dir."""
+
+    url: str | None = None
+    synchronous: Literal["full", "normal"] = "full"
+
+
+@attrs.frozen
+class Config:
+    """The whole configuration file."""
+
+    hooks: HooksConfig = attrs.field(factory=HooksConfig)
+    agents: AgentsConfig = attrs.field(factory=AgentsConfig)
+    models: ModelsConfig = attrs.field(factory=ModelsConfig)
+    channels: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    gateway: GatewayConfig = attrs.field(factory=GatewayConfig)
+    session: SessionConfig = attrs.field(factory=SessionConfig)
+    store: StoreConfig = attrs.field(factory=StoreConfig)
+
+
+@attrs.frozen
+class LoadedConfig:
+    """A validated configuration with what was learnt while loading it."""
+
+    config: Config
+    source: Path | None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def base_dir(self) -> Path:
+        return self.source.parent if self.source else Path.cwd()
+
+
+def _structure_models(value: object, _: Any) -> tuple[str, ...] | dict[str, ModelEntry]:
+    if isinstance(value, list):
+        return structure(value, tuple[str, ...])
+    if isinstance(value, dict):
+        return {
+            str(k): structure(v if v is not None else {}, ModelEntry) for k, v in value.items()
+        }
+    raise ValueError("must be a list of provider/model strings or a map of them")
+
+
+converter.register_structure_hook(tuple[str, ...] | dict[str, ModelEntry], _structure_models)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def _parse(text: str, suffix: str) -> object:
+    if suffix in (".yaml", ".yml"):
+        import yaml
+
+        return yaml.safe_load(text)
+    if suffix == ".json5":
+        import json5
+
+        return json5.loads(text)
+    return json.loads(text)
+
+
+def read_file(path: Path) -> object:
+    """Read a config file by extension: .yaml/.yml, .json, .json5."""
+    suffix = path.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".json", ".json5"):
+        raise ConfigError([ConfigIssue("", f"{path}: unknown extension; use .yaml, .json or .json5")])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError([ConfigIssue("", f"cannot read {path}: {e.strerror}")]) from None
+    try:
+        data = _parse(text, suffix)
+    except Exception as e:
+        raise ConfigError([ConfigIssue("", f"{path} is not valid {suffix[1:].upper()}: {e}")]) from None
+    return {} if data is None else data
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _resolve_env(data: object, env: Mapping[str, str], path: str, issues: list[ConfigIssue]) -> object:
+    if isinstance(data, str):
+        if "${" not in data:
+            return data
+
+        def sub(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if name not in env:
+                issues.append(ConfigIssue(path, f"environment variable {name} is not set"))
+                return ""
+            return env[name]
+
+        return _ENV_REF.sub(sub, data)
+    if isinstance(data, list):
+        return [_resolve_env(v, env, f"{path}[{i}]", issues) for i, v in enumerate(data)]
+    if isinstance(data, dict):
+        return {
+            k: _resolve_env(v, env, f"{path}.{k}" if path else str(k), issues)
+            for k, v in data.items()
+        }
+    return data
+
+
+def normalize_hook_path(raw: str) -> str | None:
+    """`hooks///` -> `/hooks`, `x` -> `/x`; `/` (or empty) -> None, which is an error."""
+    trimmed = raw.strip().strip("/")
+    trimmed = re.sub(r"/+", "/", trimmed)
+    return f"/{trimmed}" if trimmed else None
+
+
+def _read_secret_file(name: str, base_dir: Path, path: str, issues: list[ConfigIssue]) -> str | None:
+    p = Path(name)
+    if not p.is_absolute():
+        p = base_dir / p
+    try:
+        value = p.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        issues.append(ConfigIssue(path, f"cannot read {p}: {e.strerror}"))
+        return None
+    if not value:
+        issues.append(ConfigIssue(path, f"{p} is empty"))
+        return None
+    return value
+
+
+def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], list[str]]:
+    issues: list[ConfigIssue] = []
+    warnings: list[str] = []
+    hooks = config.hooks
+
+    token = hooks.token
+    if hooks.token_file:
+        if token:
+            issues.append(ConfigIssue("hooks.tokenFile", "give hooks.token or hooks.tokenFile, not both"))
+        else:
+            token = _read_secret_file(hooks.token_file, base_dir, "hooks.tokenFile", issues)
+    gateway_token = config.gateway.auth.token
+    if config.gateway.auth.token_file:
+        if gateway_token:
+            issues.append(
+                ConfigIssue("gateway.auth.tokenFile", "give gateway.auth.token or tokenFile, not both")
+            )
+        else:
+            gateway_token = _read_secret_file(
+                config.gateway.auth.token_file, base_dir, "gateway.auth.tokenFile", issues
+            )
+
+    path = normalize_hook_path(hooks.path)
+    if path is None:
+        issues.append(ConfigIssue("hooks.path", "must not be '/'; use a sub-path such as /hooks"))
+        path = "/hooks"
+
+    if hooks.enabled:
+        if not token:
+            issues.append(
+                ConfigIssue("hooks.token", "is required when hooks.enabled is true (or use hooks.tokenFile)")
+            )
+        elif gateway_token and token == gateway_token:
+            issues.append(
+                ConfigIssue("hooks.token", "must differ from gateway.auth.token; use a dedicated hook token")
+            )
+        elif len(token) < MIN_TOKEN_LENGTH:
+            warnings.append(
+                f"hooks.token is shorter than {MIN_TOKEN_LENGTH} characters; use a long random token"
+            )
+    if hooks.max_body_bytes <= 0:
+        issues.append(ConfigIssue("hooks.maxBodyBytes", "must be a positive number of bytes"))
+
+    defaults = config.agents.defaults
+    if defaults.timeout_seconds <= 0:
+        issues.append(ConfigIssue("agents.defaults.timeoutSeconds", "must be positive"))
+    if defaults.max_timeout_seconds < defaults.timeout_seconds:
+        issues.append(
+            ConfigIssue("agents.defaults.maxTimeoutSeconds", "must be at least agents.defaults.timeoutSeconds")
+        )
+    if defaults.max_concurrent_runs < 1:
+        issues.append(ConfigIssue("agents.defaults.maxConcurrentRuns", "must be at least 1"))
+
+    seen_ids: dict[str, int] = {}
+    for i, m in enumerate(hooks.mappings):
+        if m.id is not None:
+            if m.id in seen_ids:
+                issues.append(
+                    ConfigIssue(f"hooks.mappings[{i}].id", f"duplicates hooks.mappings[{seen_ids[m.id]}].id")
+                )
+            seen_ids[m.id] = i
+
+    if config.session.last_route is None:
+        pass
+
+    config = attrs.evolve(
+        config,
+        hooks=attrs.evolve(hooks, token=token, token_file=None, path=path),
+        gateway=attrs.evolve(
+            config.gateway, auth=attrs.evolve(config.gateway.auth, token=gateway_token, token_file=None)
+        ),
+    )
+    return config, issues, warnings
+
+
+def load_data(
+    data: object, *, source: Path | None = None, env: Mapping[str, str] | None = None
+) -> LoadedConfig:
+    """Validate already-parsed config data. Raises `ConfigError` with every problem."""
+    if not isinstance(data, dict):
+        raise ConfigError([ConfigIssue("", "the configuration must be a mapping at the top level")])
+    issues: list[ConfigIssue] = []
+    resolved = _resolve_env(data, os.environ if env is None else env, "", issues)
+    try:
+        config = structure(resolved, Config)
+    except ConfigError as e:
+        raise ConfigError(issues + e.issues) from None
+    base_dir = source.parent if source else Path.cwd()
+    config, more, warnings = _check(config, base_dir)
+    issues.extend(more)
+    if issues:
+        raise ConfigError(issues)
+    return LoadedConfig(config=config, source=source, warnings=tuple(warnings))
+
+
+def load_config(path: str | Path, *, env: Mapping[str, str] | None = None) -> LoadedConfig:
+    """Read and validate a config file. Raises `ConfigError` with every problem and its key path."""
+    p = Path(path).resolve()
+    return load_data(read_file(p), source=p, env=env)

@@ -1,0 +1,70 @@
+"""The shape of one mapping rule as written in configuration or a rule file (data, not compiled).
+
+Field names follow OpenClaw's mappings so that an OpenClaw mapping loads unchanged, plus hookwise's
+own `match.when`, `extract`, `respond` and `forEach`. Compilation (templates, JSONPaths,
+conditions, transforms) happens in `engine.rules`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+
+@attrs.frozen
+class MatchConfig:
+    """Which requests a rule applies to: sub-path, payload `source`, and extra conditions."""
+
+    path: str | None = None
+    source: str | None = None
+    # Conditions tree (all/any/not, jsonpath/header/query with equals/in/regex/exists); compiled
+    # and validated by engine.rules, which reports errors with their key path.
+    when: Any = None
+
+
+@attrs.frozen
+class TransformConfig:
+    """A transform module inside `hooks.transformsDir` and the export to call."""
+
+    module: str
+    export: str | None = None
+    timeout_ms: int | None = None
+    memory_mb: int | None = None
+
+
+@attrs.frozen
+class RespondConfig:
+    """A fixed answer for the caller, for providers that expect a particular response."""
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class MappingConfig:
+    """One mapping rule: match, action, templates, optional transform, delivery options."""
+
+    id: str | None = None
+    match: MatchConfig = attrs.field(factory=MatchConfig)
+    action: Literal["wake", "agent"] = "agent"
+    wake_mode: Literal["now", "next-heartbeat"] = "now"
+    name: str | None = None
+    session_key: str | None = None
+    message_template: str | None = None
+    text_template: str | None = None
+    deliver: bool | None = None
+    channel: str | None = None
+    to: str | None = None
+    fallback_channel: str | None = None
+    model: str | None = None
+    thinking: str | None = None
+    timeout_seconds: float | None = None
+    transform: TransformConfig | None = None
+    allow_unsafe_external_content: bool = False
+    extract: dict[str, str] = attrs.field(factory=dict)
+    respond: RespondConfig | None = None
+    # Fan-out: a JSONPath selecting a list; one action is produced per item (capped).
+    for_each: str | None = None
+    for_each_max: int = 20

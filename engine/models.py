@@ -1,0 +1,123 @@
+"""The model policy: which `model` a request may select, and what an alias stands for.
+
+`agents.defaults.models` is the allowlist: a list of `provider/model` strings, or a map of them
+to `{alias: ...}`. Empty or absent means any model is allowed, though a request's value must
+still be `provider/model` or a known alias. `agents.defaults.model` (default `echo/echo`, may be
+an alias) is the default and is always allowed.
+
+`ModelPolicy.resolve(ref)` returns the canonical `provider/model`, or raises `RequestError`:
+`invalid_field` for a value that is not a non-blank string of that form, `model_not_allowed` for
+one outside the allowlist. Pure: data in, data out.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from engine.config import AgentDefaults
+from engine.errors import ConfigError, ConfigIssue, RequestError
+
+_MODEL_REF = re.compile(r"[^\s/]+/\S+")
+
+
+def is_model_ref(value: str) -> bool:
+    """Whether `value` has the `provider/model` form (no whitespace, both parts non-empty)."""
+    return _MODEL_REF.fullmatch(value) is not None
+
+
+@attrs.frozen
+class ModelPolicy:
+    """The default model, the allowlist (empty: any model) and the aliases."""
+
+    default_model: str = "echo/echo"
+    allowed: frozenset[str] = frozenset()
+    aliases: dict[str, str] = attrs.field(factory=dict)
+
+    @property
+    def enforced(self) -> bool:
+        """Whether an allowlist restricts the models."""
+        return bool(self.allowed)
+
+    @classmethod
+    def from_config(cls, defaults: AgentDefaults) -> ModelPolicy:
+        """The policy of `agents.defaults`; raises `ConfigError` naming the bad key."""
+        issues: list[ConfigIssue] = []
+        allowed: set[str] = set()
+        aliases: dict[str, str] = {}
+        models = defaults.models
+        entries = (
+            [(f"agents.defaults.models[{i}]", ref, None) for i, ref in enumerate(models)]
+            if isinstance(models, tuple)
+            else [(f"agents.defaults.models.{ref}", ref, e.alias) for ref, e in models.items()]
+        )
+        for path, ref, alias in entries:
+            ref = ref.strip()
+            if not is_model_ref(ref):
+                issues.append(ConfigIssue(path, f"{ref!r} is not of the form provider/model"))
+                continue
+            allowed.add(ref)
+            if alias is None:
+                continue
+            alias = alias.strip()
+            if not alias or any(c.isspace() for c in alias):
+                issues.append(ConfigIssue(f"{path}.alias", "must be a non-blank word"))
+            elif alias in aliases and aliases[alias] != ref:
+                issues.append(
+                    ConfigIssue(
+                        f"{path}.alias", f"{alias!r} is already the alias of {aliases[alias]}"
+                    )
+                )
+            else:
+                aliases[alias] = ref
+        for alias, ref in aliases.items():
+            if alias in allowed and alias != ref:
+                issues.append(
+                    ConfigIssue(
+                        f"agents.defaults.models.{ref}.alias",
+                        f"{alias!r} is itself an allowed model; an alias must not shadow one",
+                    )
+                )
+        default = defaults.model.strip()
+        default = aliases.get(default, default)
+        if not is_model_ref(default):
+            issues.append(
+                ConfigIssue(
+                    "agents.defaults.model", f"{defaults.model!r} is not provider/model or an alias"
+                )
+            )
+        if issues:
+            raise ConfigError(issues)
+        return cls(default_model=default, allowed=frozenset(allowed), aliases=aliases)
+
+    def resolve(self, ref: object) -> str:
+        """The canonical `provider/model` for a request's `model`; None means the default."""
+        if ref is None:
+            return self.default_model
+        if not isinstance(ref, str):
+            raise RequestError(400, "invalid_field", "model must be a string", field="model")
+        value = ref.strip()
+        if not value:
+            raise RequestError(400, "invalid_field", "model must not be blank", field="model")
+        canonical = self.aliases.get(value, value)
+        if not is_model_ref(canonical):
+            raise RequestError(
+                400,
+                "invalid_field",
+                f"model {_show(value)} must be <provider>/<model> or a known alias",
+                field="model",
+            )
+        if self.enforced and canonical not in self.allowed and canonical != self.default_model:
+            raise RequestError(
+                400,
+                "model_not_allowed",
+                f"model {_show(value)} is not allowed; allowed models: "
+                f"{', '.join(sorted(self.allowed | {self.default_model}))}",
+                field="model",
+            )
+        return canonical
+
+
+def _show(value: str) -> str:
+    return repr(value if len(value) <= 80 else value[:79] + "…")

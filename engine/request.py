@@ -1,0 +1,30 @@
+"""The engine's view of one inbound hook request: everything a rule may look at, nothing more.
+
+The server builds it after authentication and body parsing; the engine reads no clock, so `now`
+is passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class InboundRequest:
+    """A parsed hook request.
+
+    `path` is the sub-path after the hook base path with slashes trimmed (`github`, `ingest/x`);
+    `headers` have lower-cased names; `raw_body` is the body exactly as received (for signature
+    checks and transforms that need it).
+    """
+
+    path: str
+    payload: dict[str, Any]
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    query: Mapping[str, str] = attrs.field(factory=dict)
+    raw_body: bytes = b""
+    now: datetime | None = None

@@ -1,0 +1,91 @@
+"""The admin API: read-only views of events, runs and the request log, behind the gateway token.
+
+`Authorization: Bearer <gateway.auth.token>`; without a configured gateway token the admin API is
+disabled (403). Listings are newest first and paginated with an opaque `cursor`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.errors import RequestError
+from litestar import Controller, Request, get
+from litestar.connection import ASGIConnection
+from litestar.handlers import BaseRouteHandler
+from litestar.params import Parameter
+from server.auth import TokenCheck
+
+MAX_LIMIT = 500
+
+
+def admin_guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:
+    check: TokenCheck | None = connection.app.state.admin_token
+    if check is None:
+        raise RequestError(403, "admin_disabled", "the admin API is disabled: set gateway.auth.token")
+    header = connection.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token or not check.matches(token.strip()):
+        raise RequestError(401, "unauthorized", "the admin API needs 'Authorization: Bearer <gateway token>'")
+
+
+def _page(items: list[Any], next_cursor: str | None) -> dict[str, Any]:
+    return {"ok": True, "items": items, "nextCursor": next_cursor}
+
+
+class AdminController(Controller):
+    path = "/api"
+    guards = [admin_guard]
+
+    @get("/events")
+    async def events(
+        self,
+        request: Request,
+        session: str = "main",
+        limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
+        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,19}$"),
+    ) -> dict[str, Any]:
+        page = await request.app.state.gateway.store.list_events(session, limit=limit, cursor=cursor)
+        return _page([e.to_json() for e in page.items], page.next_cursor)
+
+    @get("/runs")
+    async def runs(
+        self,
+        request: Request,
+        run_state: str | None = Parameter(query="state", default=None),
+        limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
+        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,19}$"),
+    ) -> dict[str, Any]:
+        page = await request.app.state.gateway.store.list_runs(
+            limit=limit, cursor=cursor, state=run_state
+        )
+        return _page([r.to_json() for r in page.items], page.next_cursor)
+
+    @get("/runs/{run_id:str}")
+    async def run(self, request: Request, run_id: str) -> dict[str, Any]:
+        record = await request.app.state.gateway.store.get_run(run_id)
+        if record is None:
+            raise RequestError(404, "run_not_found", "no run with this id")
+        return {"ok": True, "run": record.to_json()}
+
+    @get("/requests")
+    async def requests(
+        self,
+        request: Request,
+        limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
+        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,19}$"),
+    ) -> dict[str, Any]:
+        page = await request.app.state.gateway.store.request_log(limit=limit, cursor=cursor)
+        items = [
+            {
+                "at": e.at,
+                "path": e.path,
+                "status": e.status,
+                "client": e.client,
+                "size": e.size,
+                "action": e.action,
+                "rule": e.rule_id,
+                "code": e.code,
+            }
+            for e in page.items
+        ]
+        return _page(items, page.next_cursor)

@@ -1,0 +1,80 @@
+"""Small ASGI helpers for the hook endpoint: JSON responses, the error shape, reading the body.
+
+The hook endpoint is a plain ASGI application mounted into Litestar, because it must
+authenticate before it reads the body, refuse an oversized body as soon as it crosses the limit,
+and time out a slow one; these helpers do that with no per-request allocation beyond the body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+import msgspec
+
+from engine.errors import RequestError
+from litestar.types import Receive, Send
+
+_JSON = (b"content-type", b"application/json")
+encode_json = msgspec.json.Encoder().encode
+
+
+async def send_json(
+    send: Send,
+    status: int,
+    body: bytes | None,
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
+    """Send a complete response; `body=None` sends no body and no content type (204)."""
+    hdrs = list(headers)
+    if body is not None:
+        hdrs.append(_JSON)
+        hdrs.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": hdrs})
+    await send({"type": "http.response.body", "body": body or b""})
+
+
+async def send_error(
+    send: Send, error: RequestError, headers: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
+    await send_json(send, error.status, encode_json(error.to_body()), headers)
+
+
+def content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    for name, value in headers:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                raise RequestError(400, "invalid_content_length", "Content-Length is not a number") from None
+    return None
+
+
+async def read_body(receive: Receive, *, declared: int | None, limit: int, timeout: float) -> bytes:
+    """Read the whole body, refusing it (413) as soon as it crosses `limit` bytes and (408) when
+    it has not arrived within `timeout` seconds."""
+    if declared is not None and declared > limit:
+        raise RequestError(413, "payload_too_large", f"the payload is larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise RequestError(400, "client_disconnected", "the client went away")
+                chunk = message.get("body", b"")
+                if chunk:
+                    size += len(chunk)
+                    if size > limit:
+                        raise RequestError(
+                            413, "payload_too_large", f"the payload is larger than {limit} bytes"
+                        )
+                    chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+    except TimeoutError:
+        raise RequestError(
+            408, "body_timeout", f"the request body did not arrive within {timeout:g} seconds"
+        ) from None
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)

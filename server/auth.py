@@ -1,0 +1,128 @@
+"""Hook authentication: where the token may be, constant-time comparison, and lock-out.
+
+The token may come in exactly one of three ways: `Authorization: Bearer <token>`, the
+`x-service-token` header, or the `token` query parameter. A request that carries it in more than
+one way is refused, so that a proxy that adds one cannot mask another. Comparison is over SHA-256
+digests with `hmac.compare_digest`, so neither the token's content nor its length leaks through
+timing. `AuthThrottle` locks out a client address after repeated failures; a correct token still
+passes during a lock-out and clears the record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections import OrderedDict, deque
+from urllib.parse import parse_qsl
+
+import attrs
+
+TOKEN_HEADER = b"x-service-token"
+
+
+def _digest(value: str | bytes) -> bytes:
+    if isinstance(value, str):
+        value = value.encode("utf-8", "surrogateescape")
+    return hashlib.sha256(value).digest()
+
+
+class TokenCheck:
+    """Checks a presented token against the configured one in constant time."""
+
+    __slots__ = ("_digest",)
+
+    def __init__(self, token: str) -> None:
+        self._digest = _digest(token)
+
+    def matches(self, presented: str | bytes) -> bool:
+        return hmac.compare_digest(_digest(presented), self._digest)
+
+
+@attrs.frozen
+class Presented:
+    """What a request presented: the token, or why there is none to check."""
+
+    token: bytes | None
+    problem: str | None = None
+
+
+def presented_token(headers: list[tuple[bytes, bytes]], query_string: bytes) -> Presented:
+    """Find the token in ASGI headers and the raw query string (exactly one way allowed)."""
+    found: list[bytes] = []
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, rest = value.partition(b" ")
+            if scheme.lower() != b"bearer" or not rest.strip():
+                return Presented(None, "the Authorization header must be 'Bearer <token>'")
+            found.append(rest.strip())
+        elif name == TOKEN_HEADER:
+            found.append(value.strip())
+    if query_string and b"token=" in query_string:
+        for key, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+            if key == "token":
+                found.append(value.encode("latin-1"))
+    if not found:
+        return Presented(None, "a hook token is required")
+    if len(found) > 1:
+        return Presented(None, "send the hook token in exactly one way")
+    return Presented(found[0])
+
+
+def client_key(host: str | None) -> str:
+    """IPv4 and IPv4-mapped IPv6 addresses share a bucket."""
+    if not host:
+        return "?"
+    if host.startswith("::ffff:") and "." in host:
+        return host[7:]
+    return host
+
+
+class AuthThrottle:
+    """Counts authentication failures per client address and locks an address out.
+
+    `max_failures` failures within `window` seconds lock the address for `lockout` seconds.
+    Times come from the caller (monotonic seconds). Memory is bounded: the least recently seen
+    addresses are forgotten beyond `max_clients`.
+    """
+
+    def __init__(
+        self, *, max_failures: int, window: float, lockout: float, max_clients: int = 10_000
+    ) -> None:
+        self.max_failures = max_failures
+        self.window = window
+        self.lockout = lockout
+        self._max_clients = max_clients
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._locked_until: dict[str, float] = {}
+
+    def retry_after(self, client: str, now: float) -> float | None:
+        """Seconds until the lock-out of `client` ends, or None when it is not locked out."""
+        until = self._locked_until.get(client)
+        if until is None:
+            return None
+        if until <= now:
+            del self._locked_until[client]
+            return None
+        return until - now
+
+    def failure(self, client: str, now: float) -> None:
+        if self.max_failures <= 0:
+            return
+        times = self._failures.get(client)
+        if times is None:
+            times = self._failures[client] = deque()
+            if len(self._failures) > self._max_clients:
+                old, _ = self._failures.popitem(last=False)
+                self._locked_until.pop(old, None)
+        else:
+            self._failures.move_to_end(client)
+        times.append(now)
+        while times and times[0] <= now - self.window:
+            times.popleft()
+        if len(times) >= self.max_failures:
+            self._locked_until[client] = now + self.lockout
+            times.clear()
+
+    def success(self, client: str) -> None:
+        if self._failures.pop(client, None) is not None or client in self._locked_until:
+            self._locked_until.pop(client, None)

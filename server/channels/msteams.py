@@ -1,0 +1,165 @@
+"""Microsoft Teams: the Bot Framework connector, with a client-credentials token.
+
+The bot's token comes from `authUrl` (Microsoft Entra's v2.0 token endpoint for `tenantId` by
+default) with scope `https://api.botframework.com/.default`; it is cached until a minute before
+it expires, and fetched again once when the connector answers 401. Messages go to
+`POST {serviceUrl}/v3/conversations/{id}/activities` as markdown message activities. `to` is a
+conversation id (`conversation:<id>` or the bare id, such as `19:...@thread.tacv2`).
+
+`serviceUrl` is this channel's `baseUrl`; either key may be given, not both.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import quote
+
+import attrs
+import httpx
+
+from server.channels.base import (
+    ChannelBase,
+    ConfigError,
+    ConfigIssue,
+    SendResult,
+    check_default_to,
+    error_for_response,
+    json_body,
+    parse_config,
+    request,
+    send_parts,
+    split_for,
+)
+
+SCOPE = "https://api.botframework.com/.default"
+DEFAULT_SERVICE_URL = "https://smba.trafficmanager.net/teams"
+_CONVERSATION = re.compile(r"(?:conversation:)?(?P<id>[^\s/?#]{3,})")
+_EXPIRY_MARGIN = 60.0
+
+
+@attrs.frozen
+class MSTeamsConfig:
+    """`channels.msteams`."""
+
+    app_id: str
+    app_password: str
+    tenant_id: str
+    service_url: str | None = None
+    base_url: str | None = None
+    auth_url: str | None = None
+    default_to: str | None = None
+
+    @property
+    def connector_url(self) -> str:
+        return self.service_url or self.base_url or DEFAULT_SERVICE_URL
+
+    @property
+    def token_url(self) -> str:
+        tenant = quote(self.tenant_id, safe="")
+        return self.auth_url or f"https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token"
+
+
+@attrs.frozen
+class _Token:
+    value: str
+    expires_at: float
+
+
+@attrs.define
+class MSTeamsChannel(ChannelBase):
+    """A Bot Framework bot installed in Microsoft Teams.
+
+    `clock` (monotonic seconds) decides token expiry; tests pass their own.
+    """
+
+    id = "msteams"
+    max_chars = 4000
+    recipient_hint = (
+        "a Microsoft Teams recipient is a conversation id, such as "
+        "19:abc123@thread.tacv2 (optionally written conversation:<id>)"
+    )
+
+    config: MSTeamsConfig
+    clock: Callable[[], float] = time.monotonic
+    _token: _Token | None = attrs.field(default=None, init=False)
+
+    @property
+    def default_to(self) -> str | None:
+        return self.config.default_to
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], path: str) -> MSTeamsChannel:
+        parsed = parse_config(config, MSTeamsConfig, path)
+        if parsed.service_url and parsed.base_url:
+            problem = "give either serviceUrl or baseUrl (the same setting), not both"
+            raise ConfigError([ConfigIssue(f"{path}.baseUrl", problem)])
+        channel = cls(parsed)
+        check_default_to(channel, path)
+        return channel
+
+    def _normalize(self, to: str) -> str | None:
+        m = _CONVERSATION.fullmatch(to)
+        return m["id"] if m else None
+
+    async def send(
+        self, client: httpx.AsyncClient, to: str, text: str, *, skip_parts: int = 0
+    ) -> SendResult:
+        conversation = quote(self._recipient(to), safe="")
+        url = f"{self.config.connector_url}/v3/conversations/{conversation}/activities"
+
+        async def send_one(part: str) -> str:
+            body = {"type": "message", "text": part, "textFormat": "markdown"}
+            response = await self._post_activity(client, url, body)
+            if response.status_code == 401:  # token revoked or expired early: fetch a new one once
+                self._token = None
+                response = await self._post_activity(client, url, body)
+            data = json_body(response)
+            if response.is_success:
+                return str(data.get("id", "")) if isinstance(data, dict) else ""
+            raise error_for_response(self.id, response, _describe(data))
+
+        return await send_parts(split_for(self, text), skip_parts, send_one)
+
+    async def _post_activity(
+        self, client: httpx.AsyncClient, url: str, body: dict[str, Any]
+    ) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {await self._access_token(client)}"}
+        return await request(client, self.id, "POST", url, json=body, headers=headers)
+
+    async def _access_token(self, client: httpx.AsyncClient) -> str:
+        now = self.clock()
+        if self._token is not None and now < self._token.expires_at:
+            return self._token.value
+        form = {
+            "grant_type": "client_credentials",
+            "client_id": self.config.app_id,
+            "client_secret": self.config.app_password,
+            "scope": SCOPE,
+        }
+        response = await request(client, self.id, "POST", self.config.token_url, data=form)
+        data = json_body(response)
+        if response.is_success and isinstance(data, dict) and data.get("access_token"):
+            lifetime = float(data.get("expires_in", 3600))
+            self._token = _Token(str(data["access_token"]), now + lifetime - _EXPIRY_MARGIN)
+            return self._token.value
+        error = _describe(data)
+        exc = error_for_response(self.id, response, error)
+        raise attrs.evolve(exc, message=f"{self.id}: getting a bot token failed: {exc.message}")
+
+
+def _describe(data: Any) -> str | None:
+    """The connector's `error.message`, or the token endpoint's `error_description`."""
+    if not isinstance(data, dict):
+        return None
+    error = data.get("error")
+    if isinstance(error, dict):
+        return " ".join(str(error[k]) for k in ("code", "message") if error.get(k)) or None
+    if isinstance(data.get("error_description"), str):
+        return f"{error}: {data['error_description'].splitlines()[0]}"
+    if isinstance(error, str):
+        return error
+    message = data.get("message")
+    return message if isinstance(message, str) else None

@@ -1,0 +1,159 @@
+"""Dispatch: the one narrow interface from the HTTP layer to durable state and the runtime.
+
+`Dispatcher.dispatch` takes validated actions, writes them (events, queued runs, the idempotency
+record and the request log line) in one group-committed transaction, and only then returns the
+response to send. After a commit that created something, it tells its listeners (the runtime) so
+that a heartbeat or a run can start without polling.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from engine.actions import Action, AgentAction, WakeAction
+from engine.mapping import RespondConfig
+from server.asgi import encode_json
+from server.store.base import Accepted, AcceptOp, NewEvent, NewRun, RequestLogEntry, Store
+
+MAIN_SESSION = "main"
+
+Listener = Callable[[Sequence[NewEvent], Sequence[NewRun]], None]
+
+
+@attrs.frozen
+class RequestMeta:
+    """What the request log records about a request: never the payload or the token."""
+
+    path: str
+    client: str | None
+    size: int
+
+
+def _run(action: AgentAction, rule_id: str | None) -> NewRun:
+    return NewRun(
+        run_id=str(uuid.uuid4()),
+        session_key=action.session_key or f"hook:{uuid.uuid4()}",
+        name=action.name,
+        message=action.message,
+        rule_id=rule_id,
+        wake_mode=action.wake_mode,
+        deliver=action.deliver,
+        channel=action.channel,
+        to=action.to,
+        model=action.model,
+        thinking=action.thinking,
+        timeout_seconds=action.timeout_seconds,
+        fallback_channel=action.fallback_channel,
+        allow_unsafe_external_content=action.allow_unsafe_external_content,
+    )
+
+
+def _event(action: WakeAction, rule_id: str | None) -> NewEvent:
+    return NewEvent(
+        event_id=str(uuid.uuid4()),
+        session=MAIN_SESSION,
+        text=action.text,
+        source=f"hook:{rule_id}" if rule_id else "hook",
+        mode=action.mode,
+        trusted=False,
+    )
+
+
+def _response(
+    events: list[NewEvent], runs: list[NewRun], rule_id: str | None, respond: RespondConfig | None
+) -> tuple[int, bytes | None]:
+    if respond is not None:
+        body = respond.body
+        if body is None:
+            return respond.status, None
+        return respond.status, body.encode() if isinstance(body, str) else encode_json(body)
+    out: dict[str, Any] = {"ok": True}
+    if len(events) + len(runs) == 1:
+        if events:
+            out.update(mode=events[0].mode, eventId=events[0].event_id)
+        else:
+            out.update(runId=runs[0].run_id, sessionKey=runs[0].session_key)
+    else:
+        out["events"] = [{"eventId": e.event_id, "mode": e.mode} for e in events]
+        out["runs"] = [{"runId": r.run_id, "sessionKey": r.session_key} for r in runs]
+    if rule_id is not None:
+        out["rule"] = rule_id
+    return (202 if runs else 200), encode_json(out)
+
+
+class Dispatcher:
+    """Persists accepted actions and answers for them."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        idempotency_window: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.idempotency_window = idempotency_window
+        self._clock = clock
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    async def dispatch(
+        self,
+        actions: Sequence[Action],
+        *,
+        meta: RequestMeta,
+        rule_id: str | None = None,
+        respond: RespondConfig | None = None,
+        idempotency_key: str | None = None,
+        fingerprint: str | None = None,
+    ) -> Accepted:
+        events = [_event(a, rule_id) for a in actions if isinstance(a, WakeAction)]
+        runs = [_run(a, rule_id) for a in actions if isinstance(a, AgentAction)]
+        status, body = _response(events, runs, rule_id, respond)
+        kind = "wake" if not runs else "agent" if not events else "mixed"
+        now = self._clock()
+        op = AcceptOp(
+            status=status,
+            body=body if body is not None else b"",
+            log=RequestLogEntry(
+                at=now,
+                path=meta.path,
+                status=status,
+                client=meta.client,
+                size=meta.size,
+                action=kind,
+                rule_id=rule_id,
+            ),
+            events=tuple(events),
+            runs=tuple(runs),
+            idempotency_key=idempotency_key,
+            fingerprint=fingerprint,
+            now=now,
+            idempotency_window=self.idempotency_window,
+        )
+        accepted = await self.store.accept(op)
+        if not accepted.replayed and not accepted.conflict:
+            for listener in self._listeners:
+                listener(events, runs)
+        return accepted
+
+    def refused(self, meta: RequestMeta, status: int, code: str, rule_id: str | None = None) -> None:
+        """Record a refused request in the request log (not awaited)."""
+        self.store.log_request(
+            RequestLogEntry(
+                at=self._clock(),
+                path=meta.path,
+                status=status,
+                client=meta.client,
+                size=meta.size,
+                rule_id=rule_id,
+                code=code,
+            )
+        )

@@ -1,0 +1,62 @@
+"""The one error shape for everything Litestar serves: `{"ok": false, "error", "code"}`.
+
+The hook endpoint writes its errors itself (server.asgi); these handlers cover the admin API, the
+health check and any path Litestar routes, so no response is ever text/plain or a stack trace.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from engine.errors import RequestError
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+
+log = logging.getLogger("hookwise.http")
+
+CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    429: "too_many_requests",
+}
+MESSAGES = {404: "no such endpoint", 405: "method not allowed"}
+
+
+def _response(status: int, code: str, message: str, field: str | None = None, headers=None) -> Response:
+    body: dict[str, object] = {"ok": False, "error": message, "code": code}
+    if field:
+        body["field"] = field
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
+
+
+def request_error(_: Request, exc: RequestError) -> Response:
+    return Response(exc.to_body(), status_code=exc.status, media_type="application/json")
+
+
+def http_error(_: Request, exc: HTTPException) -> Response:
+    status = exc.status_code
+    if isinstance(exc, ValidationException):
+        field = None
+        extra = exc.extra if isinstance(exc.extra, list) else []
+        if extra and isinstance(extra[0], dict):
+            field = extra[0].get("key")
+        return _response(400, "invalid_query", f"invalid value for {field or 'a parameter'}", field)
+    message = MESSAGES.get(status) or (exc.detail if isinstance(exc.detail, str) else "request refused")
+    return _response(status, CODES.get(status, "http_error"), message, headers=exc.headers)
+
+
+def unexpected_error(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return _response(HTTP_500_INTERNAL_SERVER_ERROR, "internal_error", "the gateway failed to handle the request")
+
+
+EXCEPTION_HANDLERS = {
+    RequestError: request_error,
+    HTTPException: http_error,
+    Exception: unexpected_error,
+}

@@ -1,0 +1,153 @@
+"""The gateway: one configured instance of the service and the parts it is made of.
+
+It owns the wiring (store, dispatcher, compiled rules, hook endpoint, runtime) and their life
+cycle, so that the Litestar app, the CLI and tests build the service the same way. Rules are
+compiled before anything listens, so a broken rule stops start-up with its file, rule id and key
+path; `reload()` compiles anew and swaps atomically, keeping the old rules when that fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from engine.actions import ValidationPolicy
+from engine.config import Config, LoadedConfig, load_config
+from engine.errors import ConfigError
+from server.auth import AuthThrottle, TokenCheck
+from server.dispatch import Dispatcher
+from server.hooks import HookEndpoint, HookSettings
+from server.store.sqlite import SQLiteStore
+
+log = logging.getLogger("hookwise")
+
+PRUNE_EVERY = 600.0
+REQUEST_LOG_RETENTION = 30 * 86400.0
+
+
+def compile_rules(loaded: LoadedConfig) -> Any:
+    """Compile the mapped-hook rules of a configuration (custom mappings, rule files, presets)."""
+    try:  # TEMPORARY until the rule engine lands
+        from engine.rules import RuleSet
+        from engine.transforms import TransformLimits
+    except ImportError:
+        return None
+
+    hooks = loaded.config.hooks
+    limits = hooks.transform_limits
+    transforms_dir = None
+    if hooks.transforms_dir:
+        transforms_dir = Path(hooks.transforms_dir)
+        if not transforms_dir.is_absolute():
+            transforms_dir = loaded.base_dir / transforms_dir
+    return RuleSet.compile(
+        hooks.mappings,
+        presets=hooks.presets,
+        rule_files=hooks.rules,
+        base_dir=loaded.base_dir,
+        transforms_dir=transforms_dir,
+        limits=TransformLimits(
+            timeout_ms=limits.timeout_ms, memory_mb=limits.memory_mb, pool_size=limits.pool_size
+        ),
+    )
+
+
+def validation_policy(config: Config) -> ValidationPolicy:
+    from engine.models import ModelPolicy
+
+    models = ModelPolicy.from_config(config.agents.defaults)
+    return ValidationPolicy(
+        resolve_model=models.resolve,
+        configured_channels=frozenset(config.channels),
+        max_timeout_seconds=config.agents.defaults.max_timeout_seconds,
+    )
+
+
+class Gateway:
+    """A configured hookwise service."""
+
+    def __init__(self, loaded: LoadedConfig, *, state_dir: Path) -> None:
+        self.loaded = loaded
+        self.config = loaded.config
+        self.state_dir = Path(state_dir)
+        hooks = self.config.hooks
+        self.store = SQLiteStore(self.state_dir / "hookwise.db", synchronous=self.config.store.synchronous)
+        self.dispatcher = Dispatcher(self.store, idempotency_window=float(hooks.idempotency_window))
+        self.rules: Any = compile_rules(loaded) if hooks.enabled else None
+        self.hooks: HookEndpoint | None = None
+        if hooks.enabled:
+            assert hooks.token is not None
+            throttle = hooks.auth_throttle
+            self.hooks = HookEndpoint(
+                HookSettings(
+                    hook_path=hooks.path,
+                    max_body_bytes=hooks.max_body_bytes,
+                    body_timeout=float(hooks.body_timeout_seconds),
+                    policy=validation_policy(self.config),
+                ),
+                token=TokenCheck(hooks.token),
+                throttle=AuthThrottle(
+                    max_failures=throttle.max_failures,
+                    window=float(throttle.window_seconds),
+                    lockout=float(throttle.lockout_seconds),
+                ),
+                dispatcher=self.dispatcher,
+                rules=lambda: self.rules,
+            )
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def admin_token(self) -> str | None:
+        return self.config.gateway.auth.token
+
+    def reload(self) -> bool:
+        """Compile the rules from the config file again and swap them in; False if that failed."""
+        if self.loaded.source is None or self.hooks is None:
+            return False
+        try:
+            fresh = load_config(self.loaded.source)
+            if fresh.config.hooks.path != self.config.hooks.path:
+                log.warning("reload: hooks.path changed; restart to apply it")
+            rules = compile_rules(fresh)
+        except ConfigError as e:
+            log.error("reload failed, keeping the current rules:\n%s", e)
+            return False
+        old, self.rules = self.rules, rules
+        if old is not None:
+            old.close()
+        log.info("reload: rules swapped in")
+        return True
+
+    async def _prune_forever(self) -> None:
+        window = float(self.config.hooks.idempotency_window)
+        while True:
+            try:
+                await self.store.prune(
+                    now=time.time(), idempotency_window=window, log_retention=REQUEST_LOG_RETENTION
+                )
+            except Exception:
+                log.exception("pruning the store failed")
+            await asyncio.sleep(PRUNE_EVERY)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Gateway]:
+        """Open the store and start background work; undo it all on exit."""
+        await self.store.open()
+        self._tasks.append(asyncio.create_task(self._prune_forever(), name="hookwise-prune"))
+        try:
+            yield self
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            for task in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self._tasks.clear()
+            await self.store.close()
+            if self.rules is not None:
+                self.rules.close()

@@ -1,0 +1,224 @@
+"""The hook endpoint: `POST {hook_path}/wake`, `/agent` and `/<name>` for mapped hooks.
+
+A plain ASGI application mounted into Litestar at the hook path. The order of checks is the
+contract: method (405, before auth) -> authentication and lock-out (401/429, before the body is
+read) -> sub-path (404 for the bare hook path) -> body (413 as soon as it is too large, 408 when
+it is too slow) -> payload (400) -> idempotency key -> rule or built-in action -> validation (400)
+-> dispatch (commit, then 200/202; 204 when a transform skipped the request).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+import attrs
+
+from engine.actions import Action, ValidationPolicy, validate_action, validate_agent, validate_wake
+from engine.errors import RequestError
+from engine.request import InboundRequest
+from litestar.types import Receive, Scope, Send
+from server.asgi import content_length, read_body, send_error, send_json
+from server.auth import AuthThrottle, TokenCheck, client_key, presented_token
+from server.dispatch import Dispatcher, RequestMeta
+from server.payload import content_type, parse_payload
+
+log = logging.getLogger("hookwise.hooks")
+
+MAX_IDEMPOTENCY_KEY = 256
+_ALLOW = [(b"allow", b"POST")]
+_REPLAYED = [(b"idempotent-replayed", b"true")]
+
+
+_LOCKED_OUT = RequestError(
+    429, "locked_out", "too many failed authentication attempts from this address; try again later"
+)
+
+
+class _LockedOut(Exception):
+    def __init__(self, retry_after: int) -> None:
+        self.retry_after = retry_after
+
+
+@attrs.frozen
+class HookSettings:
+    """Everything the endpoint needs that comes from configuration."""
+
+    hook_path: str
+    max_body_bytes: int
+    body_timeout: float
+    policy: ValidationPolicy
+
+
+def _sub_path(scope: Scope, hook_path: str) -> str | None:
+    """The part after the hook path with slashes trimmed; None when the path is not ours."""
+    path: str = scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0] or scope["path"]
+    path = unquote(path)
+    if path == hook_path:
+        return ""
+    if not path.startswith(hook_path + "/"):
+        return None
+    return path[len(hook_path) + 1 :].strip("/")
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
+    for k, v in headers:
+        if k == name:
+            return v
+    return None
+
+
+class HookEndpoint:
+    """The ASGI application behind `{hook_path}`."""
+
+    def __init__(
+        self,
+        settings: HookSettings,
+        *,
+        token: TokenCheck,
+        throttle: AuthThrottle,
+        dispatcher: Dispatcher,
+        rules: Callable[[], Any] = lambda: None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self._token = token
+        self._throttle = throttle
+        self._dispatcher = dispatcher
+        self._rules = rules
+        self._monotonic = monotonic
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        sub = _sub_path(scope, self.settings.hook_path)
+        client = client_key((scope.get("client") or (None,))[0])
+        meta = RequestMeta(path=self.settings.hook_path + ("/" + sub if sub else ""), client=client, size=0)
+        if sub is None:
+            await send_error(send, RequestError(404, "not_found", "no such endpoint"))
+            return
+        if scope["method"] != "POST":
+            await send_error(
+                send,
+                RequestError(405, "method_not_allowed", "hook endpoints accept POST only"),
+                _ALLOW,
+            )
+            return
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        try:
+            self._authenticate(headers, scope.get("query_string", b""), client)
+            if not sub:
+                raise RequestError(404, "not_found", "name a hook: {hook_path}/wake, /agent or a mapping")
+            body = await read_body(
+                receive,
+                declared=content_length(headers),
+                limit=self.settings.max_body_bytes,
+                timeout=self.settings.body_timeout,
+            )
+            meta = attrs.evolve(meta, size=len(body))
+            await self._handle(sub, headers, scope, body, meta, send)
+        except _LockedOut as e:
+            await send_error(send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())])
+        except RequestError as e:
+            self._dispatcher.refused(meta, e.status, e.code, e.rule_id)
+            await send_error(send, e)
+        except Exception:
+            log.exception("unexpected error on %s", meta.path)
+            self._dispatcher.refused(meta, 500, "internal_error")
+            await send_error(send, RequestError(500, "internal_error", "the gateway failed to handle the request"))
+
+    def _authenticate(self, headers: list[tuple[bytes, bytes]], query: bytes, client: str) -> None:
+        presented = presented_token(headers, query)
+        now = self._monotonic()
+        if presented.token is not None and self._token.matches(presented.token):
+            self._throttle.success(client)
+            return
+        retry = self._throttle.retry_after(client, now)
+        if retry is not None:
+            raise _LockedOut(max(1, round(retry)))
+        self._throttle.failure(client, now)
+        log.warning("hook authentication failed from %s", client)
+        raise RequestError(401, "unauthorized", presented.problem or "the hook token is not valid")
+
+    async def _handle(
+        self,
+        sub: str,
+        headers: list[tuple[bytes, bytes]],
+        scope: Scope,
+        body: bytes,
+        meta: RequestMeta,
+        send: Send,
+    ) -> None:
+        payload = parse_payload(body, content_type(headers))
+        idem = _header(headers, b"idempotency-key")
+        idem_key: str | None = None
+        if idem is not None:
+            idem_key = idem.decode("latin-1").strip()
+            if not idem_key or len(idem_key) > MAX_IDEMPOTENCY_KEY or not idem_key.isprintable():
+                raise RequestError(
+                    400,
+                    "invalid_idempotency_key",
+                    f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters",
+                )
+        policy = self.settings.policy
+        rule_id: str | None = None
+        respond = None
+        actions: list[Action]
+        if sub == "wake":
+            actions = [validate_wake(payload)]
+        elif sub == "agent":
+            actions = [validate_agent(payload, policy)]
+        else:
+            rules = self._rules()
+            request = InboundRequest(
+                path=sub,
+                payload=payload,
+                headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
+                query=dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))),
+                raw_body=body,
+                now=datetime.now(UTC),
+            )
+            rule = rules.select(request) if rules is not None else None
+            if rule is None:
+                raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
+            outcome = await rules.evaluate(rule, request)
+            rule_id = outcome.rule_id
+            if outcome.skipped or not outcome.actions:
+                self._dispatcher.refused(meta, 204, "skipped", rule_id)
+                await send_json(send, 204, None)
+                return
+            try:
+                actions = [
+                    validate_action(spec.kind, spec.fields, policy, internal=True)
+                    for spec in outcome.actions
+                ]
+            except RequestError as e:
+                raise attrs.evolve(
+                    e, message=f"rule {rule_id!r} produced an invalid action: {e.message}", rule_id=rule_id
+                ) from None
+            respond = outcome.respond
+        fingerprint = None
+        if idem_key is not None:
+            fingerprint = hashlib.sha256(meta.path.encode() + b"\n" + body).hexdigest()
+        accepted = await self._dispatcher.dispatch(
+            actions,
+            meta=meta,
+            rule_id=rule_id,
+            respond=respond,
+            idempotency_key=idem_key,
+            fingerprint=fingerprint,
+        )
+        if accepted.conflict:
+            raise RequestError(
+                422,
+                "idempotency_key_reused",
+                "this Idempotency-Key was already used for a different request",
+            )
+        extra = list(respond.headers.items()) if respond is not None else []
+        hdrs = [(k.lower().encode(), v.encode()) for k, v in extra]
+        if accepted.replayed:
+            hdrs += _REPLAYED
+        await send_json(send, accepted.status, accepted.body or None, hdrs)

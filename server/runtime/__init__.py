@@ -1,0 +1,1 @@
+"""The gateway runtime: main session, heartbeats, agent runs, model providers, delivery."""

@@ -1,0 +1,26 @@
+"""Model providers: one wire protocol per module, behind the `Provider` protocol in `base`.
+
+`registry.Providers` builds them from `models.providers` and resolves `<provider>/<model>`.
+"""
+
+from server.runtime.providers.base import (
+    THINKING_LEVELS,
+    ChatMessage,
+    Completion,
+    Provider,
+    ProviderError,
+    ProviderTimeout,
+    Usage,
+)
+from server.runtime.providers.registry import Providers
+
+__all__ = [
+    "THINKING_LEVELS",
+    "ChatMessage",
+    "Completion",
+    "Provider",
+    "ProviderError",
+    "ProviderTimeout",
+    "Providers",
+    "Usage",
+]

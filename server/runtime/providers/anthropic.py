@@ -1,0 +1,159 @@
+"""The Anthropic Messages protocol.
+
+`POST {baseUrl}/v1/messages` (default `https://api.anthropic.com`; a baseUrl already ending in
+`/v1` is accepted) with `x-api-key`, `anthropic-version: 2023-06-01` and the configured extra
+headers. System messages are joined into the top-level `system` field; `max_tokens` is
+`maxTokens` from the provider config, default 4096. `thinking` becomes
+`{"type": "enabled", "budget_tokens": N}` with N from `THINKING_BUDGETS`, and `max_tokens` grows
+by N so the answer keeps its room; `off` sends nothing. The reply is the `text` blocks of
+`content[]` joined (thinking blocks are skipped); usage is `usage.input_tokens/output_tokens`.
+Errors are read from `{"type": "error", "error": {"type", "message"}}`; 429, 5xx and 529
+(overloaded) are retried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import httpx
+
+from engine.config import ProviderConfig
+from server.runtime.providers.base import ChatMessage, Completion, Usage, check_thinking
+from server.runtime.providers.retry import RetryPolicy
+from server.runtime.providers.transport import (
+    http_error,
+    json_object,
+    malformed,
+    post_json,
+    retryable_status,
+)
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+THINKING_BUDGETS: dict[str, int] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+
+
+class AnthropicProvider:
+    """A Messages endpoint. Owns its `httpx.AsyncClient` unless one is given."""
+
+    def __init__(
+        self,
+        provider_id: str,
+        config: ProviderConfig,
+        *,
+        api_key: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.provider_id = provider_id
+        base = (config.base_url or DEFAULT_BASE_URL).rstrip("/")
+        self._url = base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+        self._api_key = api_key if api_key is not None else config.api_key
+        self._headers = {
+            "content-type": "application/json",
+            "accept": "application/json",
+            "anthropic-version": API_VERSION,
+        }
+        if self._api_key:
+            self._headers["x-api-key"] = self._api_key
+        self._headers.update({k.lower(): v for k, v in config.headers.items()})
+        # `maxTokens` is not (yet) a ProviderConfig field; read it when it exists.
+        self._max_tokens = int(getattr(config, "max_tokens", None) or DEFAULT_MAX_TOKENS)
+        self._timeout = config.timeout_seconds
+        self._retry = retry or RetryPolicy(max_retries=config.max_retries)
+        self._client = client or httpx.AsyncClient()
+
+    def request_body(
+        self, model: str, messages: Sequence[ChatMessage], thinking: str | None
+    ) -> dict[str, object]:
+        """The JSON body sent for these messages (system lifted out, thinking mapped)."""
+        system = "\n\n".join(m.content for m in messages if m.role == "system")
+        body: dict[str, object] = {
+            "model": model,
+            "max_tokens": self._max_tokens,
+            "messages": [
+                {"role": m.role, "content": m.content} for m in messages if m.role != "system"
+            ],
+        }
+        if system:
+            body["system"] = system
+        level = check_thinking(self.provider_id, thinking)
+        if level is not None:
+            budget = THINKING_BUDGETS[level]
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            body["max_tokens"] = self._max_tokens + budget
+        return body
+
+    async def complete(
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        *,
+        thinking: str | None,
+        deadline: float,
+    ) -> Completion:
+        body = self.request_body(model, messages, thinking)
+
+        async def attempt() -> Completion:
+            response = await post_json(
+                self._client,
+                self._url,
+                provider_id=self.provider_id,
+                headers=self._headers,
+                body=body,
+                deadline=deadline,
+                timeout_seconds=self._timeout,
+            )
+            return self._parse(response, model)
+
+        return await self._retry.run(attempt, deadline=deadline)
+
+    def _parse(self, response: httpx.Response, model: str) -> Completion:
+        data = json_object(response)
+        if not response.is_success:
+            err = data.get("error") if data else None
+            message = err.get("message") if isinstance(err, dict) else None
+            kind = err.get("type") if isinstance(err, dict) else None
+            return_error = http_error(
+                self.provider_id,
+                response,
+                api_message=message if isinstance(message, str) else None,
+                api_type=kind if isinstance(kind, str) else None,
+                retryable=retryable_status(response.status_code) or kind == "overloaded_error",
+                secrets=[self._api_key],
+            )
+            raise return_error
+        if data is None:
+            raise malformed(self.provider_id, "the body is not a JSON object")
+        content = data.get("content")
+        if not isinstance(content, list):
+            raise malformed(self.provider_id, "content is not a list")
+        texts = [
+            block["text"]
+            for block in content
+            if isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        ]
+        if not texts and data.get("stop_reason") != "end_turn":
+            raise malformed(self.provider_id, "content has no text block")
+        answered_model = data.get("model")
+        return Completion(
+            text="".join(texts),
+            model=answered_model if isinstance(answered_model, str) and answered_model else model,
+            usage=_usage(data.get("usage")),
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _usage(raw: object) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    tokens_in, tokens_out = raw.get("input_tokens"), raw.get("output_tokens")
+    return Usage(
+        input_tokens=tokens_in if isinstance(tokens_in, int) else None,
+        output_tokens=tokens_out if isinstance(tokens_out, int) else None,
+    )

@@ -1,0 +1,138 @@
+"""The OpenAI-compatible Chat Completions protocol (OpenAI, Ollama, vLLM, llama.cpp, OpenRouter).
+
+`POST {baseUrl}/chat/completions` with `Authorization: Bearer <apiKey>` (omitted when no key is
+configured, as local servers need none) and the configured extra headers. `thinking` becomes
+`reasoning_effort` (`minimal|low|medium|high`; omitted for `off`). The reply is
+`choices[0].message.content`; usage is `usage.prompt_tokens` / `usage.completion_tokens`.
+Errors are read from the API's body, `{"error": {"message", "type", "code"}}`; 429 (except
+`insufficient_quota`) and 5xx are retried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import httpx
+
+from engine.config import ProviderConfig
+from server.runtime.providers.base import ChatMessage, Completion, Usage, check_thinking
+from server.runtime.providers.retry import RetryPolicy
+from server.runtime.providers.transport import (
+    http_error,
+    json_object,
+    malformed,
+    post_json,
+    retryable_status,
+)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class OpenAIProvider:
+    """A Chat Completions endpoint. Owns its `httpx.AsyncClient` unless one is given."""
+
+    def __init__(
+        self,
+        provider_id: str,
+        config: ProviderConfig,
+        *,
+        api_key: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.provider_id = provider_id
+        self._url = (config.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        self._api_key = api_key if api_key is not None else config.api_key
+        self._headers = {"content-type": "application/json", "accept": "application/json"}
+        if self._api_key:
+            self._headers["authorization"] = f"Bearer {self._api_key}"
+        self._headers.update({k.lower(): v for k, v in config.headers.items()})
+        self._timeout = config.timeout_seconds
+        self._retry = retry or RetryPolicy(max_retries=config.max_retries)
+        self._client = client or httpx.AsyncClient()
+
+    async def complete(
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        *,
+        thinking: str | None,
+        deadline: float,
+    ) -> Completion:
+        body: dict[str, object] = {
+            "model": model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+        }
+        effort = check_thinking(self.provider_id, thinking)
+        if effort is not None:
+            body["reasoning_effort"] = effort
+
+        async def attempt() -> Completion:
+            response = await post_json(
+                self._client,
+                self._url,
+                provider_id=self.provider_id,
+                headers=self._headers,
+                body=body,
+                deadline=deadline,
+                timeout_seconds=self._timeout,
+            )
+            return self._parse(response, model)
+
+        return await self._retry.run(attempt, deadline=deadline)
+
+    def _parse(self, response: httpx.Response, model: str) -> Completion:
+        data = json_object(response)
+        if not response.is_success:
+            raise self._error(response, data)
+        if data is None:
+            raise malformed(self.provider_id, "the body is not a JSON object")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise malformed(self.provider_id, "no choices[0]")
+        message = choices[0].get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            refusal = message.get("refusal") if isinstance(message, dict) else None
+            if isinstance(refusal, str) and refusal:
+                raise malformed(self.provider_id, "the model refused and sent no content")
+            raise malformed(self.provider_id, "choices[0].message.content is not a string")
+        answered_model = data.get("model")
+        return Completion(
+            text=content,
+            model=answered_model if isinstance(answered_model, str) and answered_model else model,
+            usage=_usage(data.get("usage")),
+        )
+
+    def _error(self, response: httpx.Response, data: dict[str, object] | None):
+        message = kind = code = None
+        err = data.get("error") if data else None
+        if isinstance(err, dict):
+            message, kind, code = err.get("message"), err.get("type"), err.get("code")
+        elif isinstance(err, str):
+            message = err
+        elif data and isinstance(data.get("message"), str):  # vLLM puts them at the top level
+            message, kind, code = data.get("message"), data.get("type"), data.get("code")
+        label = code if isinstance(code, str) and code else kind
+        retryable = retryable_status(response.status_code) and code != "insufficient_quota"
+        return http_error(
+            self.provider_id,
+            response,
+            api_message=message if isinstance(message, str) else None,
+            api_type=label if isinstance(label, str) else None,
+            retryable=retryable,
+            secrets=[self._api_key],
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _usage(raw: object) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
+    return Usage(
+        input_tokens=prompt if isinstance(prompt, int) else None,
+        output_tokens=completion if isinstance(completion, int) else None,
+    )

@@ -1,0 +1,202 @@
+"""The store interface: what the rest of the service may ask of durable state, and its records.
+
+Callers depend on `Store` only, so a PostgreSQL implementation can sit beside SQLite without
+touching them. The one write on the request path is `accept`: it checks the idempotency key and
+writes the action's rows and the request's log entry in one transaction, and it returns only
+after that transaction is committed ("accepted means persisted"). Implementations commit the
+operations that arrive together in one transaction (group commit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import attrs
+
+
+@attrs.frozen
+class NewEvent:
+    """A system event to enqueue for a session (the main session for hooks)."""
+
+    event_id: str
+    session: str
+    text: str
+    source: str
+    mode: str
+    trusted: bool = False
+
+
+@attrs.frozen
+class NewRun:
+    """An isolated agent run to record in state `queued`."""
+
+    run_id: str
+    session_key: str
+    name: str
+    message: str
+    rule_id: str | None
+    wake_mode: str
+    deliver: bool
+    channel: str
+    to: str | None
+    model: str | None
+    thinking: str | None
+    timeout_seconds: float | None
+    fallback_channel: str | None
+    allow_unsafe_external_content: bool
+
+
+@attrs.frozen
+class RequestLogEntry:
+    """One line of the request log. Never the payload, never a token."""
+
+    at: float
+    path: str
+    status: int
+    client: str | None
+    size: int
+    action: str | None = None
+    rule_id: str | None = None
+    code: str | None = None
+
+
+@attrs.frozen
+class AcceptOp:
+    """Everything one accepted request writes, committed together or not at all.
+
+    When `idempotency_key` was seen within the window with the same `fingerprint`, nothing is
+    written and the first response is returned; with another fingerprint the result says so.
+    """
+
+    status: int
+    body: bytes
+    log: RequestLogEntry
+    events: tuple[NewEvent, ...] = ()
+    runs: tuple[NewRun, ...] = ()
+    idempotency_key: str | None = None
+    fingerprint: str | None = None
+    now: float = 0.0
+    idempotency_window: float = 86400.0
+
+
+@attrs.frozen
+class Accepted:
+    """The answer to an `AcceptOp`: the response to send and whether it is a replay."""
+
+    status: int
+    body: bytes
+    replayed: bool = False
+    conflict: bool = False
+
+
+@attrs.frozen
+class EventRecord:
+    """A stored system event."""
+
+    seq: int
+    event_id: str
+    session: str
+    text: str
+    source: str
+    mode: str
+    trusted: bool
+    created_at: float
+    consumed_at: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "eventId": self.event_id,
+            "session": self.session,
+            "text": self.text,
+            "source": self.source,
+            "mode": self.mode,
+            "trusted": self.trusted,
+            "createdAt": self.created_at,
+            "consumedAt": self.consumed_at,
+        }
+
+
+@attrs.frozen
+class RunRecord:
+    """A stored agent run with its current state."""
+
+    seq: int
+    run_id: str
+    session_key: str
+    name: str
+    message: str
+    rule_id: str | None
+    state: str
+    wake_mode: str
+    deliver: bool
+    channel: str
+    to: str | None
+    model: str | None
+    thinking: str | None
+    timeout_seconds: float | None
+    fallback_channel: str | None
+    allow_unsafe_external_content: bool
+    attempts: int
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    reply: str | None
+    error: str | None
+    model_used: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "sessionKey": self.session_key,
+            "name": self.name,
+            "rule": self.rule_id,
+            "state": self.state,
+            "wakeMode": self.wake_mode,
+            "deliver": self.deliver,
+            "channel": self.channel,
+            "to": self.to,
+            "model": self.model,
+            "thinking": self.thinking,
+            "timeoutSeconds": self.timeout_seconds,
+            "attempts": self.attempts,
+            "createdAt": self.created_at,
+            "startedAt": self.started_at,
+            "finishedAt": self.finished_at,
+            "reply": self.reply,
+            "error": self.error,
+            "modelUsed": self.model_used,
+            "usage": {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens},
+        }
+
+
+@attrs.frozen
+class Page:
+    """One page of a listing; `next_cursor` is None on the last page."""
+
+    items: Sequence[Any]
+    next_cursor: str | None
+
+
+class Store(Protocol):
+    """Durable state of the service."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def accept(self, op: AcceptOp) -> Accepted: ...
+
+    def log_request(self, entry: RequestLogEntry) -> None:
+        """Record a refused request; written with the next group, never awaited by callers."""
+        ...
+
+    async def list_events(self, session: str, *, limit: int, cursor: str | None) -> Page: ...
+
+    async def list_runs(self, *, limit: int, cursor: str | None, state: str | None) -> Page: ...
+
+    async def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    async def request_log(self, *, limit: int, cursor: str | None) -> Page: ...

@@ -1,0 +1,253 @@
+"""The SQLite store: WAL mode, migrations, a group-commit writer and a pool of readers.
+
+The embedded default. One writer thread commits batches (`server.store.writer`); reads run on a
+small thread pool, each thread with its own read-only connection, so the admin API never waits
+behind a commit. `synchronous=FULL` by default: an acknowledged request survives a power cut,
+not only a process crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from server.store.base import (
+    Accepted,
+    AcceptOp,
+    EventRecord,
+    Page,
+    RequestLogEntry,
+    RunRecord,
+)
+from server.store.writer import GroupCommitWriter
+
+T = TypeVar("T")
+
+
+def _migrations() -> list[tuple[int, str]]:
+    folder = resources.files("server.store") / "migrations" / "sqlite"
+    out = []
+    for entry in folder.iterdir():
+        name = entry.name
+        if name.endswith(".sql"):
+            out.append((int(name.split("_", 1)[0]), entry.read_text(encoding="utf-8")))
+    return sorted(out)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the schema up to date; returns the version reached."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    for number, sql in _migrations():
+        if number > version:
+            conn.executescript(f"BEGIN;\n{sql}\nPRAGMA user_version = {number};\nCOMMIT;")
+            version = number
+    return version
+
+
+_RUN_COLUMNS = (
+    "seq, run_id, session_key, name, message, rule_id, state, wake_mode, deliver, channel, "
+    "recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, attempts, "
+    "created_at, started_at, finished_at, reply, error, model_used, input_tokens, output_tokens"
+)
+_EVENT_COLUMNS = "seq, event_id, session, text, source, mode, trusted, created_at, consumed_at"
+
+
+def _run_record(row: tuple[Any, ...]) -> RunRecord:
+    r = list(row)
+    r[8] = bool(r[8])
+    r[15] = bool(r[15])
+    return RunRecord(*r)
+
+
+def _event_record(row: tuple[Any, ...]) -> EventRecord:
+    r = list(row)
+    r[6] = bool(r[6])
+    return EventRecord(*r)
+
+
+def _insert_log(cur: sqlite3.Cursor, e: RequestLogEntry) -> None:
+    cur.execute(
+        "INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (e.at, e.path, e.status, e.client, e.size, e.action, e.rule_id, e.code),
+    )
+
+
+def _accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
+    if op.idempotency_key is not None:
+        row = cur.execute(
+            "SELECT fingerprint, status, body, created_at FROM idempotency_keys WHERE key = ?",
+            (op.idempotency_key,),
+        ).fetchone()
+        if row is not None and row[3] > op.now - op.idempotency_window:
+            if row[0] != op.fingerprint:
+                return Accepted(status=0, body=b"", conflict=True)
+            _insert_log(cur, op.log)
+            return Accepted(status=row[1], body=bytes(row[2]), replayed=True)
+        cur.execute(
+            "INSERT OR REPLACE INTO idempotency_keys (key, fingerprint, status, body, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (op.idempotency_key, op.fingerprint, op.status, op.body, op.now),
+        )
+    if op.events:
+        cur.executemany(
+            "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(e.event_id, e.session, e.text, e.source, e.mode, int(e.trusted), op.now) for e in op.events],
+        )
+    if op.runs:
+        cur.executemany(
+            "INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
+            " channel, recipient, model, thinking, timeout_seconds, fallback_channel,"
+            " allow_unsafe, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    r.run_id,
+                    r.session_key,
+                    r.name,
+                    r.message,
+                    r.rule_id,
+                    r.wake_mode,
+                    int(r.deliver),
+                    r.channel,
+                    r.to,
+                    r.model,
+                    r.thinking,
+                    r.timeout_seconds,
+                    r.fallback_channel,
+                    int(r.allow_unsafe_external_content),
+                    op.now,
+                )
+                for r in op.runs
+            ],
+        )
+    _insert_log(cur, op.log)
+    return Accepted(status=op.status, body=op.body)
+
+
+def _page(rows: list[Any], limit: int, convert: Callable[[Any], Any]) -> Page:
+    items = [convert(r) for r in rows[:limit]]
+    next_cursor = str(rows[limit - 1][0]) if len(rows) > limit else None
+    return Page(items=items, next_cursor=next_cursor)
+
+
+def _cursor_value(cursor: str | None) -> int:
+    if cursor is None:
+        return 2**62
+    return int(cursor)
+
+
+class SQLiteStore:
+    """The `Store` on one SQLite file."""
+
+    def __init__(self, path: Path, *, synchronous: str = "full", readers: int = 2) -> None:
+        self.path = Path(path)
+        self._synchronous = synchronous.upper()
+        self._writer = GroupCommitWriter(self._connect_writer, name="hookwise-sqlite-writer")
+        self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="hookwise-sqlite-read")
+        self._local = threading.local()
+
+    # connections ------------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def _connect_writer(self) -> sqlite3.Connection:
+        conn = self._connect()
+        conn.execute("PRAGMA journal_mode = WAL")
+        migrate(conn)
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            conn.execute("PRAGMA query_only = ON")
+            self._local.conn = conn
+        return conn
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, lambda: fn(self._reader()))
+
+    def write(self, fn: Callable[[sqlite3.Cursor], T]) -> asyncio.Future[T]:
+        """Run `fn(cursor)` in the next group commit; the future resolves once committed."""
+        return self._writer.submit(fn)
+
+    # lifecycle --------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer.start(asyncio.get_running_loop())
+
+    async def close(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self._writer.stop)
+        self._readers.shutdown(wait=True)
+
+    # the request path -------------------------------------------------------------------------
+
+    async def accept(self, op: AcceptOp) -> Accepted:
+        return await self._writer.submit(lambda cur: _accept(op, cur))
+
+    def log_request(self, entry: RequestLogEntry) -> None:
+        self._writer.submit_nowait(lambda cur: _insert_log(cur, entry))
+
+    async def prune(self, *, now: float, idempotency_window: float, log_retention: float) -> None:
+        def fn(cur: sqlite3.Cursor) -> None:
+            cur.execute("DELETE FROM idempotency_keys WHERE created_at < ?", (now - idempotency_window,))
+            cur.execute("DELETE FROM request_log WHERE at < ?", (now - log_retention,))
+
+        await self._writer.submit(fn)
+
+    # reads ------------------------------------------------------------------------------------
+
+    async def list_events(self, session: str, *, limit: int, cursor: str | None) -> Page:
+        def fn(conn: sqlite3.Connection) -> Page:
+            rows = conn.execute(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? AND seq < ?"
+                " ORDER BY seq DESC LIMIT ?",
+                (session, _cursor_value(cursor), limit + 1),
+            ).fetchall()
+            return _page(rows, limit, _event_record)
+
+        return await self._read(fn)
+
+    async def list_runs(self, *, limit: int, cursor: str | None, state: str | None) -> Page:
+        def fn(conn: sqlite3.Connection) -> Page:
+            sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE seq < ?"
+            args: list[Any] = [_cursor_value(cursor)]
+            if state is not None:
+                sql += " AND state = ?"
+                args.append(state)
+            rows = conn.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1)).fetchall()
+            return _page(rows, limit, _run_record)
+
+        return await self._read(fn)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        def fn(conn: sqlite3.Connection) -> RunRecord | None:
+            row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            return _run_record(row) if row else None
+
+        return await self._read(fn)
+
+    async def request_log(self, *, limit: int, cursor: str | None) -> Page:
+        def fn(conn: sqlite3.Connection) -> Page:
+            rows = conn.execute(
+                "SELECT seq, at, path, status, client, size, action, rule_id, code FROM request_log"
+                " WHERE seq < ? ORDER BY seq DESC LIMIT ?",
+                (_cursor_value(cursor), limit + 1),
+            ).fetchall()
+            return _page(rows, limit, lambda r: RequestLogEntry(*r[1:]))
+
+        return await self._read(fn)

@@ -1,0 +1,1 @@
+"""Loopback fakes of the external services hookwise talks to, for tests."""
