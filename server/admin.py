@@ -21,11 +21,15 @@ MAX_LIMIT = 500
 def admin_guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:
     check: TokenCheck | None = connection.app.state.admin_token
     if check is None:
-        raise RequestError(403, "admin_disabled", "the admin API is disabled: set gateway.auth.token")
+        raise RequestError(
+            403, "admin_disabled", "the admin API is disabled: set gateway.auth.token"
+        )
     header = connection.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token or not check.matches(token.strip()):
-        raise RequestError(401, "unauthorized", "the admin API needs 'Authorization: Bearer <gateway token>'")
+        raise RequestError(
+            401, "unauthorized", "the admin API needs 'Authorization: Bearer <gateway token>'"
+        )
 
 
 def _page(items: list[Any], next_cursor: str | None) -> dict[str, Any]:
@@ -44,7 +48,9 @@ class AdminController(Controller):
         limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
         cursor: str | None = Parameter(default=None, pattern=r"^\d{1,19}$"),
     ) -> dict[str, Any]:
-        page = await request.app.state.gateway.store.list_events(session, limit=limit, cursor=cursor)
+        page = await request.app.state.gateway.store.list_events(
+            session, limit=limit, cursor=cursor
+        )
         return _page([e.to_json() for e in page.items], page.next_cursor)
 
     @get("/runs")

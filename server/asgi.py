@@ -46,7 +46,9 @@ def content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
             try:
                 return int(value)
             except ValueError:
-                raise RequestError(400, "invalid_content_length", "Content-Length is not a number") from None
+                raise RequestError(
+                    400, "invalid_content_length", "Content-Length is not a number"
+                ) from None
     return None
 
 

@@ -26,7 +26,9 @@ def _load(path: str) -> LoadedConfig | None:
     try:
         loaded = load_config(path)
     except ConfigError as e:
-        print(f"hookwise: {path}: the configuration has {len(e.issues)} problem(s):", file=sys.stderr)
+        print(
+            f"hookwise: {path}: the configuration has {len(e.issues)} problem(s):", file=sys.stderr
+        )
         for issue in e.issues:
             print(f"  {issue}", file=sys.stderr)
         return None
@@ -59,7 +61,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         gateway = Gateway(loaded, state_dir=Path(args.state_dir))
     except ConfigError as e:
-        print(f"hookwise: {args.config}: the rules have {len(e.issues)} problem(s):", file=sys.stderr)
+        print(
+            f"hookwise: {args.config}: the rules have {len(e.issues)} problem(s):", file=sys.stderr
+        )
         for issue in e.issues:
             print(f"  {issue}", file=sys.stderr)
         return 1
@@ -87,7 +91,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             await asyncio.sleep(0.01)
         if server.started:
             shown = f"[{host}]" if ":" in host else host
-            hook_state = f"hooks at {loaded.config.hooks.path}" if gateway.hooks else "hooks disabled"
+            hook_state = (
+                f"hooks at {loaded.config.hooks.path}" if gateway.hooks else "hooks disabled"
+            )
             print(f"hookwise: listening on http://{shown}:{port} ({hook_state})", flush=True)
         await serve
 
@@ -107,7 +113,10 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         try:
             compile_rules(loaded).close()
         except ConfigError as e:
-            print(f"hookwise: {args.config}: the rules have {len(e.issues)} problem(s):", file=sys.stderr)
+            print(
+                f"hookwise: {args.config}: the rules have {len(e.issues)} problem(s):",
+                file=sys.stderr,
+            )
             for issue in e.issues:
                 print(f"  {issue}", file=sys.stderr)
             return 1
@@ -124,13 +133,33 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the service", description="Run the hookwise service.")
     serve.add_argument("--config", required=True, help="config file (.yaml, .json or .json5)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: loopback only)")
-    serve.add_argument("--port", type=int, default=8787, help="port to listen on (default 8787; 0 picks a free one)")
-    serve.add_argument("--state-dir", default=".hookwise", help="directory for the SQLite store (default ./.hookwise)")
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log level (default info)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: loopback only)",
+    )
+    serve.add_argument(
+        "--port",
+        type=int,
+        default=8787,
+        help="port to listen on (default 8787; 0 picks a free one)",
+    )
+    serve.add_argument(
+        "--state-dir",
+        default=".hookwise",
+        help="directory for the SQLite store (default ./.hookwise)",
+    )
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log level (default info)",
+    )
     serve.set_defaults(func=cmd_serve)
 
-    config = sub.add_parser("config", help="configuration tools", description="Configuration tools.")
+    config = sub.add_parser(
+        "config", help="configuration tools", description="Configuration tools."
+    )
     config_sub = config.add_subparsers(dest="config_command", metavar="COMMAND", required=True)
     check = config_sub.add_parser(
         "check",
@@ -155,7 +184,11 @@ def _add_optional_commands(sub: Any) -> None:
     except ImportError:
         pass
     else:
-        webhooks = sub.add_parser("webhooks", help="helpers for webhook providers", description="Helpers for webhook providers.")
+        webhooks = sub.add_parser(
+            "webhooks",
+            help="helpers for webhook providers",
+            description="Helpers for webhook providers.",
+        )
         providers = webhooks.add_subparsers(dest="provider", metavar="PROVIDER", required=True)
         add_gmail(providers)
 

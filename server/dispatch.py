@@ -144,7 +144,9 @@ class Dispatcher:
                 listener(events, runs)
         return accepted
 
-    def refused(self, meta: RequestMeta, status: int, code: str, rule_id: str | None = None) -> None:
+    def refused(
+        self, meta: RequestMeta, status: int, code: str, rule_id: str | None = None
+    ) -> None:
         """Record a refused request in the request log (not awaited)."""
         self.store.log_request(
             RequestLogEntry(

@@ -27,7 +27,9 @@ CODES = {
 MESSAGES = {404: "no such endpoint", 405: "method not allowed"}
 
 
-def _response(status: int, code: str, message: str, field: str | None = None, headers=None) -> Response:
+def _response(
+    status: int, code: str, message: str, field: str | None = None, headers=None
+) -> Response:
     body: dict[str, object] = {"ok": False, "error": message, "code": code}
     if field:
         body["field"] = field
@@ -46,13 +48,17 @@ def http_error(_: Request, exc: HTTPException) -> Response:
         if extra and isinstance(extra[0], dict):
             field = extra[0].get("key")
         return _response(400, "invalid_query", f"invalid value for {field or 'a parameter'}", field)
-    message = MESSAGES.get(status) or (exc.detail if isinstance(exc.detail, str) else "request refused")
+    message = MESSAGES.get(status) or (
+        exc.detail if isinstance(exc.detail, str) else "request refused"
+    )
     return _response(status, CODES.get(status, "http_error"), message, headers=exc.headers)
 
 
 def unexpected_error(request: Request, exc: Exception) -> Response:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
-    return _response(HTTP_500_INTERNAL_SERVER_ERROR, "internal_error", "the gateway failed to handle the request")
+    return _response(
+        HTTP_500_INTERNAL_SERVER_ERROR, "internal_error", "the gateway failed to handle the request"
+    )
 
 
 EXCEPTION_HANDLERS = {

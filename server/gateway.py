@@ -76,7 +76,9 @@ class Gateway:
         self.config = loaded.config
         self.state_dir = Path(state_dir)
         hooks = self.config.hooks
-        self.store = SQLiteStore(self.state_dir / "hookwise.db", synchronous=self.config.store.synchronous)
+        self.store = SQLiteStore(
+            self.state_dir / "hookwise.db", synchronous=self.config.store.synchronous
+        )
         self.dispatcher = Dispatcher(self.store, idempotency_window=float(hooks.idempotency_window))
         self.rules: Any = compile_rules(loaded) if hooks.enabled else None
         self.hooks: HookEndpoint | None = None

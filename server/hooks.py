@@ -96,7 +96,9 @@ class HookEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         sub = _sub_path(scope, self.settings.hook_path)
         client = client_key((scope.get("client") or (None,))[0])
-        meta = RequestMeta(path=self.settings.hook_path + ("/" + sub if sub else ""), client=client, size=0)
+        meta = RequestMeta(
+            path=self.settings.hook_path + ("/" + sub if sub else ""), client=client, size=0
+        )
         if sub is None:
             await send_error(send, RequestError(404, "not_found", "no such endpoint"))
             return
@@ -111,7 +113,9 @@ class HookEndpoint:
         try:
             self._authenticate(headers, scope.get("query_string", b""), client)
             if not sub:
-                raise RequestError(404, "not_found", "name a hook: {hook_path}/wake, /agent or a mapping")
+                raise RequestError(
+                    404, "not_found", "name a hook: {hook_path}/wake, /agent or a mapping"
+                )
             body = await read_body(
                 receive,
                 declared=content_length(headers),
@@ -128,7 +132,10 @@ class HookEndpoint:
         except Exception:
             log.exception("unexpected error on %s", meta.path)
             self._dispatcher.refused(meta, 500, "internal_error")
-            await send_error(send, RequestError(500, "internal_error", "the gateway failed to handle the request"))
+            await send_error(
+                send,
+                RequestError(500, "internal_error", "the gateway failed to handle the request"),
+            )
 
     def _authenticate(self, headers: list[tuple[bytes, bytes]], query: bytes, client: str) -> None:
         presented = presented_token(headers, query)
@@ -197,7 +204,9 @@ class HookEndpoint:
                 ]
             except RequestError as e:
                 raise attrs.evolve(
-                    e, message=f"rule {rule_id!r} produced an invalid action: {e.message}", rule_id=rule_id
+                    e,
+                    message=f"rule {rule_id!r} produced an invalid action: {e.message}",
+                    rule_id=rule_id,
                 ) from None
             respond = outcome.respond
         fingerprint = None

@@ -82,7 +82,9 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     cred.add_argument(
         "--password-env", metavar="VAR", help="environment variable holding the password"
     )
-    cred.add_argument("--password-command", metavar="CMD", help="shell command printing the password")
+    cred.add_argument(
+        "--password-command", metavar="CMD", help="shell command printing the password"
+    )
     cred.add_argument(
         "--oauth2-token-file", metavar="FILE", help="file holding an OAuth2 access token (XOAUTH2)"
     )
@@ -94,7 +96,9 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
         metavar="CMD",
         help="shell command printing a fresh OAuth2 access token (run at each connect)",
     )
-    setup.add_argument("--label", default="INBOX", help="folder (Gmail label) to watch (default INBOX)")
+    setup.add_argument(
+        "--label", default="INBOX", help="folder (Gmail label) to watch (default INBOX)"
+    )
     setup.add_argument("--hook-url", help="POST target, when the gateway is not on 127.0.0.1")
     _config_arg(setup)
     setup.add_argument(

@@ -16,6 +16,7 @@ Nothing here logs credentials or message content.
 
 from __future__ import annotations
 
+import contextlib
 import select
 import ssl
 from collections.abc import Iterable
@@ -117,7 +118,11 @@ class Mailbox:
 
     @classmethod
     def open(
-        cls, config: GmailConfig, credential: Credential, *, ssl_context: ssl.SSLContext | None = None
+        cls,
+        config: GmailConfig,
+        credential: Credential,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> Mailbox:
         """Connect, negotiate TLS as configured, and log in. Raises `ImapError` subclasses."""
         where = f"{config.imap_host}:{config.port}"
@@ -165,21 +170,23 @@ class Mailbox:
         """EXAMINE `label`, refusing folders the watcher must skip."""
         skip = {f.casefold() for f in skip_folders}
         if label.casefold() in skip:
-            raise ImapFolderError(f"folder {label!r} is in hooks.gmail.skipFolders; it is never watched")
+            raise ImapFolderError(
+                f"folder {label!r} is in hooks.gmail.skipFolders; it is never watched"
+            )
         folders = self._call(lambda: self._client.list_folders())
         for flags, _delim, name in folders:
             if name == label:
                 special = [f for f in flags if f in SKIPPED_SPECIAL_USE]
                 if special:
                     raise ImapFolderError(
-                        f"folder {label!r} is a {_text(special[0])} folder; spam, trash, drafts and "
-                        "sent mail are never watched"
+                        f"folder {label!r} is a {_text(special[0])} folder; spam, trash, "
+                        "drafts and sent mail are never watched"
                     )
                 break
         else:
             if label.upper() != "INBOX":
                 names = ", ".join(sorted(name for _f, _d, name in folders)[:20])
-                raise ImapFolderError(f"folder {label!r} does not exist on {self._host} (found: {names})")
+                raise ImapFolderError(f"folder {label!r} does not exist (found: {names})")
         try:
             info = self._client.select_folder(label, readonly=True)
         except IMAPClientAbortError as e:
@@ -287,10 +294,8 @@ class Mailbox:
                 return
         except Exception:
             pass
-        try:
+        with contextlib.suppress(Exception):
             self._client.shutdown()
-        except Exception:
-            pass
 
     def _call(self, fn: Any) -> Any:
         try:

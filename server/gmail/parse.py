@@ -160,9 +160,11 @@ class _HTMLText(HTMLParser):
     """Text of an HTML document: block elements become line breaks; script/style are dropped."""
 
     _BLOCK = frozenset(
-        "address article aside blockquote br dd div dl dt fieldset figcaption figure footer form "
-        "h1 h2 h3 h4 h5 h6 header hr li main nav ol p pre section table td th tr ul".split()
+        "address article aside blockquote br div dl fieldset figcaption figure footer form "
+        "h1 h2 h3 h4 h5 h6 header hr main nav ol p pre section table ul".split()
     )
+    _LINE = frozenset({"li", "tr", "dt", "dd"})  # a line break before, none after
+    _CELL = frozenset({"td", "th"})
     _SKIP = frozenset({"script", "style", "head", "title", "template"})
 
     def __init__(self) -> None:
@@ -173,8 +175,10 @@ class _HTMLText(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in self._SKIP:
             self._skipping += 1
-        elif tag in self._BLOCK:
+        elif tag in self._BLOCK or tag in self._LINE:
             self.parts.append("\n")
+        elif tag in self._CELL:
+            self.parts.append(" ")
 
     def handle_endtag(self, tag: str) -> None:
         if tag in self._SKIP:

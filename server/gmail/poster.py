@@ -84,9 +84,7 @@ class Poster:
         if self._own_client:
             await self._client.aclose()
 
-    async def post(
-        self, item: dict[str, Any], *, key: str, stop: asyncio.Event
-    ) -> PostOutcome:
+    async def post(self, item: dict[str, Any], *, key: str, stop: asyncio.Event) -> PostOutcome:
         """Deliver one message item. Raises `Stopped` if `stop` is set before it is delivered."""
         body = {"source": "gmail", "messages": [item]}
         headers = {
@@ -109,7 +107,9 @@ class Poster:
                 status = resp.status_code
                 if 200 <= status < 300:
                     if attempt > 1:
-                        log.info("gmail: message %s accepted after %d attempts", item["id"], attempt)
+                        log.info(
+                            "gmail: message %s accepted after %d attempts", item["id"], attempt
+                        )
                     return "accepted"
                 if status in _RETRY_STATUSES or status >= 500:
                     why = f"status {status}"

@@ -48,7 +48,9 @@ def resolve_credential(
         path = getattr(config, f"{attr}_file")
         command = getattr(config, f"{attr}_command")
         if inline is not None:
-            return Credential(kind, _non_empty(_from_env(inline, env, f"hooks.gmail.{prefix}"), prefix))
+            return Credential(
+                kind, _non_empty(_from_env(inline, env, f"hooks.gmail.{prefix}"), prefix)
+            )
         if path is not None:
             return Credential(kind, _from_file(path, base, f"hooks.gmail.{prefix}File"))
         if command is not None:
@@ -96,7 +98,9 @@ def _from_command(command: str, base: Path, where: str) -> str:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise SecretError(f"{where}: the command did not finish in {COMMAND_TIMEOUT_SECONDS} s") from None
+        raise SecretError(
+            f"{where}: the command did not finish in {COMMAND_TIMEOUT_SECONDS} s"
+        ) from None
     except OSError as e:
         raise SecretError(f"{where}: the command could not be run: {e.strerror}") from None
     if done.returncode != 0:

@@ -202,7 +202,9 @@ def _wanted_gmail(
 ) -> dict[str, Any]:
     given = {k: v for k, v in credential.items() if v is not None}
     if len(given) > 1:
-        raise SetupError("give only one credential option (password file, env or command, or token)")
+        raise SetupError(
+            "give only one credential option (password file, env or command, or token)"
+        )
     wanted: dict[str, Any] = {k: v for k, v in current.items()}
     wanted["account"] = account
     wanted["imapHost"] = imap_host or current.get("imapHost") or GMAIL_IMAP_HOST

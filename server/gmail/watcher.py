@@ -73,7 +73,9 @@ async def run_watcher(
     resolved: the config file's folder. Raises `WatcherError` when the first connection shows
     the configuration cannot work.
     """
-    watcher = _Watcher(config, hook_url, hook_token, Path(state_dir), base_dir, stop or asyncio.Event())
+    watcher = _Watcher(
+        config, hook_url, hook_token, Path(state_dir), base_dir, stop or asyncio.Event()
+    )
     await watcher.run()
 
 
@@ -114,7 +116,9 @@ class _Watcher:
             self.config.port,
             self.config.label,
         )
-        backoff = Backoff(float(self.config.reconnect_min_seconds), float(self.config.reconnect_max_seconds))
+        backoff = Backoff(
+            float(self.config.reconnect_min_seconds), float(self.config.reconnect_max_seconds)
+        )
         try:
             while not self.stop.is_set():
                 try:
@@ -138,7 +142,9 @@ class _Watcher:
             log.info("gmail: watcher stopped; %d messages posted", self.posted)
 
     async def _session(self, backoff: Backoff) -> None:
-        credential = await asyncio.to_thread(resolve_credential, self.config, base_dir=self.base_dir)
+        credential = await asyncio.to_thread(
+            resolve_credential, self.config, base_dir=self.base_dir
+        )
         box = await self._call(Mailbox.open, self.config, credential)
         try:
             state = await self._call(box.select, self.config.label, self.config.skip_folders)
@@ -185,7 +191,9 @@ class _Watcher:
             last = (state.uid_next - 1) if state.uid_next else await self._call(box.last_uid)
             cp = Checkpoint(state.uid_validity, last, now)
             self.store.save(cp)
-            log.info("gmail: no checkpoint yet; starting after UID %d (older mail is not sent)", last)
+            log.info(
+                "gmail: no checkpoint yet; starting after UID %d (older mail is not sent)", last
+            )
             return
         if cp.uid_validity != state.uid_validity:
             cp = await self._reset(box, cp, state)
@@ -255,9 +263,9 @@ class _Watcher:
         label = msg.skipped_label
         if label is not None:
             return f"labelled {label}"
-        if cp.not_before is not None and msg.internal_date is not None:
-            if msg.internal_date.date() < cp.not_before:
-                return "older than the folder's reset"
+        date = msg.internal_date
+        if cp.not_before is not None and date is not None and date.date() < cp.not_before:
+            return "older than the folder's reset"
         return None
 
 

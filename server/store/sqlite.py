@@ -99,7 +99,10 @@ def _accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
         cur.executemany(
             "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(e.event_id, e.session, e.text, e.source, e.mode, int(e.trusted), op.now) for e in op.events],
+            [
+                (e.event_id, e.session, e.text, e.source, e.mode, int(e.trusted), op.now)
+                for e in op.events
+            ],
         )
     if op.runs:
         cur.executemany(
@@ -150,7 +153,9 @@ class SQLiteStore:
         self.path = Path(path)
         self._synchronous = synchronous.upper()
         self._writer = GroupCommitWriter(self._connect_writer, name="hookwise-sqlite-writer")
-        self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="hookwise-sqlite-read")
+        self._readers = ThreadPoolExecutor(
+            max_workers=readers, thread_name_prefix="hookwise-sqlite-read"
+        )
         self._local = threading.local()
 
     # connections ------------------------------------------------------------------------------
@@ -204,7 +209,9 @@ class SQLiteStore:
 
     async def prune(self, *, now: float, idempotency_window: float, log_retention: float) -> None:
         def fn(cur: sqlite3.Cursor) -> None:
-            cur.execute("DELETE FROM idempotency_keys WHERE created_at < ?", (now - idempotency_window,))
+            cur.execute(
+                "DELETE FROM idempotency_keys WHERE created_at < ?", (now - idempotency_window,)
+            )
             cur.execute("DELETE FROM request_log WHERE at < ?", (now - log_retention,))
 
         await self._writer.submit(fn)
@@ -236,7 +243,9 @@ class SQLiteStore:
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         def fn(conn: sqlite3.Connection) -> RunRecord | None:
-            row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = conn.execute(
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
             return _run_record(row) if row else None
 
         return await self._read(fn)

@@ -115,7 +115,7 @@ class AnthropicProvider:
             err = data.get("error") if data else None
             message = err.get("message") if isinstance(err, dict) else None
             kind = err.get("type") if isinstance(err, dict) else None
-            return_error = http_error(
+            raise http_error(
                 self.provider_id,
                 response,
                 api_message=message if isinstance(message, str) else None,
@@ -123,7 +123,6 @@ class AnthropicProvider:
                 retryable=retryable_status(response.status_code) or kind == "overloaded_error",
                 secrets=[self._api_key],
             )
-            raise return_error
         if data is None:
             raise malformed(self.provider_id, "the body is not a JSON object")
         content = data.get("content")
@@ -136,8 +135,9 @@ class AnthropicProvider:
             and block.get("type") == "text"
             and isinstance(block.get("text"), str)
         ]
-        if not texts and data.get("stop_reason") != "end_turn":
-            raise malformed(self.provider_id, "content has no text block")
+        stop_reason = data.get("stop_reason")
+        if not texts and stop_reason != "end_turn":
+            raise malformed(self.provider_id, f"no text in the answer (stop_reason {stop_reason})")
         answered_model = data.get("model")
         return Completion(
             text="".join(texts),

@@ -125,7 +125,7 @@ class CommandProvider:
 async def _kill(proc: asyncio.subprocess.Process) -> None:
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            pass
+            os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
     with contextlib.suppress(Exception):

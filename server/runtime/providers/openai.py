@@ -15,7 +15,13 @@ from collections.abc import Sequence
 import httpx
 
 from engine.config import ProviderConfig
-from server.runtime.providers.base import ChatMessage, Completion, Usage, check_thinking
+from server.runtime.providers.base import (
+    ChatMessage,
+    Completion,
+    ProviderError,
+    Usage,
+    check_thinking,
+)
 from server.runtime.providers.retry import RetryPolicy
 from server.runtime.providers.transport import (
     http_error,
@@ -104,7 +110,7 @@ class OpenAIProvider:
             usage=_usage(data.get("usage")),
         )
 
-    def _error(self, response: httpx.Response, data: dict[str, object] | None):
+    def _error(self, response: httpx.Response, data: dict[str, object] | None) -> ProviderError:
         message = kind = code = None
         err = data.get("error") if data else None
         if isinstance(err, dict):
