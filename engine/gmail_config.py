@@ -40,6 +40,11 @@ DEFAULT_SKIP_FOLDERS: tuple[str, ...] = (
 """Folder names never watched (matched case-insensitively). Folders with the RFC 6154 special-use
 flags \\Junk, \\Trash, \\Drafts and \\Sent are skipped whatever their name."""
 
+_IDLE = Duration(MAX_IDLE_SECONDS)
+_MINUTE = Duration(60)
+_FIVE_MINUTES = Duration(300)
+_SECOND = Duration(1)
+_HALF_SECOND = Duration(0.5)
 _PASSWORD_KEYS = ("password", "password_file", "password_command")
 _OAUTH_KEYS = ("oauth2_token", "oauth2_token_file", "oauth2_token_command")
 
@@ -70,13 +75,13 @@ class GmailConfig:
     max_bytes: int = 20000
     snippet_chars: int = 200
     hook_url: str | None = None
-    idle_seconds: Duration = Duration(MAX_IDLE_SECONDS)
-    poll_seconds: Duration = Duration(60)
-    timeout_seconds: Duration = Duration(60)
-    reconnect_min_seconds: Duration = Duration(1)
-    reconnect_max_seconds: Duration = Duration(300)
-    retry_min_seconds: Duration = Duration(0.5)
-    retry_max_seconds: Duration = Duration(60)
+    idle_seconds: Duration = _IDLE
+    poll_seconds: Duration = _MINUTE
+    timeout_seconds: Duration = _MINUTE
+    reconnect_min_seconds: Duration = _SECOND
+    reconnect_max_seconds: Duration = _FIVE_MINUTES
+    retry_min_seconds: Duration = _HALF_SECOND
+    retry_max_seconds: Duration = _MINUTE
 
     def __attrs_post_init__(self) -> None:
         problems = _problems(self)

@@ -3,6 +3,10 @@
 Field names follow OpenClaw's mappings so that an OpenClaw mapping loads unchanged, plus hookwise's
 own `match.when`, `extract`, `respond` and `forEach`. Compilation (templates, JSONPaths,
 conditions, transforms) happens in `engine.rules`.
+
+Structuring follows `engine.convert`: snake_case attrs fields, camelCase keys, strict types,
+unknown keys refused. One shorthand: an `extract` entry may be a bare JSONPath string
+(`subject: $.messages[0].subject`) or a mapping (`{path: $.labels[*].name, all: true}`).
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import attrs
+
+from engine.convert import converter
 
 
 @attrs.frozen
@@ -19,7 +25,7 @@ class MatchConfig:
     path: str | None = None
     source: str | None = None
     # Conditions tree (all/any/not, jsonpath/header/query with equals/in/regex/exists); compiled
-    # and validated by engine.rules, which reports errors with their key path.
+    # and validated by engine.conditions, which reports errors with their key path.
     when: Any = None
 
 
@@ -35,11 +41,22 @@ class TransformConfig:
 
 @attrs.frozen
 class RespondConfig:
-    """A fixed answer for the caller, for providers that expect a particular response."""
+    """A fixed answer for the caller, for providers that expect a particular response.
+
+    String values inside `body` are templates, rendered with the request's variables.
+    """
 
     status: int = 200
     body: Any = None
     headers: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ExtractConfig:
+    """One named value pulled from the payload: the first match, or every match with `all`."""
+
+    path: str
+    all: bool = False
 
 
 @attrs.frozen
@@ -63,8 +80,24 @@ class MappingConfig:
     timeout_seconds: float | None = None
     transform: TransformConfig | None = None
     allow_unsafe_external_content: bool = False
-    extract: dict[str, str] = attrs.field(factory=dict)
+    extract: dict[str, str | ExtractConfig] = attrs.field(factory=dict)
     respond: RespondConfig | None = None
     # Fan-out: a JSONPath selecting a list; one action is produced per item (capped).
     for_each: str | None = None
     for_each_max: int = 20
+
+
+_structure_extract_mapping = converter.get_structure_hook(ExtractConfig)
+
+
+def _structure_extract(value: object, _: object) -> str | ExtractConfig:
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError("must be a JSONPath string or a mapping with `path` (and `all`)")
+    return _structure_extract_mapping(value, ExtractConfig)
+
+
+converter.register_structure_hook_func(
+    lambda tp: tp == (str | ExtractConfig), _structure_extract
+)

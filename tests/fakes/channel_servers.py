@@ -79,7 +79,7 @@ class FakeServer:
     def start(self) -> FakeServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def stop(self) -> None:

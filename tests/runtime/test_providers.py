@@ -602,6 +602,16 @@ def _running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _dies(pid: int) -> bool:
+    """Whether `pid` is gone or a zombie within 5 s (SIGKILL is delivered asynchronously)."""
+    give_up = time.monotonic() + 5
+    while _running(pid):
+        if time.monotonic() > give_up:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def test_command_is_killed_with_its_children_at_the_deadline(tmp_path):
     pids = tmp_path / "pids"
     argv = script(
@@ -620,7 +630,7 @@ def test_command_is_killed_with_its_children_at_the_deadline(tmp_path):
 
     assert "was killed at the deadline" in info.value.message
     for pid in map(int, pids.read_text().split()):
-        assert not _running(pid)
+        assert _dies(pid)
 
 
 def test_command_past_its_own_timeout_is_killed_with_a_plain_error(tmp_path):
@@ -770,3 +780,33 @@ def test_registry_reports_configuration_problems_with_their_key_path(
     [issue] = info.value.issues
     assert issue.path == path
     assert problem in issue.message
+
+
+def test_registry_retry_override_keeps_each_providers_max_retries(model_server):
+    sleeps = RecordedSleeps()
+    model_server.fail(500, times=3)
+    config = ModelsConfig(
+        providers={
+            "oa": ProviderConfig(
+                api="openai",
+                base_url=model_server.openai_base_url,
+                api_key=model_server.api_key,
+                max_retries=1,
+            )
+        }
+    )
+
+    async def go() -> None:
+        providers = Providers.from_config(config, retry=RetryPolicy(max_retries=9, sleep=sleeps))
+        try:
+            provider, model = providers.resolve("oa/gpt-4o")
+            await provider.complete(model, [USER], thinking=None, deadline=time.monotonic() + 30)
+        finally:
+            await providers.aclose()
+
+    with pytest.raises(ProviderError) as info:
+        asyncio.run(go())
+
+    assert info.value.status == 500
+    assert len(sleeps.delays) == 1
+    assert len(model_server.requests) == 2

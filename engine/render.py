@@ -1,0 +1,245 @@
+"""Template rendering for mapping rules: one Jinja2 immutable sandbox, templates compiled at load.
+
+What a template sees (built by `template_variables`): the payload's top-level keys as bare names
+(so OpenClaw's `{{messages[0].subject}}` works), then the extracted names, then the reserved
+names `payload`, `headers` (lower-cased keys), `query`, `path`, `now` (ISO 8601 text) and, inside
+a `forEach` fan-out, `item` and `index`. Reserved names win over extracted names, which win over
+payload keys.
+
+Rules this module enforces:
+- Missing values render empty, at any depth (`{{a.b[3].c}}` on a payload without `a` is `""`).
+- Dicts and lists render as compact JSON, booleans as `true`/`false`, null as empty.
+- Data is data: on a mapping, `x.name` is the key `name` only (never a dict method such as
+  `items`); dunder keys and `__proto__`/`constructor`/`prototype` never resolve; attributes exist
+  only on strings (their safe methods: `upper`, `split`, ...), never on other objects, so
+  `{{ ''.__class__.__mro__ }}` and friends render empty and cannot reach Python internals.
+- Filters beyond Jinja's own (`default`, `truncate`, `items`, ...): `tojson` (plain JSON, no
+  HTML escaping) and `required` (`{{ x | required }}` or `required("why")`), which fails the
+  request with a 400 naming the rule.
+
+Errors carry no payload data: only the template's field, the missing name, or an error class.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+BLOCKED_KEYS = frozenset({"__proto__", "constructor", "prototype"})
+RESERVED_NAMES = frozenset({"payload", "headers", "query", "path", "now", "item", "index"})
+# Credentials the gateway authenticated with; never visible to templates, conditions, transforms.
+HIDDEN_HEADERS = frozenset({"authorization", "x-service-token", "x-openclaw-token"})
+HIDDEN_QUERY = frozenset({"token"})
+
+
+class TemplateCompileError(ValueError):
+    """A template that does not parse; the message names the line."""
+
+
+class TemplateRenderError(Exception):
+    """A template that failed while rendering; `reason` is safe to show (no payload data)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class MissingValueError(TemplateRenderError):
+    """A value marked `| required` was missing or empty."""
+
+
+class _Missing(jinja2.ChainableUndefined):
+    """Undefined that renders empty and stays undefined through any chain of lookups."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return ""
+
+
+def _blocked(key: str) -> bool:
+    return key in BLOCKED_KEYS or key.startswith("__")
+
+
+class _DataSandbox(ImmutableSandboxedEnvironment):
+    """The immutable sandbox, narrowed to JSON data: keys on mappings, safe methods on strings."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if isinstance(obj, Mapping):
+            return self._key(obj, attribute)
+        if isinstance(obj, str) and not attribute.startswith("_"):
+            return super().getattr(obj, attribute)
+        return self.undefined(obj=obj, name=attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        if isinstance(obj, Mapping):
+            if isinstance(argument, str):
+                return self._key(obj, argument)
+            return self.undefined(obj=obj, name=str(argument))
+        if isinstance(obj, (list, tuple, str)) and (
+            isinstance(argument, slice) or (isinstance(argument, int) and not isinstance(argument, bool))
+        ):
+            try:
+                return obj[argument]
+            except IndexError:
+                pass
+        return self.undefined(obj=obj, name=str(argument))
+
+    def _key(self, obj: Mapping[str, Any], key: str) -> Any:
+        if _blocked(key):
+            return self.undefined(name=key)
+        try:
+            return obj[key]
+        except (KeyError, TypeError):
+            return self.undefined(obj=obj, name=key)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, jinja2.Undefined):
+        return None
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def to_json(value: Any, indent: int | None = None) -> str:
+    """JSON text of a value, as templates and the `tojson` filter produce it."""
+    if isinstance(value, jinja2.Undefined):
+        value = None
+    separators = (",", ":") if indent is None else None
+    return json.dumps(
+        value, ensure_ascii=False, indent=indent, separators=separators, default=_json_default
+    )
+
+
+def _finalize(value: Any) -> Any:
+    if value is None or isinstance(value, jinja2.Undefined):
+        return ""
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (dict, list, tuple)):
+        return to_json(value)
+    if isinstance(value, (str, int, float)):
+        return value
+    return ""  # functions, methods, template internals: never rendered
+
+
+class _Required(Exception):
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+def _required(value: Any, message: str | None = None) -> Any:
+    if value is None or value == "" or isinstance(value, jinja2.Undefined):
+        name = getattr(value, "_undefined_name", None)
+        raise _Required(message or (f"required value '{name}' is missing" if name else "a required value is missing"))
+    return value
+
+
+def _make_environment() -> _DataSandbox:
+    env = _DataSandbox(
+        autoescape=False,
+        undefined=_Missing,
+        finalize=_finalize,
+        keep_trailing_newline=True,
+    )
+    for name in ("lipsum", "cycler", "joiner", "namespace"):
+        env.globals.pop(name, None)
+    env.filters["tojson"] = to_json
+    env.filters["required"] = _required
+    return env
+
+
+_ENV = _make_environment()
+
+
+@attrs.frozen
+class Template:
+    """A compiled template; `render` turns template variables into text."""
+
+    source: str
+    _compiled: jinja2.Template | None = attrs.field(repr=False, eq=False)
+
+    @property
+    def is_constant(self) -> bool:
+        return self._compiled is None
+
+    def render(self, variables: Mapping[str, Any]) -> str:
+        if self._compiled is None:
+            return self.source
+        try:
+            return self._compiled.render(variables)
+        except _Required as exc:
+            raise MissingValueError(exc.what) from None
+        except jinja2.exceptions.SecurityError:
+            raise TemplateRenderError("template tried an unsafe operation") from None
+        except jinja2.exceptions.UndefinedError:
+            raise TemplateRenderError("template used a missing value in an operation") from None
+        except Exception as exc:
+            raise TemplateRenderError(f"template failed ({type(exc).__name__})") from None
+
+
+def compile_template(source: str) -> Template:
+    """Compile a template once, at load. Raises `TemplateCompileError` when it does not parse."""
+    if "{{" not in source and "{%" not in source and "{#" not in source:
+        return Template(source, None)
+    try:
+        return Template(source, _ENV.from_string(source))
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateCompileError(f"template syntax error on line {exc.lineno}: {exc.message}") from None
+
+
+def iso_now(now: datetime | None) -> str:
+    """`now` as templates and transforms see it: ISO 8601, `Z` for UTC, milliseconds."""
+    if now is None:
+        return ""
+    text = now.isoformat(timespec="milliseconds")
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def visible_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Headers with lower-cased names, the gateway's own credentials left out."""
+    out = {}
+    for k, v in headers.items():
+        name = k.lower()
+        if name not in HIDDEN_HEADERS:
+            out[name] = v
+    return out
+
+
+def visible_query(query: Mapping[str, str]) -> dict[str, str]:
+    """Query parameters, the `token` credential left out."""
+    return {k: v for k, v in query.items() if k not in HIDDEN_QUERY}
+
+
+def template_variables(
+    payload: Mapping[str, Any],
+    *,
+    headers: Mapping[str, str],
+    query: Mapping[str, str],
+    path: str,
+    now: str,
+    extracted: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The variables a template sees (see the module docstring for the precedence)."""
+    variables: dict[str, Any] = {
+        k: v for k, v in payload.items() if isinstance(k, str) and not _blocked(k)
+    }
+    variables.update(extracted)
+    variables["payload"] = payload
+    variables["headers"] = headers
+    variables["query"] = query
+    variables["path"] = path
+    variables["now"] = now
+    return variables

@@ -1,0 +1,586 @@
+"""The rule set of mapped hooks: compile mappings once, then select and evaluate per request.
+
+Order and identity:
+- Rules are tried in this order: `hooks.mappings`, then the mappings of each `hooks.rules` file (in
+  the order listed; a glob's files sorted by name), then the presets named in `hooks.presets`
+  (from the project's `rules/presets/<name>.yaml`). The first rule that matches wins.
+- A rule without `id` is `mapping-N`, N being its 1-based position in that combined order (as
+  OpenClaw numbers `mapping-${index + 1}` over custom mappings then presets). Ids must be unique.
+
+Matching: `match.path` equals the request's sub-path (slashes trimmed on both); `match.source`
+equals the payload's `source` when that is a string; `match.when` holds (see
+`engine.conditions`). A missing part matches anything.
+
+Evaluation (`RuleSet.evaluate`) produces `ActionSpec`s: the raw fields of a direct `/wake` or
+`/agent` payload, not yet validated. Templates fill `text` (`textTemplate`) or `message`
+(`messageTemplate`), and `name`, `sessionKey`, `to`, `model`, `thinking` (trimmed; left out when
+they render empty). Fields the mapping does not set are left out, except `channel` (`last`) and
+`mode`/`wakeMode` (the mapping's `wakeMode`, default `now`).
+
+`forEach` (a JSONPath) fans out: when it yields one list, each element is an item; otherwise each
+match is. At most `forEachMax` items (default 20) are used, the rest dropped. Each item gives one
+action, rendered with two more variables: `item` (the element) and `index` (0-based); the rest of
+the context is unchanged, so `{{item.subject}}` is the current element and `{{messages[0]}}`
+still the first. No items means no action (skipped, 204). The transform, if any, runs per item.
+
+A transform's result: `None` skips (for that item), nothing keeps the templated action, a dict is
+merged over it: keys of the action's kind replace the templated ones (a null value keeps the
+templated one, like OpenClaw), other keys are ignored. `kind` may switch between wake and agent;
+then nothing templated carries over and the dict must supply the new kind's fields.
+
+`respond` gives the caller a fixed answer: its status (2xx) and headers as written, string values
+of its body rendered as templates. It is returned whenever the rule matched, skipped or not.
+
+Errors (`engine.errors.RequestError`, always naming the rule, never quoting the payload):
+400 `missing_value` (a `| required` value is absent), 400 `template_error`, 500
+`transform_failed` (raised, bad result, memory limit), 504 `transform_timeout`, 503
+`transform_busy` (no JS context became free in time).
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import yaml
+
+import engine
+from engine.conditions import Condition, compile_when
+from engine.convert import structure
+from engine.errors import ConfigError, ConfigIssue, RequestError
+from engine.extract import JsonPath, JsonPathError, compile_jsonpath
+from engine.mapping import ExtractConfig, MappingConfig, RespondConfig
+from engine.render import (
+    RESERVED_NAMES,
+    MissingValueError,
+    Template,
+    TemplateCompileError,
+    TemplateRenderError,
+    compile_template,
+    iso_now,
+    template_variables,
+    visible_headers,
+    visible_query,
+)
+from engine.request import InboundRequest
+from engine.transforms import (
+    KEEP,
+    Transform,
+    TransformBusy,
+    TransformContext,
+    TransformError,
+    TransformHost,
+    TransformLimits,
+    TransformLoadError,
+    TransformTimedOut,
+)
+
+ActionKind = Literal["wake", "agent"]
+
+WAKE_FIELDS = ("text", "mode")
+AGENT_FIELDS = (
+    "message",
+    "name",
+    "sessionKey",
+    "wakeMode",
+    "deliver",
+    "channel",
+    "to",
+    "model",
+    "thinking",
+    "timeoutSeconds",
+    "allowUnsafeExternalContent",
+    "fallbackChannel",
+)
+_FIELDS: dict[str, tuple[str, ...]] = {"wake": WAKE_FIELDS, "agent": AGENT_FIELDS}
+# Action field -> (mapping key, whether it is optional: trimmed and dropped when empty).
+_TEMPLATED: dict[str, dict[str, tuple[str, bool]]] = {
+    "wake": {"text": ("textTemplate", False)},
+    "agent": {
+        "message": ("messageTemplate", False),
+        "name": ("name", True),
+        "sessionKey": ("sessionKey", True),
+        "to": ("to", True),
+        "model": ("model", True),
+        "thinking": ("thinking", True),
+    },
+}
+
+
+@attrs.frozen
+class ActionSpec:
+    """One normalized action, payload-shaped, NOT yet validated: `fields` are exactly keys of the
+    direct `/wake` (`text`, `mode`) or `/agent` payload (camelCase)."""
+
+    kind: ActionKind
+    fields: dict[str, Any]
+
+
+@attrs.frozen
+class Outcome:
+    """What a matched rule made of a request. `actions` is empty when skipped (answer 204)."""
+
+    rule_id: str
+    actions: tuple[ActionSpec, ...]
+    skipped: bool
+    respond: RespondConfig | None
+    extracted: dict[str, Any]
+
+
+def _presets_dir() -> Path:
+    here = Path(engine.__file__).resolve().parent
+    repo = here.parent / "rules" / "presets"
+    return repo if repo.is_dir() else here / "_rules" / "presets"
+
+
+def available_presets() -> list[str]:
+    """Names usable in `hooks.presets`."""
+    return sorted(p.stem for p in _presets_dir().glob("*.yaml"))
+
+
+def _normalize_path(path: str | None) -> str | None:
+    if path is None:
+        return None
+    trimmed = path.strip().strip("/")
+    return trimmed or None
+
+
+def _compile_body(value: Any, where: str, issues: list[ConfigIssue]) -> Callable[[Any], Any]:
+    if isinstance(value, str):
+        try:
+            template = compile_template(value)
+        except TemplateCompileError as exc:
+            issues.append(ConfigIssue(where, str(exc)))
+            return lambda v: None
+        return template.render
+    if isinstance(value, dict):
+        parts = {k: _compile_body(v, f"{where}.{k}", issues) for k, v in value.items()}
+        return lambda v: {k: part(v) for k, part in parts.items()}
+    if isinstance(value, list):
+        items = [_compile_body(v, f"{where}[{i}]", issues) for i, v in enumerate(value)]
+        return lambda v: [item(v) for item in items]
+    return lambda v: value
+
+
+@attrs.frozen(eq=False)
+class CompiledRule:
+    """One mapping, compiled: matching, extraction, templates, transform, respond."""
+
+    id: str
+    origin: str
+    config: MappingConfig
+    path: str | None
+    source: str | None
+    when: Condition | None
+    extract: tuple[tuple[str, JsonPath, bool], ...]
+    for_each: JsonPath | None
+    templates: dict[str, Template]
+    static: dict[str, Any]
+    transform: Transform | None
+    respond_body: Callable[[dict[str, Any]], Any] | None
+
+    @property
+    def kind(self) -> ActionKind:
+        return self.config.action
+
+    def matches(self, request: InboundRequest) -> bool:
+        """Path, source and conditions all hold."""
+        if self.path is not None and self.path != request.path.strip("/"):
+            return False
+        if self.source is not None:
+            source = request.payload.get("source") if isinstance(request.payload, dict) else None
+            if not isinstance(source, str) or source.strip() != self.source:
+                return False
+        return self.when is None or self.when.holds(request)
+
+    def why_not(self, request: InboundRequest) -> str | None:
+        """None when the rule matches; otherwise which part of `match` failed (no payload data)."""
+        if self.path is not None and self.path != request.path.strip("/"):
+            return f"match.path is {self.path!r}, the request's path is {request.path.strip('/')!r}"
+        if self.source is not None:
+            source = request.payload.get("source") if isinstance(request.payload, dict) else None
+            if not isinstance(source, str) or source.strip() != self.source:
+                return f"match.source: the payload's source is not {self.source!r}"
+        if self.when is not None:
+            return self.when.why_not(request)
+        return None
+
+
+def _compile_rule(
+    config: MappingConfig, rule_id: str, where: str, host: TransformHost
+) -> CompiledRule:
+    issues: list[ConfigIssue] = []
+    prefix = f"{where}." if where else ""
+
+    def fail(key: str, message: str) -> None:
+        issues.append(ConfigIssue(prefix + key, message))
+
+    source = config.match.source.strip() if config.match.source is not None else None
+    when = None
+    try:
+        when = compile_when(config.match.when, prefix + "match.when")
+    except ConfigError as exc:
+        issues.extend(exc.issues)
+
+    extract = []
+    for name, given in config.extract.items():
+        spec = ExtractConfig(path=given) if isinstance(given, str) else given
+        if not name.isidentifier() or name.startswith("_"):
+            fail(f"extract.{name}", "names must be identifiers not starting with '_'")
+        elif name in RESERVED_NAMES:
+            fail(f"extract.{name}", f"{name!r} is reserved (payload, headers, query, path, now, item, index)")
+        try:
+            extract.append((name, compile_jsonpath(spec.path), spec.all))
+        except JsonPathError as exc:
+            fail(f"extract.{name}", str(exc))
+
+    for_each = None
+    if config.for_each is not None:
+        try:
+            for_each = compile_jsonpath(config.for_each)
+        except JsonPathError as exc:
+            fail("forEach", str(exc))
+    if config.for_each_max < 1:
+        fail("forEachMax", "must be at least 1")
+
+    templates: dict[str, Template] = {}
+    sources = {
+        "textTemplate": config.text_template,
+        "messageTemplate": config.message_template,
+        "name": config.name,
+        "sessionKey": config.session_key,
+        "to": config.to,
+        "model": config.model,
+        "thinking": config.thinking,
+    }
+    for key, text in sources.items():
+        if text is None:
+            continue
+        try:
+            templates[key] = compile_template(text)
+        except TemplateCompileError as exc:
+            fail(key, str(exc))
+
+    needed = "messageTemplate" if config.action == "agent" else "textTemplate"
+    if sources[needed] is None and config.transform is None:
+        fail(needed, f"a {config.action} mapping needs {needed} (or a transform that sets it)")
+
+    static: dict[str, Any]
+    if config.action == "wake":
+        static = {"mode": config.wake_mode}
+    else:
+        static = {"wakeMode": config.wake_mode, "channel": config.channel or "last"}
+        if config.deliver is not None:
+            static["deliver"] = config.deliver
+        if config.timeout_seconds is not None:
+            static["timeoutSeconds"] = config.timeout_seconds
+        if config.allow_unsafe_external_content:
+            static["allowUnsafeExternalContent"] = True
+        if config.fallback_channel is not None:
+            static["fallbackChannel"] = config.fallback_channel
+
+    respond_body = None
+    if config.respond is not None:
+        if not 200 <= config.respond.status <= 299:
+            fail("respond.status", "must be a success status (200-299)")
+        respond_body = _compile_body(config.respond.body, prefix + "respond.body", issues)
+
+    transform = None
+    if config.transform is not None:
+        try:
+            transform = host.load(config.transform)
+        except TransformLoadError as exc:
+            fail("transform.module", str(exc))
+
+    if issues:
+        raise ConfigError(issues)
+    return CompiledRule(
+        id=rule_id,
+        origin=where,
+        config=config,
+        path=_normalize_path(config.match.path),
+        source=source or None,
+        when=when,
+        extract=tuple(extract),
+        for_each=for_each,
+        templates=templates,
+        static=static,
+        transform=transform,
+        respond_body=respond_body,
+    )
+
+
+@attrs.frozen
+class _Entry:
+    config: MappingConfig
+    where: str
+    file: str | None
+
+
+def _read_rule_file(path: Path, shown: str, issues: list[ConfigIssue]) -> list[_Entry]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        issues.append(ConfigIssue("", f"cannot read rule file: {exc.strerror or exc}", file=shown))
+        return []
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" on line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        issues.append(ConfigIssue("", f"invalid YAML{line}: {problem}", file=shown))
+        return []
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        issues.append(ConfigIssue("", "a rule file must hold a list of mappings", file=shown))
+        return []
+    entries = []
+    for i, item in enumerate(data):
+        try:
+            entries.append(_Entry(structure(item, MappingConfig, f"[{i}]"), f"[{i}]", shown))
+        except ConfigError as exc:
+            rule_id = item.get("id") if isinstance(item, dict) else None
+            issues.extend(
+                attrs.evolve(x, file=shown, rule_id=rule_id if isinstance(rule_id, str) else None)
+                for x in exc.issues
+            )
+    return entries
+
+
+def _rule_file_paths(pattern: str, base: Path) -> list[Path]:
+    full = Path(pattern).expanduser()
+    if not full.is_absolute():
+        full = base / full
+    if glob.has_magic(pattern):
+        return [Path(p) for p in sorted(glob.glob(str(full), recursive=True)) if Path(p).is_file()]
+    return [full]
+
+
+def _items(expr: JsonPath, payload: Any, cap: int) -> list[Any]:
+    values = expr.all(payload)
+    if len(values) == 1 and isinstance(values[0], list):
+        values = values[0]
+    return values[:cap]
+
+
+def _merge(kind: ActionKind, fields: dict[str, Any], override: dict[str, Any]) -> ActionSpec:
+    new_kind = override.get("kind", kind)
+    if new_kind not in ("wake", "agent"):
+        raise _BadResult("transform returned a kind other than 'wake' or 'agent'")
+    merged = dict(fields) if new_kind == kind else {}
+    for key in _FIELDS[new_kind]:
+        value = override.get(key)
+        if value is not None:
+            merged[key] = value
+    return ActionSpec(new_kind, merged)
+
+
+class _BadResult(Exception):
+    pass
+
+
+class RuleSet:
+    """Compiled rules, in the order they are tried. Safe to share between concurrent requests."""
+
+    def __init__(self, rules: Sequence[CompiledRule], host: TransformHost) -> None:
+        self._rules = tuple(rules)
+        self._host = host
+        self._wildcard = tuple(r for r in self._rules if r.path is None)
+        paths = {r.path for r in self._rules if r.path is not None}
+        self._by_path = {
+            p: tuple(r for r in self._rules if r.path is None or r.path == p) for p in paths
+        }
+
+    @property
+    def rules(self) -> tuple[CompiledRule, ...]:
+        return self._rules
+
+    @classmethod
+    def compile(
+        cls,
+        mappings: Sequence[MappingConfig],
+        *,
+        presets: Sequence[str] = (),
+        rule_files: Sequence[str] = (),
+        base_dir: Path | None = None,
+        transforms_dir: Path | None = None,
+        limits: TransformLimits = TransformLimits(),  # noqa: B008 (frozen value)
+    ) -> RuleSet:
+        """Compile everything at once; raise `ConfigError` with every problem found (file, rule
+        id, key path). `rule_files` (files or globs) and a relative `transforms_dir` are relative
+        to `base_dir` (the config file's folder); `transforms_dir` defaults to
+        `<base_dir>/hooks/transforms`, as in OpenClaw."""
+        base = (base_dir or Path.cwd()).resolve()
+        issues: list[ConfigIssue] = []
+        entries = [_Entry(m, f"hooks.mappings[{i}]", None) for i, m in enumerate(mappings)]
+        for i, pattern in enumerate(rule_files):
+            paths = _rule_file_paths(pattern, base)
+            if not glob.has_magic(pattern) and not paths[0].is_file():
+                issues.append(ConfigIssue(f"hooks.rules[{i}]", f"rule file not found: {pattern}"))
+                continue
+            for path in paths:
+                entries.extend(_read_rule_file(path, _shown(path, base), issues))
+        presets_dir = _presets_dir()
+        for i, name in enumerate(presets):
+            path = presets_dir / f"{name}.yaml"
+            if not name.replace("-", "_").isidentifier() or not path.is_file():
+                known = ", ".join(available_presets()) or "none"
+                issues.append(ConfigIssue(f"hooks.presets[{i}]", f"unknown preset {name!r} (known: {known})"))
+                continue
+            entries.extend(_read_rule_file(path, f"preset {name}", issues))
+
+        if transforms_dir is None:
+            tdir = base / "hooks" / "transforms" if base_dir is not None else None
+        else:
+            tdir = transforms_dir if transforms_dir.is_absolute() else base / transforms_dir
+        host = TransformHost(tdir, limits)
+        rules: list[CompiledRule] = []
+        seen: dict[str, str] = {}
+        try:
+            for n, entry in enumerate(entries, 1):
+                given = entry.config.id.strip() if entry.config.id else ""
+                rule_id = given or f"mapping-{n}"
+                if rule_id in seen:
+                    issues.append(
+                        ConfigIssue(
+                            f"{entry.where}.id",
+                            f"duplicate rule id (also used by {seen[rule_id]})",
+                            file=entry.file,
+                            rule_id=rule_id,
+                        )
+                    )
+                    continue
+                seen[rule_id] = f"{entry.file}: {entry.where}" if entry.file else entry.where
+                try:
+                    rules.append(_compile_rule(entry.config, rule_id, entry.where, host))
+                except ConfigError as exc:
+                    issues.extend(
+                        attrs.evolve(x, file=entry.file, rule_id=rule_id) for x in exc.issues
+                    )
+        except BaseException:
+            host.close()
+            raise
+        if issues:
+            host.close()
+            raise ConfigError(issues)
+        return cls(rules, host)
+
+    def select(self, request: InboundRequest) -> CompiledRule | None:
+        """The first rule matching the request, or None (answer 404)."""
+        candidates = self._by_path.get(request.path.strip("/"), self._wildcard)
+        for rule in candidates:
+            if rule.matches(request):
+                return rule
+        return None
+
+    async def evaluate(self, rule: CompiledRule, request: InboundRequest) -> Outcome:
+        """Run a selected rule: extract, render, transform. Raises `RequestError`."""
+        payload = request.payload
+        extracted = {
+            name: (expr.all(payload) if every else expr.first(payload))
+            for name, expr, every in rule.extract
+        }
+        headers = visible_headers(request.headers)
+        query = visible_query(request.query)
+        now = iso_now(request.now)
+        variables = template_variables(
+            payload, headers=headers, query=query, path=request.path, now=now, extracted=extracted
+        )
+        if rule.for_each is None:
+            slots: list[tuple[Any, int | None]] = [(None, None)]
+        else:
+            items = _items(rule.for_each, payload, rule.config.for_each_max)
+            slots = [(item, i) for i, item in enumerate(items)]
+        actions = []
+        for item, index in slots:
+            scope = variables if index is None else {**variables, "item": item, "index": index}
+            action = self._render(rule, scope)
+            if rule.transform is not None:
+                ctx = TransformContext(
+                    payload=payload,
+                    headers=headers,
+                    query=query,
+                    path=request.path,
+                    extracted=extracted,
+                    now=now,
+                    action={"kind": action.kind, **action.fields},
+                    raw_body=request.raw_body,
+                    item=item,
+                    index=index,
+                )
+                action = await self._transform(rule, ctx, action)
+                if action is None:
+                    continue
+            actions.append(action)
+        respond = None
+        if rule.config.respond is not None:
+            body = None
+            if rule.respond_body is not None:
+                body = self._guard(rule, "respond.body", lambda: rule.respond_body(variables))
+            respond = attrs.evolve(rule.config.respond, body=body)
+        return Outcome(rule.id, tuple(actions), not actions, respond, extracted)
+
+    def _render(self, rule: CompiledRule, scope: dict[str, Any]) -> ActionSpec:
+        fields = dict(rule.static)
+        for field, (key, optional) in _TEMPLATED[rule.kind].items():
+            template = rule.templates.get(key)
+            if template is None:
+                continue
+            text = self._guard(rule, key, lambda t=template: t.render(scope))
+            if optional:
+                text = text.strip()
+                if not text:
+                    continue
+            fields[field] = text
+        return ActionSpec(rule.kind, fields)
+
+    @staticmethod
+    def _guard(rule: CompiledRule, key: str, render: Callable[[], Any]) -> Any:
+        try:
+            return render()
+        except MissingValueError as exc:
+            raise RequestError(
+                400, "missing_value", f"rule {rule.id!r}: {key}: {exc.reason}", key, rule.id
+            ) from None
+        except TemplateRenderError as exc:
+            raise RequestError(
+                400, "template_error", f"rule {rule.id!r}: {key}: {exc.reason}", key, rule.id
+            ) from None
+
+    @staticmethod
+    async def _transform(
+        rule: CompiledRule, ctx: TransformContext, action: ActionSpec
+    ) -> ActionSpec | None:
+        assert rule.transform is not None
+        try:
+            result = await rule.transform(ctx)
+            if result is None:
+                return None
+            if result is KEEP:
+                return action
+            return _merge(action.kind, action.fields, result)
+        except TransformTimedOut as exc:
+            status, code = 504, "transform_timeout"
+            error: TransformError | _BadResult = exc
+        except TransformBusy as exc:
+            status, code, error = 503, "transform_busy", exc
+        except TransformError as exc:
+            status, code, error = 500, "transform_failed", exc
+        except _BadResult as exc:
+            status, code, error = 500, "transform_failed", exc
+        reason = error.reason if isinstance(error, TransformError) else str(error)
+        raise RequestError(status, code, f"rule {rule.id!r}: {reason}", None, rule.id) from error
+
+    def close(self) -> None:
+        """Free the transforms' V8 contexts and worker threads."""
+        self._host.close()
+
+
+def _shown(path: Path, base: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(base))
+    except ValueError:
+        return str(path)

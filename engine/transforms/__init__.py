@@ -1,0 +1,210 @@
+"""Transforms: operator code that reshapes a mapped hook's action, in JavaScript or Python.
+
+A mapping's `transform.module` names a file inside `hooks.transformsDir`:
+
+- `.js` / `.mjs` / `.cjs` run in V8 (mini-racer) with a per-call time limit and a heap limit, no
+  host access (no `require`, `process`, `fetch`, `import`, timers or WebAssembly), intrinsics
+  frozen so a call cannot pollute prototypes for the next one. Module text (`export default`,
+  `export function`, `export const`) is turned into a script once, at load. Each transform keeps a
+  small pool of pre-compiled contexts that calls reuse; see `engine.transforms.js`.
+- `.py` modules are trusted operator code: imported once at load, NOT sandboxed, but each call is
+  time-bounded (the request fails with 504 when it overruns); see `engine.transforms.python`.
+- `.ts`: refused at load; compile it to `.js` first.
+
+The call contract is the same for both: the transform receives the request (`payload`,
+`headers`, `query`, `path`, `extracted`, `now`, `action` = the templated action with its `kind`,
+and inside a `forEach` fan-out `item` and `index`; Python also gets `raw_body`) and returns
+`null`/`None` (skip: no action), nothing (`undefined`; keep the templated action; a Python
+function returns `{}` for this, since `None` means skip), or an object merged over the templated
+action (which may set `kind` to switch between wake and agent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+
+from engine.mapping import TransformConfig
+
+
+@attrs.frozen
+class TransformLimits:
+    """Per-call limits of transforms, and how many warm JS contexts each transform keeps."""
+
+    timeout_ms: int = 1000
+    memory_mb: int = 64
+    pool_size: int = 2
+
+
+class _Keep:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+"""What a transform's call yields when it returned nothing: keep the templated action."""
+
+
+class TransformError(Exception):
+    """A transform call that failed. `reason` is safe to show; `detail` may quote payload data
+    (a JS error message) and is only for the rule author's tools, never for logs or responses."""
+
+    def __init__(self, reason: str, detail: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class TransformFailed(TransformError):
+    """The transform raised, returned something unusable, or blew its memory limit."""
+
+
+class TransformTimedOut(TransformError):
+    """The transform ran past its time limit."""
+
+
+class TransformBusy(TransformError):
+    """No transform context became free in time (every one busy)."""
+
+
+class TransformLoadError(ValueError):
+    """A transform that cannot be loaded; the message says why (no payload involved)."""
+
+
+@attrs.frozen
+class TransformContext:
+    """What a transform receives. Python transforms get this object (attribute or `ctx["key"]`
+    access); JS transforms get the same fields, except `raw_body`, as a plain object."""
+
+    payload: Mapping[str, Any]
+    headers: Mapping[str, str]
+    query: Mapping[str, str]
+    path: str
+    extracted: Mapping[str, Any]
+    now: str
+    action: Mapping[str, Any]
+    raw_body: bytes = b""
+    item: Any = None
+    index: int | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in _CTX_KEYS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if key in _CTX_KEYS else default
+
+    def to_js(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "payload": self.payload,
+            "headers": self.headers,
+            "query": self.query,
+            "path": self.path,
+            "extracted": self.extracted,
+            "now": self.now,
+            "action": self.action,
+        }
+        if self.index is not None:
+            out["item"] = self.item
+            out["index"] = self.index
+        return out
+
+
+_CTX_KEYS = frozenset(a.name for a in attrs.fields(TransformContext))
+
+
+class Transform(Protocol):
+    """A loaded transform. Calling it yields None (skip), KEEP, or a dict override."""
+
+    description: str
+
+    async def __call__(self, ctx: TransformContext) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def effective_limits(base: TransformLimits, config: TransformConfig) -> TransformLimits:
+    """The mapping's own `timeoutMs`/`memoryMb`, where given, over the gateway's defaults."""
+    return attrs.evolve(
+        base,
+        timeout_ms=config.timeout_ms if config.timeout_ms is not None else base.timeout_ms,
+        memory_mb=config.memory_mb if config.memory_mb is not None else base.memory_mb,
+    )
+
+
+class TransformHost:
+    """Loads transforms for one rule set and owns their runtimes (JS contexts, worker threads).
+
+    The same module and export loaded twice (two rules) is one transform with one pool.
+    `close()` frees everything.
+    """
+
+    def __init__(self, transforms_dir: Path | None, limits: TransformLimits) -> None:
+        self._dir = transforms_dir
+        self._limits = limits
+        self._loaded: dict[tuple[Path, str | None, TransformLimits], Transform] = {}
+        self._js_host: Any = None
+
+    def load(self, config: TransformConfig) -> Transform:
+        from engine.transforms._paths import resolve_module
+
+        if self._dir is None:
+            raise TransformLoadError("a transform needs hooks.transformsDir to be set")
+        if Path(config.module).suffix.lower() in (".ts", ".mts", ".cts", ".tsx"):
+            raise TransformLoadError(
+                f"TypeScript transforms are not run directly: compile {config.module!r} to "
+                "JavaScript (tsc, esbuild) and point transform.module at the .js file"
+            )
+        limits = effective_limits(self._limits, config)
+        if limits.timeout_ms <= 0 or limits.memory_mb <= 0 or limits.pool_size <= 0:
+            raise TransformLoadError("transform limits must be positive")
+        path = resolve_module(self._dir, config.module)
+        key = (path, config.export, limits)
+        if key in self._loaded:
+            return self._loaded[key]
+        suffix = path.suffix.lower()
+        transform: Transform
+        if suffix in (".js", ".mjs", ".cjs"):
+            from engine.transforms.js import JsHost, JsTransform
+
+            if self._js_host is None:
+                self._js_host = JsHost()
+            transform = JsTransform.load(self._js_host, path, config.export, limits)
+        elif suffix == ".py":
+            from engine.transforms.python import PyTransform
+
+            transform = PyTransform.load(path, config.export, limits)
+        else:
+            raise TransformLoadError(
+                f"unsupported transform module type {suffix or '(none)'!r}: use .js, .mjs or .py"
+            )
+        self._loaded[key] = transform
+        return transform
+
+    def close(self) -> None:
+        for transform in self._loaded.values():
+            transform.close()
+        self._loaded.clear()
+        if self._js_host is not None:
+            self._js_host.close()
+            self._js_host = None
+
+
+__all__ = [
+    "KEEP",
+    "Transform",
+    "TransformBusy",
+    "TransformContext",
+    "TransformError",
+    "TransformFailed",
+    "TransformHost",
+    "TransformLimits",
+    "TransformLoadError",
+    "TransformTimedOut",
+]
