@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -149,7 +148,8 @@ class _Compiler:
             if key not in _KNOWN:
                 hint = difflib.get_close_matches(str(key), _KNOWN, n=1, cutoff=0.6)
                 self.fail(
-                    f"{where}.{key}", "unknown key" + (f"; did you mean {hint[0]!r}?" if hint else "")
+                    f"{where}.{key}",
+                    "unknown key" + (f"; did you mean {hint[0]!r}?" if hint else ""),
                 )
         combinators = [k for k in ("all", "any", "not") if k in data]
         if combinators:
@@ -167,7 +167,9 @@ class _Compiler:
             return self.group(_All if key == "all" else _Any, data[key], f"{where}.{key}")
         return self.leaf(data, where)
 
-    def group(self, kind: type[_All] | type[_Any], items: list[Any], where: str) -> Condition | None:
+    def group(
+        self, kind: type[_All] | type[_Any], items: list[Any], where: str
+    ) -> Condition | None:
         parts = [self.node(item, f"{where}[{i}]") for i, item in enumerate(items)]
         if any(p is None for p in parts):
             return None
@@ -234,11 +236,12 @@ class _Compiler:
                 return None
 
             def search(values: list[Any]) -> bool:
-                for v in values:
-                    if isinstance(v, (str, int, float)) and not isinstance(v, bool):
-                        if rx.search(v if isinstance(v, str) else str(v)):
-                            return True
-                return False
+                return any(
+                    isinstance(v, (str, int, float))
+                    and not isinstance(v, bool)
+                    and rx.search(v if isinstance(v, str) else str(v)) is not None
+                    for v in values
+                )
 
             return search
         if test == "in":
@@ -260,8 +263,3 @@ def compile_when(data: Any, where: str = "match.when") -> Condition | None:
     if compiler.issues:
         raise ConfigError(compiler.issues)
     return condition
-
-
-def all_of(conditions: Sequence[Condition]) -> Condition:
-    """Conjunction of compiled conditions."""
-    return _All("", tuple(conditions))

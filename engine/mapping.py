@@ -98,6 +98,4 @@ def _structure_extract(value: object, _: object) -> str | ExtractConfig:
     return _structure_extract_mapping(value, ExtractConfig)
 
 
-converter.register_structure_hook_func(
-    lambda tp: tp == (str | ExtractConfig), _structure_extract
-)
+converter.register_structure_hook_func(lambda tp: tp == (str | ExtractConfig), _structure_extract)

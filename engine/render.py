@@ -83,7 +83,8 @@ class _DataSandbox(ImmutableSandboxedEnvironment):
                 return self._key(obj, argument)
             return self.undefined(obj=obj, name=str(argument))
         if isinstance(obj, (list, tuple, str)) and (
-            isinstance(argument, slice) or (isinstance(argument, int) and not isinstance(argument, bool))
+            isinstance(argument, slice)
+            or (isinstance(argument, int) and not isinstance(argument, bool))
         ):
             try:
                 return obj[argument]
@@ -143,7 +144,10 @@ class _Required(Exception):
 def _required(value: Any, message: str | None = None) -> Any:
     if value is None or value == "" or isinstance(value, jinja2.Undefined):
         name = getattr(value, "_undefined_name", None)
-        raise _Required(message or (f"required value '{name}' is missing" if name else "a required value is missing"))
+        raise _Required(
+            message
+            or (f"required value '{name}' is missing" if name else "a required value is missing")
+        )
     return value
 
 
@@ -197,7 +201,9 @@ def compile_template(source: str) -> Template:
     try:
         return Template(source, _ENV.from_string(source))
     except jinja2.TemplateSyntaxError as exc:
-        raise TemplateCompileError(f"template syntax error on line {exc.lineno}: {exc.message}") from None
+        raise TemplateCompileError(
+            f"template syntax error on line {exc.lineno}: {exc.message}"
+        ) from None
 
 
 def iso_now(now: datetime | None) -> str:

@@ -231,7 +231,10 @@ def _compile_rule(
         if not name.isidentifier() or name.startswith("_"):
             fail(f"extract.{name}", "names must be identifiers not starting with '_'")
         elif name in RESERVED_NAMES:
-            fail(f"extract.{name}", f"{name!r} is reserved (payload, headers, query, path, now, item, index)")
+            fail(
+                f"extract.{name}",
+                f"{name!r} is reserved (payload, headers, query, path, now, item, index)",
+            )
         try:
             extract.append((name, compile_jsonpath(spec.path), spec.all))
         except JsonPathError as exc:
@@ -428,7 +431,9 @@ class RuleSet:
             path = presets_dir / f"{name}.yaml"
             if not name.replace("-", "_").isidentifier() or not path.is_file():
                 known = ", ".join(available_presets()) or "none"
-                issues.append(ConfigIssue(f"hooks.presets[{i}]", f"unknown preset {name!r} (known: {known})"))
+                issues.append(
+                    ConfigIssue(f"hooks.presets[{i}]", f"unknown preset {name!r} (known: {known})")
+                )
                 continue
             entries.extend(_read_rule_file(path, f"preset {name}", issues))
 
@@ -455,7 +460,10 @@ class RuleSet:
                     continue
                 seen[rule_id] = f"{entry.file}: {entry.where}" if entry.file else entry.where
                 try:
-                    rules.append(_compile_rule(entry.config, rule_id, entry.where, host))
+                    rule = _compile_rule(entry.config, rule_id, entry.where, host)
+                    if entry.file:
+                        rule = attrs.evolve(rule, origin=f"{entry.file}{entry.where}")
+                    rules.append(rule)
                 except ConfigError as exc:
                     issues.extend(
                         attrs.evolve(x, file=entry.file, rule_id=rule_id) for x in exc.issues

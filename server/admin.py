@@ -68,10 +68,36 @@ class AdminController(Controller):
 
     @get("/runs/{run_id:str}")
     async def run(self, request: Request, run_id: str) -> dict[str, Any]:
-        record = await request.app.state.gateway.store.get_run(run_id)
+        store = request.app.state.gateway.store
+        record = await store.get_run(run_id)
         if record is None:
             raise RequestError(404, "run_not_found", "no run with this id")
-        return {"ok": True, "run": record.to_json()}
+        deliveries = await store.list_deliveries(limit=MAX_LIMIT, cursor=None, run_id=run_id)
+        return {
+            "ok": True,
+            "run": {**record.to_json(), "deliveries": [d.to_json() for d in deliveries.items]},
+        }
+
+    @get("/deliveries")
+    async def deliveries(
+        self,
+        request: Request,
+        delivery_state: str | None = Parameter(query="state", default=None),
+        run_id: str | None = Parameter(query="runId", default=None),
+        limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
+        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,19}$"),
+    ) -> dict[str, Any]:
+        page = await request.app.state.gateway.store.list_deliveries(
+            limit=limit, cursor=cursor, run_id=run_id, state=delivery_state
+        )
+        return _page([d.to_json() for d in page.items], page.next_cursor)
+
+    @get("/heartbeats")
+    async def heartbeats(
+        self, request: Request, limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT)
+    ) -> dict[str, Any]:
+        items = await request.app.state.gateway.store.list_heartbeats(limit=limit)
+        return _page([h.to_json() for h in items], None)
 
     @get("/requests")
     async def requests(

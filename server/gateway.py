@@ -32,11 +32,8 @@ REQUEST_LOG_RETENTION = 30 * 86400.0
 
 def compile_rules(loaded: LoadedConfig) -> Any:
     """Compile the mapped-hook rules of a configuration (custom mappings, rule files, presets)."""
-    try:  # TEMPORARY until the rule engine lands
-        from engine.rules import RuleSet
-        from engine.transforms import TransformLimits
-    except ImportError:
-        return None
+    from engine.rules import RuleSet
+    from engine.transforms import TransformLimits
 
     hooks = loaded.config.hooks
     limits = hooks.transform_limits
@@ -102,6 +99,10 @@ class Gateway:
                 rules=lambda: self.rules,
             )
         self._tasks: list[asyncio.Task[None]] = []
+        from server.runtime.core import Runtime
+
+        self.runtime = Runtime(self.config, self.store, base_dir=loaded.base_dir)
+        self.dispatcher.subscribe(self.runtime.on_accepted)
 
     @property
     def admin_token(self) -> str | None:
@@ -141,9 +142,11 @@ class Gateway:
         """Open the store and start background work; undo it all on exit."""
         await self.store.open()
         self._tasks.append(asyncio.create_task(self._prune_forever(), name="hookwise-prune"))
+        await self.runtime.start()
         try:
             yield self
         finally:
+            await self.runtime.stop()
             for task in self._tasks:
                 task.cancel()
             for task in self._tasks:

@@ -16,7 +16,11 @@ def resolve_module(transforms_dir: Path, module: str) -> Path:
     text = module.strip()
     if not text:
         raise TransformLoadError("transform.module is empty")
-    if PurePosixPath(text).is_absolute() or PureWindowsPath(text).is_absolute() or text[:1] in "/\\":
+    if (
+        PurePosixPath(text).is_absolute()
+        or PureWindowsPath(text).is_absolute()
+        or text[:1] in "/\\"
+    ):
         raise TransformLoadError(f"transform.module must be relative to transformsDir: {module!r}")
     parts = text.replace("\\", "/").split("/")
     if ".." in parts:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import threading
 from collections.abc import Coroutine
@@ -163,10 +164,19 @@ class JsHost:
     def close(self) -> None:
         if self._loop.is_closed():
             return
+        with contextlib.suppress(Exception):
+            self.submit(_cancel_other_tasks()).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         if not self._thread.is_alive():
             self._loop.close()
+
+
+async def _cancel_other_tasks() -> None:
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class JsTransform:
@@ -241,6 +251,8 @@ class JsTransform:
             raise TransformLoadError(f"{step} failed: {' '.join(first[:3])}") from None
 
     async def __call__(self, ctx: TransformContext) -> Any:
+        if self._closed:
+            raise TransformFailed("transform is closed (the rule set was replaced)")
         text = json.dumps(ctx.to_js(), default=str)
         code = f"__hw_run({json.dumps(text)})"
         future = self._host.submit(self._run(code))
@@ -299,6 +311,8 @@ class JsTransform:
             self._pool.put_nowait(fresh)
 
     async def _drain(self) -> None:
+        if self._refills:
+            await asyncio.gather(*self._refills, return_exceptions=True)
         if self._pool is None:
             return
         while not self._pool.empty():

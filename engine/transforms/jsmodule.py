@@ -18,14 +18,18 @@ from __future__ import annotations
 import re
 
 _IDENT = r"[A-Za-z_$][\w$]*"
-_IMPORT = re.compile(r"^[ \t]*(import\s*[\w${*\s]|import\s*['\"]|export\s*\*|export\s*\{[^}]*\}\s*from\b)", re.M)
+_IMPORT = re.compile(
+    r"^[ \t]*(import(?:\s+[\w$]|\s*[{*'\"])|export\s*\*|export\s*\{[^}]*\}\s*from\b)", re.M
+)
 _DEFAULT_NAMED = re.compile(
-    rf"^([ \t]*)export\s+default\s+((?:async\s+)?function\s*\*?\s*({_IDENT})\s*\(|class\s+({_IDENT})\b)",
+    r"^([ \t]*)export\s+default\s+"
+    rf"((?:async\s+)?function\s*\*?\s*({_IDENT})\s*\(|class\s+({_IDENT})\b)",
     re.M,
 )
 _DEFAULT = re.compile(r"^([ \t]*)export\s+default\s+", re.M)
 _DECL = re.compile(
-    rf"^([ \t]*)export\s+((?:async\s+)?function\s*\*?\s*({_IDENT})|class\s+({_IDENT})|(?:const|let|var)\s+({_IDENT}))",
+    r"^([ \t]*)export\s+"
+    rf"((?:async\s+)?function\s*\*?\s*({_IDENT})|class\s+({_IDENT})|(?:const|let|var)\s+({_IDENT}))",
     re.M,
 )
 _LIST = re.compile(r"^([ \t]*)export\s*\{([^}]*)\}\s*;?", re.M)

@@ -160,8 +160,36 @@ class _HTMLText(HTMLParser):
     """Text of an HTML document: block elements become line breaks; script/style are dropped."""
 
     _BLOCK = frozenset(
-        "address article aside blockquote br div dl fieldset figcaption figure footer form "
-        "h1 h2 h3 h4 h5 h6 header hr main nav ol p pre section table ul".split()
+        [
+            "address",
+            "article",
+            "aside",
+            "blockquote",
+            "br",
+            "div",
+            "dl",
+            "fieldset",
+            "figcaption",
+            "figure",
+            "footer",
+            "form",
+            "h1",
+            "h2",
+            "h3",
+            "h4",
+            "h5",
+            "h6",
+            "header",
+            "hr",
+            "main",
+            "nav",
+            "ol",
+            "p",
+            "pre",
+            "section",
+            "table",
+            "ul",
+        ]
     )
     _LINE = frozenset({"li", "tr", "dt", "dd"})  # a line break before, none after
     _CELL = frozenset({"td", "th"})

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from engine.gmail_config import GmailConfig
-from server.gmail.checkpoint import Checkpoint, CheckpointStore, utcnow
+from server.gmail.checkpoint import Checkpoint, CheckpointError, CheckpointStore, utcnow
 from server.gmail.imap import (
     FetchedMessage,
     FolderState,
@@ -126,6 +126,8 @@ class _Watcher:
                     return
                 except Stopped:
                     return
+                except CheckpointError as e:
+                    raise WatcherError(str(e)) from None
                 except (ImapAuthError, ImapFolderError, SecretError) as e:
                     if not self.connected_once:
                         raise WatcherError(str(e)) from None

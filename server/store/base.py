@@ -200,3 +200,151 @@ class Store(Protocol):
     async def get_run(self, run_id: str) -> RunRecord | None: ...
 
     async def request_log(self, *, limit: int, cursor: str | None) -> Page: ...
+
+
+# --- the runtime's records ---------------------------------------------------------------------
+
+
+@attrs.frozen
+class Route:
+    """Where a session's replies go: a channel and a recipient on it."""
+
+    channel: str
+    to: str
+
+
+@attrs.frozen
+class NewTurn:
+    """One message of a session's transcript."""
+
+    session_key: str
+    role: str
+    content: str
+    run_id: str | None = None
+
+
+@attrs.frozen
+class Turn:
+    """A stored transcript message."""
+
+    role: str
+    content: str
+
+
+@attrs.frozen
+class NewDelivery:
+    """An outgoing message for a channel; `state` is `pending`, `skipped` or `failed`."""
+
+    delivery_id: str
+    text: str
+    state: str
+    channel: str | None
+    to: str | None
+    run_id: str | None = None
+    heartbeat_id: str | None = None
+    fallback_channel: str | None = None
+    last_error: str | None = None
+
+
+@attrs.frozen
+class RunOutcome:
+    """How a run ended, and everything that ending writes, committed together."""
+
+    run_id: str
+    state: str
+    finished_at: float
+    reply: str | None = None
+    error: str | None = None
+    model_used: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    turns: tuple[NewTurn, ...] = ()
+    summary: NewEvent | None = None
+    delivery: NewDelivery | None = None
+
+
+@attrs.frozen
+class HeartbeatOutcome:
+    """A finished heartbeat: the events it consumed and what it wrote."""
+
+    heartbeat_id: str
+    reason: str
+    state: str
+    event_ids: tuple[str, ...]
+    requested_at: float | None
+    started_at: float
+    finished_at: float
+    reply: str | None = None
+    error: str | None = None
+    acknowledged: bool = False
+    model_used: str | None = None
+    turns: tuple[NewTurn, ...] = ()
+    delivery: NewDelivery | None = None
+
+
+@attrs.frozen
+class HeartbeatRecord:
+    """A stored heartbeat."""
+
+    heartbeat_id: str
+    reason: str
+    state: str
+    events: int
+    requested_at: float | None
+    started_at: float
+    finished_at: float
+    reply: str | None
+    error: str | None
+    acknowledged: bool
+    model_used: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "heartbeatId": self.heartbeat_id,
+            "reason": self.reason,
+            "state": self.state,
+            "events": self.events,
+            "requestedAt": self.requested_at,
+            "startedAt": self.started_at,
+            "finishedAt": self.finished_at,
+            "reply": self.reply,
+            "error": self.error,
+            "acknowledged": self.acknowledged,
+            "modelUsed": self.model_used,
+        }
+
+
+@attrs.frozen
+class DeliveryRecord:
+    """A stored delivery with its current state."""
+
+    delivery_id: str
+    run_id: str | None
+    heartbeat_id: str | None
+    channel: str | None
+    to: str | None
+    fallback_channel: str | None
+    text: str
+    state: str
+    attempts: int
+    last_error: str | None
+    message_ids: tuple[str, ...]
+    created_at: float
+    updated_at: float
+    next_attempt_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "deliveryId": self.delivery_id,
+            "runId": self.run_id,
+            "heartbeatId": self.heartbeat_id,
+            "channel": self.channel,
+            "to": self.to,
+            "fallbackChannel": self.fallback_channel,
+            "state": self.state,
+            "attempts": self.attempts,
+            "lastError": self.last_error,
+            "messageIds": list(self.message_ids),
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+        }

@@ -17,13 +17,19 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
+from server.store import sqlite_runtime as rt
 from server.store.base import (
     Accepted,
     AcceptOp,
+    DeliveryRecord,
     EventRecord,
+    HeartbeatOutcome,
     Page,
     RequestLogEntry,
+    Route,
+    RunOutcome,
     RunRecord,
+    Turn,
 )
 from server.store.writer import GroupCommitWriter
 
@@ -50,11 +56,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     return version
 
 
-_RUN_COLUMNS = (
-    "seq, run_id, session_key, name, message, rule_id, state, wake_mode, deliver, channel, "
-    "recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, attempts, "
-    "created_at, started_at, finished_at, reply, error, model_used, input_tokens, output_tokens"
-)
+_RUN_COLUMNS = rt.RUN_COLUMNS
 _EVENT_COLUMNS = "seq, event_id, session, text, source, mode, trusted, created_at, consumed_at"
 
 
@@ -258,5 +260,103 @@ class SQLiteStore:
                 (_cursor_value(cursor), limit + 1),
             ).fetchall()
             return _page(rows, limit, lambda r: RequestLogEntry(*r[1:]))
+
+        return await self._read(fn)
+
+    # the runtime ------------------------------------------------------------------------------
+
+    async def recover_runs(self, *, max_attempts: int, now: float) -> tuple[int, int]:
+        """Re-queue runs a crash left `running` (or fail them past `max_attempts`)."""
+        return await self._writer.submit(lambda cur: rt.recover_runs(cur, max_attempts, now))
+
+    async def requeue_runs(self, run_ids: list[str]) -> None:
+        """Put runs interrupted by a clean stop back in the queue, without using an attempt."""
+        await self._writer.submit(
+            lambda cur: cur.executemany(
+                "UPDATE runs SET state = 'queued', started_at = NULL, attempts = MAX(attempts - 1, 0)"
+                " WHERE run_id = ? AND state = 'running'",
+                [(r,) for r in run_ids],
+            )
+        )
+
+    async def claim_runs(self, *, limit: int, now: float) -> list[RunRecord]:
+        rows = await self._writer.submit(lambda cur: rt.claim_runs(cur, limit, now))
+        return sorted((_run_record(r) for r in rows), key=lambda r: r.seq)
+
+    async def finish_run(self, outcome: RunOutcome) -> None:
+        await self._writer.submit(lambda cur: rt.finish_run(cur, outcome))
+
+    async def finish_heartbeat(self, outcome: HeartbeatOutcome) -> None:
+        await self._writer.submit(lambda cur: rt.finish_heartbeat(cur, outcome))
+
+    async def pending_events(self, session: str, *, limit: int) -> list[EventRecord]:
+        def fn(conn: sqlite3.Connection) -> list[EventRecord]:
+            rows = conn.execute(
+                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? AND consumed_at IS NULL"
+                " ORDER BY seq LIMIT ?",
+                (session, limit),
+            ).fetchall()
+            return [_event_record(r) for r in rows]
+
+        return await self._read(fn)
+
+    async def has_queued_runs(self) -> bool:
+        return await self._read(
+            lambda conn: conn.execute("SELECT 1 FROM runs WHERE state = 'queued' LIMIT 1").fetchone()
+            is not None
+        )
+
+    async def session_turns(self, session_key: str, *, limit: int) -> list[Turn]:
+        return await self._read(lambda conn: rt.session_turns(conn, session_key, limit))
+
+    async def last_route(self, session_key: str) -> Route | None:
+        return await self._read(lambda conn: rt.last_route(conn, session_key))
+
+    async def set_last_route(
+        self, session_key: str, route: Route, *, now: float, only_if_unset: bool = False
+    ) -> None:
+        await self._writer.submit(
+            lambda cur: rt.set_last_route(cur, session_key, route, now, only_if_unset=only_if_unset)
+        )
+
+    async def list_heartbeats(self, *, limit: int) -> list[Any]:
+        def fn(conn: sqlite3.Connection) -> list[Any]:
+            rows = conn.execute(
+                f"SELECT {rt.HEARTBEAT_COLUMNS} FROM heartbeats ORDER BY seq DESC LIMIT ?", (limit,)
+            ).fetchall()
+            return [rt.heartbeat_record(r) for r in rows]
+
+        return await self._read(fn)
+
+    async def claim_deliveries(self, *, limit: int, now: float, lease: float) -> list[DeliveryRecord]:
+        rows = await self._writer.submit(lambda cur: rt.claim_deliveries(cur, limit, now, lease))
+        return [rt.delivery_record(r) for r in rows]
+
+    async def update_delivery(self, delivery_id: str, **fields: Any) -> None:
+        await self._writer.submit(lambda cur: rt.update_delivery(cur, delivery_id, **fields))
+
+    async def next_delivery_due(self) -> float | None:
+        def fn(conn: sqlite3.Connection) -> float | None:
+            row = conn.execute(
+                "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending'"
+            ).fetchone()
+            return row[0] if row else None
+
+        return await self._read(fn)
+
+    async def list_deliveries(
+        self, *, limit: int, cursor: str | None, run_id: str | None = None, state: str | None = None
+    ) -> Page:
+        def fn(conn: sqlite3.Connection) -> Page:
+            sql = f"SELECT seq, {rt.DELIVERY_COLUMNS} FROM deliveries WHERE seq < ?"
+            args: list[Any] = [_cursor_value(cursor)]
+            if run_id is not None:
+                sql += " AND run_id = ?"
+                args.append(run_id)
+            if state is not None:
+                sql += " AND state = ?"
+                args.append(state)
+            rows = conn.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1)).fetchall()
+            return _page(rows, limit, lambda r: rt.delivery_record(r[1:]))
 
         return await self._read(fn)

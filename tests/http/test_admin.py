@@ -36,10 +36,13 @@ def test_runs_are_paginated_newest_first(start_gateway) -> None:
 
 
 def test_run_state_filter(start_gateway) -> None:
+    from tests.support.wait import eventually
+
     gw = start_gateway()
     gw.hook("agent", {"message": "m"})
-    assert len(gw.admin("/api/runs", state="queued")["items"]) == 1
-    assert gw.admin("/api/runs", state="succeeded")["items"] == []
+    eventually(lambda: gw.admin("/api/runs", state="succeeded")["items"])
+    assert len(gw.admin("/api/runs", state="succeeded")["items"]) == 1
+    assert gw.admin("/api/runs", state="queued")["items"] == []
 
 
 def test_unknown_run_is_404_json(gateway: GatewayProcess) -> None:

@@ -42,7 +42,7 @@ def test_agent_records_a_queued_run_and_answers_202(gw: GatewayProcess) -> None:
     assert body["ok"] is True
     assert re.fullmatch(r"hook:[0-9a-f-]{36}", body["sessionKey"])
     run = _run(gw, body["runId"])
-    assert run["state"] == "queued"
+    assert run["state"] in ("queued", "running", "succeeded")  # the runtime may already have it
     assert run["sessionKey"] == body["sessionKey"]
     assert run["name"] == "CI"
     assert run["channel"] == "last" and run["deliver"] is True and run["wakeMode"] == "now"

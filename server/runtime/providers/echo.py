@@ -7,8 +7,8 @@ tests a predictable model. The reply depends only on the last user message:
   nothing needs attention), it is treated as a heartbeat. Lines of that message starting with
   `System:` are pending events. With none, the reply is `HEARTBEAT_OK`; with some, it is
   `echo: ` followed by the event texts (prefix removed) joined by `; `.
-- Otherwise the reply is `echo: <last user message>` (stripped); with no user message at all,
-  `echo:`.
+- Otherwise the reply is `echo: <last user message>` (stripped; content wrapped as external
+  untrusted content is echoed without its wrapper); with no user message at all, `echo:`.
 
 Usage counts whitespace-separated words: all message contents in, the reply out. The model name
 and `thinking` do not change the reply.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from server.runtime.external import unwrap_external
 from server.runtime.providers.base import ChatMessage, Completion, Usage
 
 HEARTBEAT_TOKEN = "HEARTBEAT_OK"
@@ -36,7 +37,7 @@ def echo_reply(messages: Sequence[ChatMessage]) -> str:
         if not events:
             return HEARTBEAT_TOKEN
         return "echo: " + "; ".join(events)
-    return f"echo: {last.strip()}".rstrip()
+    return f"echo: {unwrap_external(last).strip()}".rstrip()
 
 
 class EchoProvider:

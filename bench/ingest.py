@@ -1,0 +1,707 @@
+"""Ingest benchmark: hookwise's durable `/hooks/wake` and `/hooks/agent` against the ceiling.
+
+Run from the repository root:
+
+    .venv/bin/python bench/ingest.py [--duration 15] [--connections 32] [--threads 2]
+                                     [--warmup 3] [--store URL] [--workers N]
+
+What it does, all on loopback and bounded in time:
+
+1. installs `wrk` (Debian package) if it is missing; exit 2 if that is not possible;
+2. measures the ceiling: `bench/ceiling_app.py` (a raw ASGI app that reads the body and answers
+   200) under uvicorn with the settings hookwise uses (uvloop, httptools, 1 worker, no access log);
+3. measures hookwise on a fresh temporary state dir and config (hooks enabled, default durable
+   SQLite store) for `/hooks/wake`, then for `/hooks/agent`, each on its own fresh server: a
+   warm-up, then the measured `wrk --latency` run; afterwards checks through the admin API that
+   events/runs were stored, and counts the stored rows against the acknowledged responses;
+4. prints a table (requests/s, p50, p99, peak RSS, ratio to the ceiling, targets), the machine,
+   and a final machine-readable line `BENCH_JSON {...}`.
+
+`--store` and `--workers` are passed to `hookwise serve` only when given (exit 2 if the CLI does
+not know them yet). Every configuration is one call of `measure(endpoint, server, load)`, so
+comparing several side by side is a loop over specs. Every process started is stopped on exit,
+error, Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+HOOK_TOKEN = "bench-hook-token-0123456789abcdef-0123"
+ADMIN_TOKEN = "bench-admin-token-0123456789abcdef-0123"
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 15.0
+
+# Targets from issue 2 (ratio to the ceiling; p99 in milliseconds).
+TARGETS: dict[str, dict[str, float]] = {
+    "wake": {"ratio": 0.15, "p99_ms": 20.0},
+    "agent": {"ratio": 0.12},
+}
+
+_STARTED: list[subprocess.Popen[bytes]] = []
+
+
+class BenchError(Exception):
+    """A condition that stops the benchmark with exit code 2 and a message."""
+
+
+# --------------------------------------------------------------------------------------- specs
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """What wrk sends: one POST with a fixed JSON body and the hook token."""
+
+    name: str
+    path: str
+    body: dict[str, Any]
+    expect_table: str | None = None  # store table that should gain one row per 2xx
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """Which server to start: the raw ceiling app or hookwise (with optional pass-through flags)."""
+
+    name: str
+    kind: Literal["ceiling", "hookwise"]
+    store: str | None = None
+    workers: int | None = None
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    duration_s: int = 15
+    warmup_s: int = 3
+    connections: int = 32
+    threads: int = 2
+
+
+WAKE = EndpointSpec("wake", "/hooks/wake", {"text": "bench wake", "mode": "now"}, "events")
+AGENT = EndpointSpec("agent", "/hooks/agent", {"message": "bench agent run"}, "runs")
+CEILING_ENDPOINT = EndpointSpec("ceiling", WAKE.path, WAKE.body)
+
+
+# ------------------------------------------------------------------------------------- results
+
+
+@dataclass
+class WrkStats:
+    requests: int = 0
+    rps: float = 0.0
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    non_2xx: int = 0
+    socket_errors: int = 0
+
+    @property
+    def acknowledged(self) -> int:
+        return self.requests - self.non_2xx
+
+
+@dataclass
+class Result:
+    server: str
+    endpoint: str
+    stats: WrkStats
+    warmup: WrkStats
+    peak_rss_kib: int | None
+    server_cpu_pct: float | None
+    admin_check: str | None = None
+    stored_rows: int | None = None
+    expect_table: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------ processes
+
+
+def _track(proc: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+    _STARTED.append(proc)
+    return proc
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, wait, then SIGKILL: the process is gone when this returns."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc in _STARTED:
+        _STARTED.remove(proc)
+
+
+def stop_all() -> None:
+    for proc in list(_STARTED):
+        _stop(proc)
+
+
+def _raise_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _post_ok(url: str, body: bytes, timeout: float = 1.0) -> bool:
+    req = urllib.request.Request(url, data=body, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+@dataclass
+class RunningServer:
+    proc: subprocess.Popen[bytes]
+    url: str
+    workdir: Path
+    state_dir: Path | None = None
+
+
+def _start_ceiling(workdir: Path) -> RunningServer:
+    port = _free_port()
+    log = open(workdir / "ceiling.log", "wb")  # noqa: SIM115 - handed to the child
+    cmd = [
+        str(BIN / "uvicorn"),
+        "--app-dir",
+        str(REPO / "bench"),
+        "ceiling_app:app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--workers",
+        "1",
+        "--no-access-log",
+        "--no-server-header",
+        "--no-date-header",
+        "--log-level",
+        "warning",
+    ]
+    proc = _track(subprocess.Popen(cmd, cwd=workdir, stdout=log, stderr=log))
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        if _post_ok(url + "/", b"{}"):
+            return RunningServer(proc, url, workdir)
+        time.sleep(0.1)
+    log_text = (workdir / "ceiling.log").read_text(errors="replace")
+    raise BenchError(f"the ceiling app did not start:\n{log_text}")
+
+
+def _hookwise_config(path: Path) -> None:
+    config = {
+        "hooks": {"enabled": True, "token": HOOK_TOKEN, "path": "/hooks"},
+        "gateway": {"auth": {"token": ADMIN_TOKEN}},
+    }
+    path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+
+
+def _passthrough_args(spec: ServerSpec) -> list[str]:
+    args: list[str] = []
+    if spec.store is not None:
+        args += ["--store", spec.store]
+    if spec.workers is not None:
+        args += ["--workers", str(spec.workers)]
+    return args
+
+
+def check_cli_flags(spec: ServerSpec) -> None:
+    """Exit 2 (via BenchError) if a pass-through flag is unknown to `hookwise serve`."""
+    wanted = [a for a in _passthrough_args(spec) if a.startswith("--")]
+    if not wanted:
+        return
+    help_text = subprocess.run(
+        [str(BIN / "hookwise"), "serve", "--help"], capture_output=True, text=True, timeout=30
+    ).stdout
+    missing = [flag for flag in wanted if flag not in help_text]
+    if missing:
+        raise BenchError(
+            f"`hookwise serve` does not accept {', '.join(missing)} yet "
+            "(see `hookwise serve --help`)"
+        )
+
+
+def _drain(stream: Any) -> None:
+    for _ in iter(stream.readline, b""):
+        pass
+
+
+def _start_hookwise(spec: ServerSpec, workdir: Path) -> RunningServer:
+    config_path = workdir / "hookwise.json"
+    state_dir = workdir / "state"
+    _hookwise_config(config_path)
+    stderr = open(workdir / "hookwise.stderr.log", "wb")  # noqa: SIM115 - handed to the child
+    cmd = [
+        str(BIN / "hookwise"),
+        "serve",
+        "--config",
+        str(config_path),
+        "--port",
+        "0",
+        "--state-dir",
+        str(state_dir),
+        "--log-level",
+        "warning",
+        *_passthrough_args(spec),
+    ]
+    proc = _track(subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=stderr))
+    stderr.close()
+    assert proc.stdout is not None
+    line = _read_ready_line(proc)
+    if b"listening on" not in line:
+        log_text = (workdir / "hookwise.stderr.log").read_text(errors="replace")
+        raise BenchError(f"hookwise did not start (exit {proc.poll()}):\n{log_text}")
+    threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
+    url = line.split(b"listening on ", 1)[1].split()[0].decode()
+    return RunningServer(proc, url, workdir, state_dir)
+
+
+def _read_ready_line(proc: subprocess.Popen[bytes]) -> bytes:
+    """The stdout line announcing readiness, or b"" on exit/timeout (read in a helper thread)."""
+    assert proc.stdout is not None
+    found: list[bytes] = []
+
+    def reader() -> None:
+        assert proc.stdout is not None
+        for line in iter(proc.stdout.readline, b""):
+            if b"listening on" in line:
+                found.append(line)
+                return
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    thread.join(START_TIMEOUT_S)
+    return found[0] if found else b""
+
+
+@contextmanager
+def running(spec: ServerSpec) -> Iterator[RunningServer]:
+    """Start the server for `spec` in a temporary directory; stop it and clean up on exit."""
+    with tempfile.TemporaryDirectory(prefix=f"hookwise-bench-{spec.name}-") as tmp:
+        workdir = Path(tmp)
+        if spec.kind == "ceiling":
+            server = _start_ceiling(workdir)
+        else:
+            server = _start_hookwise(spec, workdir)
+        try:
+            yield server
+        finally:
+            _stop(server.proc)
+
+
+# --------------------------------------------------------------------------------- /proc probes
+
+
+def _descendants(pid: int) -> list[int]:
+    """`pid` and every descendant (worker processes count toward the server's memory)."""
+    pids = [pid]
+    i = 0
+    while i < len(pids):
+        task_dir = Path(f"/proc/{pids[i]}/task")
+        try:
+            for task in task_dir.iterdir():
+                children = (task / "children").read_text().split()
+                pids.extend(int(c) for c in children)
+        except OSError:
+            pass
+        i += 1
+    return pids
+
+
+def peak_rss_kib(pid: int) -> int | None:
+    """Sum of VmHWM (peak resident set) over the process tree, in KiB."""
+    total = 0
+    found = False
+    for p in _descendants(pid):
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+        except OSError:
+            continue
+        match = re.search(r"^VmHWM:\s+(\d+)\s+kB", status, re.MULTILINE)
+        if match:
+            total += int(match.group(1))
+            found = True
+    return total if found else None
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the process tree so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in _descendants(pid):
+        try:
+            stat = Path(f"/proc/{p}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+# ------------------------------------------------------------------------------------------ wrk
+
+
+def ensure_wrk() -> str:
+    """Path of `wrk`, installing Debian's package if needed; BenchError if impossible."""
+    found = shutil.which("wrk")
+    if found:
+        return found
+    print("wrk not found: installing it with apt-get ...", flush=True)
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise BenchError("wrk is missing and cannot be installed here: run `apt-get install wrk`")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "wrk"]):
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        except subprocess.TimeoutExpired as e:
+            raise BenchError(f"`{' '.join(cmd)}` took too long") from e
+        if done.returncode != 0:
+            raise BenchError(f"`{' '.join(cmd)}` failed:\n{done.stderr.strip()}")
+    found = shutil.which("wrk")
+    if not found:
+        raise BenchError("apt-get installed wrk but it is not on PATH")
+    return found
+
+
+def _lua_script(endpoint: EndpointSpec) -> str:
+    body = json.dumps(endpoint.body, separators=(",", ":"))
+    return (
+        'wrk.method = "POST"\n'
+        f"wrk.body = [==[{body}]==]\n"
+        'wrk.headers["Content-Type"] = "application/json"\n'
+        f'wrk.headers["Authorization"] = "Bearer {HOOK_TOKEN}"\n'
+    )
+
+
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
+
+
+def _latency_ms(text: str, percentile: str) -> float | None:
+    match = re.search(rf"^\s*{percentile}%\s+([\d.]+)(us|ms|s|m|h)\s*$", text, re.MULTILINE)
+    return float(match.group(1)) * _UNITS_MS[match.group(2)] if match else None
+
+
+def parse_wrk(text: str) -> WrkStats:
+    """Extract throughput, latency percentiles and error counts from `wrk --latency` output."""
+    stats = WrkStats()
+    if m := re.search(r"^\s*(\d+) requests in", text, re.MULTILINE):
+        stats.requests = int(m.group(1))
+    if m := re.search(r"^Requests/sec:\s+([\d.]+)", text, re.MULTILINE):
+        stats.rps = float(m.group(1))
+    if m := re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text):
+        stats.non_2xx = int(m.group(1))
+    sock_re = r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)"
+    if m := re.search(sock_re, text):
+        stats.socket_errors = sum(int(g) for g in m.groups())
+    stats.p50_ms = _latency_ms(text, "50")
+    stats.p99_ms = _latency_ms(text, "99")
+    return stats
+
+
+def run_wrk(url: str, endpoint: EndpointSpec, load: LoadSpec, duration_s: int) -> WrkStats:
+    """One wrk run against `url + endpoint.path`; raises BenchError if wrk fails."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(_lua_script(endpoint))
+    cmd = [
+        "wrk",
+        f"-t{load.threads}",
+        f"-c{load.connections}",
+        f"-d{duration_s}s",
+        "--timeout",
+        "5s",
+        "--latency",
+        "-s",
+        script.name,
+        url + endpoint.path,
+    ]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 30)
+    except subprocess.TimeoutExpired as e:
+        raise BenchError(f"wrk did not finish within {duration_s + 30}s") from e
+    finally:
+        os.unlink(script.name)
+    if done.returncode != 0:
+        raise BenchError(f"wrk failed ({done.returncode}):\n{done.stderr}{done.stdout}")
+    stats = parse_wrk(done.stdout)
+    if stats.requests == 0:
+        raise BenchError(f"wrk reported no requests:\n{done.stdout}")
+    return stats
+
+
+# ------------------------------------------------------------------------------ verification
+
+
+def _admin_get(url: str, path: str) -> dict[str, Any]:
+    req = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def admin_check(server: RunningServer, endpoint: EndpointSpec) -> str:
+    """Ask the admin API for the newest event/run; a short verdict for the report."""
+    path = {"events": "/api/events?limit=1", "runs": "/api/runs?limit=1"}.get(
+        endpoint.expect_table or ""
+    )
+    if path is None:
+        return "n/a"
+    try:
+        page = _admin_get(server.url, path)
+    except (OSError, urllib.error.URLError, ValueError) as e:
+        return f"admin API error: {e}"
+    items = page.get("items") or []
+    if not items:
+        return f"EMPTY: {path} returned no items"
+    newest = items[0]
+    ident = newest.get("eventId") or newest.get("runId") or "?"
+    state = newest.get("state")
+    return f"ok ({path} newest {ident}" + (f", state {state})" if state else ")")
+
+
+def stored_rows(state_dir: Path | None, table: str | None) -> int | None:
+    """Row count of `table` in the stopped server's SQLite store (None if there is none)."""
+    if state_dir is None or table is None:
+        return None
+    db = state_dir / "hookwise.db"
+    if not db.exists():
+        return None
+    conn = sqlite3.connect(db, timeout=10)
+    try:
+        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    finally:
+        conn.close()
+
+
+# -------------------------------------------------------------------------------------- measure
+
+
+def measure(endpoint: EndpointSpec, spec: ServerSpec, load: LoadSpec) -> Result:
+    """Fresh server, warm-up, measured wrk run, peak RSS, admin check, stored-row count."""
+    with running(spec) as server:
+        warm = run_wrk(server.url, endpoint, load, load.warmup_s)
+        cpu_before = cpu_seconds(server.proc.pid)
+        started = time.monotonic()
+        stats = run_wrk(server.url, endpoint, load, load.duration_s)
+        elapsed = time.monotonic() - started
+        cpu_pct = 100.0 * (cpu_seconds(server.proc.pid) - cpu_before) / elapsed
+        rss = peak_rss_kib(server.proc.pid)
+        check = admin_check(server, endpoint) if spec.kind == "hookwise" else None
+        result = Result(spec.name, endpoint.name, stats, warm, rss, cpu_pct, check)
+        result.expect_table = endpoint.expect_table
+        _stop(server.proc)  # count rows on a closed store, before the temp dir goes
+        result.stored_rows = stored_rows(server.state_dir, endpoint.expect_table)
+    result.notes = _notes(result)
+    return result
+
+
+def _notes(result: Result) -> list[str]:
+    notes: list[str] = []
+    for label, s in (("warm-up", result.warmup), ("run", result.stats)):
+        if s.non_2xx:
+            notes.append(f"{label}: {s.non_2xx} non-2xx responses")
+        if s.socket_errors:
+            notes.append(f"{label}: {s.socket_errors} socket errors")
+    if result.admin_check and not result.admin_check.startswith("ok"):
+        notes.append(result.admin_check)
+    if result.stored_rows is not None:
+        acked = result.warmup.acknowledged + result.stats.acknowledged
+        if result.stored_rows < acked:
+            notes.append(f"LOST: {acked} acknowledged but only {result.stored_rows} stored")
+    return notes
+
+
+# --------------------------------------------------------------------------------------- report
+
+
+def machine_info() -> dict[str, Any]:
+    model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True, timeout=10)
+    import uvicorn
+
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu": model,
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "uvicorn": uvicorn.__version__,
+        "wrk": (wrk_version.stdout or wrk_version.stderr).split(" Copyright")[0].strip(),
+    }
+
+
+def _fmt_ms(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None else "?"
+
+
+def _target_text(result: Result, ratio: float | None) -> str:
+    target = TARGETS.get(result.endpoint)
+    if not target or ratio is None:
+        return ""
+    parts = [f"ratio >= {target['ratio']:.2f}: {'PASS' if ratio >= target['ratio'] else 'FAIL'}"]
+    if "p99_ms" in target:
+        p99 = result.stats.p99_ms
+        ok = p99 is not None and p99 < target["p99_ms"]
+        parts.append(f"p99 < {target['p99_ms']:.0f} ms: {'PASS' if ok else 'FAIL'}")
+    return "; ".join(parts)
+
+
+def _ratio(result: Result, ceiling: Result | None) -> float | None:
+    if ceiling is None or ceiling is result or not ceiling.stats.rps:
+        return None
+    return result.stats.rps / ceiling.stats.rps
+
+
+def render_table(results: list[Result], ceiling: Result | None) -> str:
+    header = (
+        f"{'server/endpoint':<22} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'peak RSS':>9} {'srv CPU':>8} {'non-2xx':>8} {'ratio':>6}  target"
+    )
+    lines = [header, "-" * (len(header) + 30)]
+    for r in results:
+        ratio = _ratio(r, ceiling)
+        rss = f"{r.peak_rss_kib / 1024:.0f} MiB" if r.peak_rss_kib else "?"
+        cpu = f"{r.server_cpu_pct:.0f}%" if r.server_cpu_pct is not None else "?"
+        label = r.endpoint if r.endpoint == "ceiling" else f"{r.server} /{r.endpoint}"
+        lines.append(
+            f"{label:<22} {r.stats.rps:>9,.0f} {_fmt_ms(r.stats.p50_ms):>8} "
+            f"{_fmt_ms(r.stats.p99_ms):>8} {rss:>9} {cpu:>8} {r.stats.non_2xx:>8} "
+            f"{(f'{ratio:.3f}' if ratio is not None else '1.000'):>6}  {_target_text(r, ratio)}"
+        )
+    return "\n".join(lines)
+
+
+def render_checks(results: list[Result]) -> str:
+    lines = []
+    for r in results:
+        if r.endpoint == "ceiling":
+            continue
+        acked = r.warmup.acknowledged + r.stats.acknowledged
+        lines.append(
+            f"{r.server} /{r.endpoint}: admin API {r.admin_check}; stored {r.expect_table} rows "
+            f"{r.stored_rows if r.stored_rows is not None else '?'} >= acknowledged {acked} "
+            f"(warm-up {r.warmup.acknowledged} + run {r.stats.acknowledged}); "
+            f"non-2xx {r.warmup.non_2xx + r.stats.non_2xx}"
+        )
+        lines.extend(f"  ! {n}" for n in r.notes)
+    return "\n".join(lines)
+
+
+def bench_json(results: list[Result], ceiling: Result | None, machine: dict[str, Any]) -> str:
+    payload = {
+        "machine": machine,
+        "results": [
+            {
+                **asdict(r),
+                "ratio": _ratio(r, ceiling),
+                "target": TARGETS.get(r.endpoint),
+            }
+            for r in results
+        ],
+    }
+    return "BENCH_JSON " + json.dumps(payload, separators=(",", ":"))
+
+
+# ----------------------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--duration", type=int, default=15, help="measured seconds per run")
+    p.add_argument("--warmup", type=int, default=3, help="warm-up seconds per run")
+    p.add_argument("--connections", type=int, default=32, help="wrk connections")
+    p.add_argument("--threads", type=int, default=2, help="wrk threads")
+    p.add_argument("--store", help="passed to `hookwise serve --store` (only if given)")
+    p.add_argument("--workers", type=int, help="passed to `hookwise serve --workers`")
+    return p.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    load = LoadSpec(args.duration, args.warmup, args.connections, args.threads)
+    hookwise = ServerSpec("hookwise", "hookwise", store=args.store, workers=args.workers)
+    ceiling_spec = ServerSpec("ceiling", "ceiling")
+    check_cli_flags(hookwise)
+    ensure_wrk()
+    machine = machine_info()
+    print(
+        f"load: wrk -t{load.threads} -c{load.connections}, {load.warmup_s}s warm-up + "
+        f"{load.duration_s}s per run, loopback; hookwise args: "
+        f"{' '.join(_passthrough_args(hookwise)) or '(defaults: SQLite, 1 worker)'}",
+        flush=True,
+    )
+    results: list[Result] = []
+    for endpoint, spec in ((CEILING_ENDPOINT, ceiling_spec), (WAKE, hookwise), (AGENT, hookwise)):
+        print(f"measuring {spec.name} {endpoint.path} ...", flush=True)
+        results.append(measure(endpoint, spec, load))
+    ceiling = results[0]
+    print()
+    print(
+        f"machine: {machine['nproc']} CPUs, {machine['cpu']}; Python {machine['python']}; "
+        f"uvicorn {machine['uvicorn']}; {machine['wrk']}; Linux {machine['kernel']}"
+    )
+    print(render_table(results, ceiling))
+    print(render_checks(results))
+    print(bench_json(results, ceiling, machine))
+    failed = any(r.notes for r in results)
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
+    try:
+        return run(args)
+    except BenchError as e:
+        print(f"bench: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        stop_all()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

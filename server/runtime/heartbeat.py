@@ -1,0 +1,156 @@
+"""The heartbeat: the main session's turn that drains pending system events.
+
+One lane, separate from the isolated runs, so a flood of hooks cannot starve it. It runs every
+`agents.defaults.heartbeat.every` (0 disables the timer) and soon after a request (`wake` with
+mode `now`, a run with `wakeMode: now`). Requests that arrive within the coalescing window make
+one heartbeat; at most one heartbeat runs at a time, and requests that arrive during one make
+exactly one more. Events are marked consumed in the same commit that records the heartbeat, so a
+crash mid-heartbeat leaves them pending for the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from server.runtime.ack import is_ack
+from server.runtime.prompts import MAIN_SYSTEM, heartbeat_prompt
+from server.runtime.providers.base import ChatMessage, ProviderError
+from server.store.base import HeartbeatOutcome, NewTurn
+
+log = logging.getLogger("hookwise.heartbeat")
+
+MAIN = "main"
+MAX_EVENTS_PER_BEAT = 100
+HISTORY_TURNS = 20
+
+
+class Heartbeats:
+    """Schedules and runs heartbeats for the main session."""
+
+    def __init__(
+        self,
+        *,
+        store: Any,
+        providers: Any,
+        model: str,
+        every: float,
+        coalesce: float,
+        ack_max_chars: int,
+        timeout: float,
+        deliveries: Callable[..., Any],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._providers = providers
+        self._model = model
+        self._every = every
+        self._coalesce = coalesce
+        self._ack_max_chars = ack_max_chars
+        self._timeout = timeout
+        self._deliveries = deliveries
+        self._clock = clock
+        self._wakeup = asyncio.Event()
+        self._request: tuple[str, float] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.beats = 0
+
+    def request(self, reason: str) -> None:
+        """Ask for a heartbeat soon (coalesced with other requests)."""
+        if self._request is None:
+            self._request = (reason, self._clock())
+        self._wakeup.set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="hookwise-heartbeat")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_periodic = loop.time() + self._every if self._every > 0 else None
+        while True:
+            timeout = None if next_periodic is None else max(0.0, next_periodic - loop.time())
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()
+                await asyncio.sleep(self._coalesce)
+            except TimeoutError:
+                pass
+            self._wakeup.clear()
+            reason, requested_at = self._request or ("interval", None)
+            self._request = None
+            try:
+                more = await self._beat(reason, requested_at)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("heartbeat failed")
+                more = False
+            if more:
+                self.request("backlog")
+            if self._every > 0:
+                next_periodic = loop.time() + self._every
+
+    async def _beat(self, reason: str, requested_at: float | None) -> bool:
+        started = self._clock()
+        hb_id = str(uuid.uuid4())
+        events = await self._store.pending_events(MAIN, limit=MAX_EVENTS_PER_BEAT)
+        history = await self._store.session_turns(MAIN, limit=HISTORY_TURNS)
+        prompt = heartbeat_prompt(events, reason, started)
+        messages = [
+            ChatMessage("system", MAIN_SYSTEM),
+            *(ChatMessage(t.role, t.content) for t in history),  # type: ignore[arg-type]
+            ChatMessage("user", prompt),
+        ]
+        reply = error = model_used = None
+        state = "succeeded"
+        try:
+            provider, model = self._providers.resolve(self._model)
+            async with asyncio.timeout(self._timeout):
+                completion = await provider.complete(
+                    model, messages, thinking=None, deadline=time.monotonic() + self._timeout
+                )
+            reply, model_used = completion.text, f"{self._model.split('/', 1)[0]}/{completion.model}"
+        except TimeoutError:
+            state, error = "timed_out", f"the heartbeat took longer than {self._timeout:g} s"
+        except ProviderError as e:
+            state, error = "failed", e.message
+        acknowledged = reply is not None and is_ack(reply, max_chars=self._ack_max_chars)
+        turns: tuple[NewTurn, ...] = ()
+        delivery = None
+        if reply is not None and not acknowledged:
+            turns = (NewTurn(MAIN, "user", prompt), NewTurn(MAIN, "assistant", reply))
+            delivery = await self._deliveries(text=reply, heartbeat_id=hb_id)
+        await self._store.finish_heartbeat(
+            HeartbeatOutcome(
+                heartbeat_id=hb_id,
+                reason=reason,
+                state=state,
+                event_ids=tuple(e.event_id for e in events) if state == "succeeded" else (),
+                requested_at=requested_at,
+                started_at=started,
+                finished_at=self._clock(),
+                reply=reply,
+                error=error,
+                acknowledged=acknowledged,
+                model_used=model_used,
+                turns=turns,
+                delivery=delivery,
+            )
+        )
+        self.beats += 1
+        log.info(
+            "heartbeat %s (%s): %d event(s), %s", hb_id, reason, len(events),
+            "acknowledged" if acknowledged else state,
+        )
+        return state == "succeeded" and len(events) >= MAX_EVENTS_PER_BEAT

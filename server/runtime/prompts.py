@@ -1,0 +1,59 @@
+"""What the model sees: the system prompts, the heartbeat prompt, and the summary lines.
+
+Kept in one place so that the wording (and the `HEARTBEAT_OK` contract the acknowledgment filter
+relies on) is easy to find and to change.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from server.runtime.ack import TOKEN
+from server.runtime.external import wrap_external
+from server.store.base import EventRecord
+
+RUN_SYSTEM = (
+    "You are an AI agent handling an event that arrived through a webhook, in an isolated "
+    "session. Answer concisely; your reply may be delivered to a person on a messaging channel."
+)
+MAIN_SYSTEM = (
+    "You are the agent's main session. System events (webhooks, summaries of isolated runs) are "
+    "queued for you and shown at each heartbeat."
+)
+SUMMARY_MAX_CHARS = 2000
+_WS = re.compile(r"\s+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def safe_name(name: str) -> str:
+    """A hook name fit for the start of a summary line: one line, no control characters."""
+    cleaned = _WS.sub(" ", _CONTROL.sub(" ", name)).strip()[:80]
+    return cleaned or "Hook"
+
+
+def summary_line(name: str, state: str, text: str) -> str:
+    """`Hook <name>: <summary>` on success, `Hook <name> (<state>): <error>` otherwise."""
+    body = text.strip()
+    if len(body) > SUMMARY_MAX_CHARS:
+        body = body[: SUMMARY_MAX_CHARS - 1] + "…"
+    label = f"Hook {safe_name(name)}" if state == "succeeded" else f"Hook {safe_name(name)} ({state})"
+    return f"{label}: {body}"
+
+
+def heartbeat_prompt(events: Sequence[EventRecord], reason: str, now: float) -> str:
+    when = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    lines = [f"Heartbeat check ({reason}, {when})."]
+    if events:
+        block = []
+        for e in events:
+            first, *rest = e.text.splitlines() or [""]
+            block.append(f"System: [{e.source}] {first}")
+            block.extend(f"  {line}" for line in rest)
+        lines.append(f"{len(events)} pending system event(s):")
+        lines.append(wrap_external("\n".join(block), source="system events"))
+    else:
+        lines.append("There are no pending system events.")
+    lines.append(f"If nothing needs your attention, reply with exactly {TOKEN}.")
+    return "\n".join(lines)

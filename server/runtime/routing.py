@@ -1,0 +1,77 @@
+"""Routing a reply: from `channel`/`to` (or `last`) to a concrete channel and recipient.
+
+`last` is the main session's last route (seeded from `session.lastRoute`, updated by every
+successful delivery to an explicit channel and recipient). A request's `to` overrides the
+recipient. A mapping's `last` falls back to the first phone-based messenger (`whatsapp`) when
+there is no last route; an explicit channel without `to` uses that channel's `defaultTo`. When
+nothing resolves, the delivery is recorded as failed with the reason, so the outcome is visible.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from engine.channels import LAST, PHONE_BASED
+from server.store.base import NewDelivery
+
+MAIN = "main"
+
+
+class Router:
+    """Builds `NewDelivery` rows for replies."""
+
+    def __init__(self, store: Any, channels: Mapping[str, Mapping[str, Any]], fallback_channel: str | None) -> None:
+        self._store = store
+        self._channels = channels
+        self._default_fallback = fallback_channel
+
+    def _default_to(self, channel: str) -> str | None:
+        value = self._channels.get(channel, {}).get("defaultTo")
+        return value if isinstance(value, str) and value else None
+
+    async def plan(
+        self,
+        *,
+        text: str,
+        channel: str = LAST,
+        to: str | None = None,
+        fallback_channel: str | None = None,
+        from_mapping: bool = False,
+        run_id: str | None = None,
+        heartbeat_id: str | None = None,
+    ) -> NewDelivery:
+        def row(state: str, ch: str | None, rcpt: str | None, error: str | None = None) -> NewDelivery:
+            return NewDelivery(
+                delivery_id=str(uuid.uuid4()),
+                text=text,
+                state=state,
+                channel=ch,
+                to=rcpt,
+                run_id=run_id,
+                heartbeat_id=heartbeat_id,
+                fallback_channel=fallback_channel or self._default_fallback,
+                last_error=error,
+            )
+
+        if channel == LAST:
+            route = await self._store.last_route(MAIN)
+            if route is not None:
+                return row("pending", route.channel, to or route.to)
+            if from_mapping:
+                phone = PHONE_BASED[0]
+                recipient = to or self._default_to(phone)
+                if recipient:
+                    return row("pending", phone, recipient)
+                return row(
+                    "failed",
+                    phone,
+                    None,
+                    f"no last route, and no recipient for the fallback channel {phone}",
+                )
+            return row("failed", None, to, "no last route to deliver to (channel: last)")
+        recipient = to or self._default_to(channel)
+        if recipient is None:
+            return row("failed", channel, None, f"no recipient: give `to` or channels.{channel}.defaultTo")
+        return row("pending", channel, recipient)

@@ -1,0 +1,218 @@
+"""Isolated agent runs: a bounded pool of workers that takes queued runs from the store.
+
+A run is one turn in its own session (`sessionKey`); earlier turns of the same session are its
+history. The hook's message reaches the model wrapped as external, untrusted content unless the
+mapping allowed unsafe content. A run is bounded by its `timeoutSeconds` (default
+`agents.defaults.timeoutSeconds`) and ends `succeeded`, `failed` or `timed_out`. Its ending is
+one commit: the run's state, its transcript turns, the summary event for the main session, and
+the pending delivery of the reply. Then `wakeMode: now` requests a heartbeat.
+
+Slots bound only the model calls; the final commit happens outside the slot so that the pool
+keeps the provider busy while commits are grouped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from server.runtime.ack import is_ack
+from server.runtime.external import wrap_external
+from server.runtime.prompts import RUN_SYSTEM, safe_name, summary_line
+from server.runtime.providers.base import ChatMessage, ProviderError, ProviderTimeout
+from server.store.base import NewDelivery, NewEvent, NewTurn, RunOutcome, RunRecord
+
+log = logging.getLogger("hookwise.runs")
+
+MAIN = "main"
+HISTORY_TURNS = 40
+POLL_SECONDS = 5.0
+
+
+class RunWorkers:
+    """Claims queued runs and executes them, at most `concurrency` at a time."""
+
+    def __init__(
+        self,
+        *,
+        store: Any,
+        providers: Any,
+        default_model: str,
+        default_timeout: float,
+        concurrency: int,
+        ack_max_chars: int,
+        router: Any,
+        on_heartbeat: Callable[[str], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._providers = providers
+        self._default_model = default_model
+        self._default_timeout = default_timeout
+        self._concurrency = concurrency
+        self._ack_max_chars = ack_max_chars
+        self._router = router
+        self._on_heartbeat = on_heartbeat
+        self._clock = clock
+        self._wakeup = asyncio.Event()
+        self._slots = asyncio.Semaphore(concurrency)
+        self._active: dict[str, asyncio.Task[None]] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+        self.completed = 0
+
+    def notify(self) -> None:
+        """New runs were queued."""
+        self._wakeup.set()
+
+    def start(self) -> None:
+        self._wakeup.set()
+        self._loop_task = asyncio.create_task(self._loop(), name="hookwise-runs")
+
+    async def stop(self) -> list[str]:
+        """Stop claiming and cancel runs in flight; returns their ids (to be re-queued)."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        interrupted = list(self._active)
+        for task in self._active.values():
+            task.cancel()
+        for task in list(self._active.values()):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return interrupted
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(POLL_SECONDS):
+                    await self._wakeup.wait()
+            self._wakeup.clear()
+            while True:
+                await self._slots.acquire()
+                free = 1
+                while free < self._concurrency and not self._slots.locked():
+                    await self._slots.acquire()
+                    free += 1
+                try:
+                    runs = await self._store.claim_runs(limit=free, now=self._clock())
+                except Exception:
+                    log.exception("claiming runs failed")
+                    runs = []
+                for _ in range(free - len(runs)):
+                    self._slots.release()
+                if not runs:
+                    break
+                for run in runs:
+                    self._active[run.run_id] = asyncio.create_task(
+                        self._execute(run), name=f"hookwise-run-{run.run_id}"
+                    )
+
+    async def _execute(self, run: RunRecord) -> None:
+        released = False
+        try:
+            outcome = await self._call_model(run)
+            self._slots.release()
+            released = True
+            await self._store.finish_run(outcome)
+            self.completed += 1
+            if run.wake_mode == "now":
+                self._on_heartbeat(f"run:{run.run_id}")
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("run %s could not be finished", run.run_id)
+        finally:
+            if not released:
+                self._slots.release()
+            self._active.pop(run.run_id, None)
+
+    async def _call_model(self, run: RunRecord) -> RunOutcome:
+        timeout = run.timeout_seconds or self._default_timeout
+        model_ref = run.model or self._default_model
+        content = (
+            run.message
+            if run.allow_unsafe_external_content
+            else wrap_external(run.message, source=f"hook {safe_name(run.name)}")
+        )
+        reply = error = model_used = None
+        usage_in = usage_out = None
+        state = "succeeded"
+        try:
+            provider, model = self._providers.resolve(model_ref)
+            history = await self._store.session_turns(run.session_key, limit=HISTORY_TURNS)
+            messages = [
+                ChatMessage("system", RUN_SYSTEM),
+                *(ChatMessage(t.role, t.content) for t in history),  # type: ignore[arg-type]
+                ChatMessage("user", content),
+            ]
+            async with asyncio.timeout(timeout):
+                completion = await provider.complete(
+                    model, messages, thinking=run.thinking, deadline=time.monotonic() + timeout
+                )
+            reply = completion.text
+            model_used = f"{model_ref.split('/', 1)[0]}/{completion.model}"
+            if completion.usage is not None:
+                usage_in, usage_out = completion.usage.input_tokens, completion.usage.output_tokens
+        except (TimeoutError, ProviderTimeout):
+            state, error = "timed_out", f"the run took longer than {timeout:g} s and was cancelled"
+        except ProviderError as e:
+            state, error = "failed", e.message
+        except Exception as e:
+            log.exception("run %s failed unexpectedly", run.run_id)
+            state, error = "failed", f"internal error ({type(e).__name__})"
+
+        now = self._clock()
+        turns: tuple[NewTurn, ...] = ()
+        delivery: NewDelivery | None = None
+        if reply is not None:
+            turns = (
+                NewTurn(run.session_key, "user", content, run.run_id),
+                NewTurn(run.session_key, "assistant", reply, run.run_id),
+            )
+            if run.deliver:
+                if is_ack(reply, max_chars=self._ack_max_chars):
+                    delivery = NewDelivery(
+                        delivery_id=str(uuid.uuid4()),
+                        text=reply,
+                        state="skipped",
+                        channel=None,
+                        to=None,
+                        run_id=run.run_id,
+                        last_error="the reply is only a heartbeat acknowledgment",
+                    )
+                else:
+                    delivery = await self._router.plan(
+                        text=reply,
+                        channel=run.channel,
+                        to=run.to,
+                        fallback_channel=run.fallback_channel,
+                        from_mapping=run.rule_id is not None,
+                        run_id=run.run_id,
+                    )
+        summary = NewEvent(
+            event_id=str(uuid.uuid4()),
+            session=MAIN,
+            text=summary_line(run.name, state, reply if reply is not None else error or ""),
+            source=f"run:{run.run_id}",
+            mode=run.wake_mode,
+            trusted=False,
+        )
+        return RunOutcome(
+            run_id=run.run_id,
+            state=state,
+            finished_at=now,
+            reply=reply,
+            error=error,
+            model_used=model_used,
+            input_tokens=usage_in,
+            output_tokens=usage_out,
+            turns=turns,
+            summary=summary,
+            delivery=delivery,
+        )

@@ -1,0 +1,231 @@
+"""SQLite statements for the runtime: claiming and finishing runs, heartbeats, deliveries, routes.
+
+Each function takes a cursor inside the writer's transaction (writes) or a read connection
+(reads); `server.store.sqlite.SQLiteStore` wraps them into the `Store` interface.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from server.store.base import (
+    DeliveryRecord,
+    HeartbeatOutcome,
+    HeartbeatRecord,
+    NewDelivery,
+    NewEvent,
+    NewTurn,
+    Route,
+    RunOutcome,
+    Turn,
+)
+
+RUN_COLUMNS = (
+    "seq, run_id, session_key, name, message, rule_id, state, wake_mode, deliver, channel, "
+    "recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, attempts, "
+    "created_at, started_at, finished_at, reply, error, model_used, input_tokens, output_tokens"
+)
+DELIVERY_COLUMNS = (
+    "delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text, state, "
+    "attempts, last_error, message_ids, created_at, updated_at, next_attempt_at"
+)
+HEARTBEAT_COLUMNS = (
+    "heartbeat_id, reason, state, events, requested_at, started_at, finished_at, reply, error, "
+    "acknowledged, model_used"
+)
+
+
+def delivery_record(row: tuple[Any, ...]) -> DeliveryRecord:
+    r = list(row)
+    r[10] = tuple(json.loads(r[10])) if r[10] else ()
+    return DeliveryRecord(*r)
+
+
+def heartbeat_record(row: tuple[Any, ...]) -> HeartbeatRecord:
+    r = list(row)
+    r[9] = bool(r[9])
+    return HeartbeatRecord(*r)
+
+
+def insert_event(cur: sqlite3.Cursor, e: NewEvent, now: float) -> None:
+    cur.execute(
+        "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (e.event_id, e.session, e.text, e.source, e.mode, int(e.trusted), now),
+    )
+
+
+def insert_turns(cur: sqlite3.Cursor, turns: tuple[NewTurn, ...], now: float) -> None:
+    cur.executemany(
+        "INSERT INTO turns (session_key, role, content, run_id, created_at) VALUES (?, ?, ?, ?, ?)",
+        [(t.session_key, t.role, t.content, t.run_id, now) for t in turns],
+    )
+
+
+def insert_delivery(cur: sqlite3.Cursor, d: NewDelivery, now: float) -> None:
+    cur.execute(
+        "INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
+        " fallback_channel, text, state, last_error, created_at, updated_at, next_attempt_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            d.delivery_id,
+            d.run_id,
+            d.heartbeat_id,
+            d.channel,
+            d.to,
+            d.fallback_channel,
+            d.text,
+            d.state,
+            d.last_error,
+            now,
+            now,
+            now,
+        ),
+    )
+
+
+def recover_runs(cur: sqlite3.Cursor, max_attempts: int, now: float) -> tuple[int, int]:
+    """Runs left `running` by a crash: back to `queued`, or `failed` past `max_attempts`."""
+    failed = cur.execute(
+        "UPDATE runs SET state = 'failed', finished_at = ?, error = ?"
+        " WHERE state = 'running' AND attempts >= ?",
+        (now, f"gave up after {max_attempts} attempts: the gateway stopped during the run", max_attempts),
+    ).rowcount
+    requeued = cur.execute(
+        "UPDATE runs SET state = 'queued', started_at = NULL WHERE state = 'running'"
+    ).rowcount
+    return requeued, failed
+
+
+def claim_runs(cur: sqlite3.Cursor, limit: int, now: float) -> list[tuple[Any, ...]]:
+    return cur.execute(
+        "UPDATE runs SET state = 'running', started_at = ?, attempts = attempts + 1"
+        " WHERE seq IN (SELECT seq FROM runs WHERE state = 'queued' ORDER BY seq LIMIT ?)"
+        f" RETURNING {RUN_COLUMNS}",
+        (now, limit),
+    ).fetchall()
+
+
+def finish_run(cur: sqlite3.Cursor, o: RunOutcome) -> None:
+    cur.execute(
+        "UPDATE runs SET state = ?, finished_at = ?, reply = ?, error = ?, model_used = ?,"
+        " input_tokens = ?, output_tokens = ? WHERE run_id = ?",
+        (
+            o.state,
+            o.finished_at,
+            o.reply,
+            o.error,
+            o.model_used,
+            o.input_tokens,
+            o.output_tokens,
+            o.run_id,
+        ),
+    )
+    insert_turns(cur, o.turns, o.finished_at)
+    if o.summary is not None:
+        insert_event(cur, o.summary, o.finished_at)
+    if o.delivery is not None:
+        insert_delivery(cur, o.delivery, o.finished_at)
+
+
+def finish_heartbeat(cur: sqlite3.Cursor, o: HeartbeatOutcome) -> None:
+    cur.execute(
+        f"INSERT INTO heartbeats ({HEARTBEAT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            o.heartbeat_id,
+            o.reason,
+            o.state,
+            len(o.event_ids),
+            o.requested_at,
+            o.started_at,
+            o.finished_at,
+            o.reply,
+            o.error,
+            int(o.acknowledged),
+            o.model_used,
+        ),
+    )
+    if o.state == "succeeded" and o.event_ids:
+        cur.executemany(
+            "UPDATE events SET consumed_at = ?, heartbeat_id = ? WHERE event_id = ? AND consumed_at IS NULL",
+            [(o.finished_at, o.heartbeat_id, eid) for eid in o.event_ids],
+        )
+    insert_turns(cur, o.turns, o.finished_at)
+    if o.delivery is not None:
+        insert_delivery(cur, o.delivery, o.finished_at)
+
+
+def session_turns(conn: sqlite3.Connection, session_key: str, limit: int) -> list[Turn]:
+    rows = conn.execute(
+        "SELECT role, content FROM (SELECT seq, role, content FROM turns WHERE session_key = ?"
+        " ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+        (session_key, limit),
+    ).fetchall()
+    return [Turn(role, content) for role, content in rows]
+
+
+def last_route(conn: sqlite3.Connection, session_key: str) -> Route | None:
+    row = conn.execute(
+        "SELECT last_channel, last_to FROM sessions WHERE session_key = ?", (session_key,)
+    ).fetchone()
+    if row is None or not row[0] or not row[1]:
+        return None
+    return Route(row[0], row[1])
+
+
+def set_last_route(cur: sqlite3.Cursor, session_key: str, route: Route, now: float, *, only_if_unset: bool) -> None:
+    if only_if_unset:
+        cur.execute(
+            "INSERT INTO sessions (session_key, last_channel, last_to, updated_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (session_key) DO NOTHING",
+            (session_key, route.channel, route.to, now),
+        )
+    else:
+        cur.execute(
+            "INSERT INTO sessions (session_key, last_channel, last_to, updated_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (session_key) DO UPDATE SET last_channel = excluded.last_channel,"
+            " last_to = excluded.last_to, updated_at = excluded.updated_at",
+            (session_key, route.channel, route.to, now),
+        )
+
+
+def claim_deliveries(cur: sqlite3.Cursor, limit: int, now: float, lease: float) -> list[tuple[Any, ...]]:
+    return cur.execute(
+        "UPDATE deliveries SET lease_until = ?, attempts = attempts + 1, updated_at = ?"
+        " WHERE seq IN (SELECT seq FROM deliveries WHERE state = 'pending' AND next_attempt_at <= ?"
+        " AND (lease_until IS NULL OR lease_until <= ?) ORDER BY next_attempt_at, seq LIMIT ?)"
+        f" RETURNING {DELIVERY_COLUMNS}",
+        (now + lease, now, now, now, limit),
+    ).fetchall()
+
+
+def update_delivery(
+    cur: sqlite3.Cursor,
+    delivery_id: str,
+    *,
+    state: str,
+    now: float,
+    last_error: str | None = None,
+    message_ids: tuple[str, ...] = (),
+    next_attempt_at: float | None = None,
+    channel: str | None = None,
+    to: str | None = None,
+) -> None:
+    cur.execute(
+        "UPDATE deliveries SET state = ?, updated_at = ?, last_error = ?, lease_until = NULL,"
+        " message_ids = COALESCE(?, message_ids), next_attempt_at = COALESCE(?, next_attempt_at),"
+        " channel = COALESCE(?, channel), recipient = COALESCE(?, recipient)"
+        " WHERE delivery_id = ?",
+        (
+            state,
+            now,
+            last_error,
+            json.dumps(list(message_ids)) if message_ids else None,
+            next_attempt_at,
+            channel,
+            to,
+            delivery_id,
+        ),
+    )

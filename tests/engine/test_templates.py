@@ -1,0 +1,191 @@
+"""Templates: OpenClaw compatibility, missing values, JSON rendering, filters, the sandbox."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine.errors import RequestError
+from engine.render import TemplateCompileError, compile_template
+from tests.engine.conftest import Rules
+
+PAYLOAD: dict[str, Any] = {
+    "source": "gmail",
+    "messages": [{"id": "m1", "from": "ann@example.com", "subject": "Hello", "tags": ["a", "b"]}],
+    "items": [1, 2],
+    "keys": "k",
+    "obj": {"a": True, "n": None, "__proto__": {"polluted": 1}, "constructor": "c"},
+    "flag": False,
+    "count": 3,
+    "ratio": 0.5,
+    "nothing": None,
+    "empty": "",
+    "x-dash": "dashed",
+    "__dunder__": "hidden",
+    "_id": "under",
+}
+
+
+def text(rules: Rules, template: str, payload: dict[str, Any] = PAYLOAD, **request: Any) -> str:
+    outcome = rules.one({"action": "wake", "textTemplate": template}, payload, **request)
+    return outcome.actions[0].fields["text"]
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        # OpenClaw forms: bare payload paths and payload.x
+        ("{{messages[0].subject}}", "Hello"),
+        ("{{payload.messages[0].from}}", "ann@example.com"),
+        ("{{ messages.0.id }}", "m1"),
+        ("{{messages[-1].id}}", "m1"),
+        ("{{payload['x-dash']}}", "dashed"),
+        ("{{path}}|{{now}}", "hook|2026-05-01T12:30:00.000Z"),
+        ("{{headers['x-event']}}|{{headers['X-Event']}}", "push|"),
+        ("{{query.env}}", "prod"),
+        # missing values render empty, at any depth
+        ("[{{missing}}]", "[]"),
+        ("[{{missing.a.b[3].c}}]", "[]"),
+        ("[{{messages[5].subject}}]", "[]"),
+        ("[{{messages[0].nope.deeper}}]", "[]"),
+        ("[{{nothing}}]", "[]"),
+        ("[{{ payload.nothing.x }}]", "[]"),
+        # objects and lists as JSON, scalars as JSON spells them
+        ("{{messages[0].tags}}", '["a","b"]'),
+        ("{{ obj.a }} {{ flag }} {{ count }} {{ ratio }}", "true false 3 0.5"),
+        ("{{ {'k': [1, none]} }}", '{"k":[1,null]}'),
+        # data keys are data: never dict methods
+        ("{{payload.items}}", "[1,2]"),
+        ("{{items}}", "[1,2]"),
+        ("{{payload.keys}}", "k"),
+        ("[{{payload.get}}]", "[]"),
+        # blocked keys never resolve
+        ("[{{obj.__proto__}}{{obj['__proto__']}}{{obj.constructor}}{{obj.prototype}}]", "[]"),
+        ("[{{__dunder__}}{{payload.__dunder__}}]", "[]"),
+        ("{{_id}}", "under"),
+        # filters
+        ("{{ obj | tojson }}", '{"a":true,"n":null,"__proto__":{"polluted":1},"constructor":"c"}'),
+        ("{{ missing | tojson }}", "null"),
+        ("{{ '<b>&' | tojson }}", '"<b>&"'),
+        ("{{ missing | default('none') }}", "none"),
+        ("{{ empty | default('none', true) }}", "none"),
+        ("{{ 'Hello world' | truncate(8, true, '…', 0) }}", "Hello w…"),
+        ("{{ messages[0].subject | required }}", "Hello"),
+        ("{{ messages[0].subject | upper }}", "HELLO"),
+        ("{{ messages[0].subject.lower() }}", "hello"),
+        ("{% for m in messages %}{{ m.id }};{% endfor %}", "m1;"),
+        ("{% for t in missing %}x{% endfor %}ok", "ok"),
+        ("{{ obj | items | list | length }}", "4"),
+        ("plain text, no tags", "plain text, no tags"),
+    ],
+)
+def test_template_renders(rules: Rules, template: str, expected: str) -> None:
+    rendered = text(rules, template, headers={"X-Event": "push"}, query={"env": "prod"})
+    assert rendered == expected
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ ''.__class__.__mro__ }}",
+        "{{ payload.__class__.__init__.__globals__ }}",
+        "{{ messages.__class__ }}",
+        "{{ self }}{{ self.__init__ }}{{ self._TemplateReference__context }}",
+        "{{ range.__self__ }}{{ dict.__init__ }}",
+        "{{ '{0.__class__}'.format(1) }}",
+        "{{ messages[0].subject.__len__ }}",
+        "{{ count.__class__ }}",
+        "{{ headers.__class__ }}",
+    ],
+)
+def test_escape_attempts_render_nothing(rules: Rules, template: str) -> None:
+    assert text(rules, template) == ""
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ lipsum() }}",
+        "{{ cycler(1, 2) }}",
+        "{{ missing() }}",
+        "{{ ''.__class__.__mro__[1].__subclasses__()[0] }}",
+    ],
+)
+def test_calls_to_missing_things_fail_as_template_error(rules: Rules, template: str) -> None:
+    with pytest.raises(RequestError) as caught:
+        text(rules, template)
+    assert (caught.value.status, caught.value.code, caught.value.rule_id) == (
+        400,
+        "template_error",
+        "mapping-1",
+    )
+
+
+def test_the_immutable_sandbox_refuses_mutation(rules: Rules) -> None:
+    with pytest.raises(RequestError) as caught:
+        text(rules, "{{ messages.append(1) }}")
+    assert caught.value.code == "template_error"
+    assert PAYLOAD["messages"][0]["id"] == "m1" and len(PAYLOAD["messages"]) == 1
+
+
+def test_required_fails_the_request_with_400_naming_rule_and_field(rules: Rules) -> None:
+    ruleset = rules.compile(
+        [{"id": "mail", "match": {"path": "hook"}, "messageTemplate": "{{ subject | required }}"}]
+    )
+    from tests.engine.conftest import make_request, run
+
+    request = make_request("hook", {"body": "secret-payload-text"})
+    with pytest.raises(RequestError) as caught:
+        run(ruleset.evaluate(ruleset.select(request), request))
+    error = caught.value
+    assert (error.status, error.code, error.rule_id, error.field) == (
+        400,
+        "missing_value",
+        "mail",
+        "messageTemplate",
+    )
+    assert "'subject'" in error.message and "mail" in error.message
+    assert "secret-payload-text" not in error.message
+
+
+def test_required_with_a_message_uses_it(rules: Rules) -> None:
+    with pytest.raises(RequestError) as caught:
+        text(rules, "{{ empty | required('the alert needs a title') }}")
+    assert caught.value.code == "missing_value"
+    assert "the alert needs a title" in caught.value.message
+
+
+def test_render_errors_do_not_quote_the_payload(rules: Rules) -> None:
+    with pytest.raises(RequestError) as caught:
+        text(rules, "{{ messages[0].subject + 1 }}")
+    assert caught.value.code == "template_error"
+    assert "Hello" not in caught.value.message
+
+
+def test_reserved_names_win_over_payload_keys(rules: Rules) -> None:
+    payload = {"path": "spoofed", "headers": "spoofed", "now": "spoofed", "payload": "spoofed"}
+    rendered = text(
+        rules, "{{path}} {{now}} {{headers['x-a']}} {{payload.path}}", payload, headers={"x-a": "1"}
+    )
+    assert rendered == "hook 2026-05-01T12:30:00.000Z 1 spoofed"
+
+
+def test_credentials_are_not_visible_to_templates(rules: Rules) -> None:
+    rendered = text(
+        rules,
+        "[{{headers.authorization}}{{headers['x-service-token']}}{{query.token}}]{{headers.other}}",
+        headers={"Authorization": "Bearer t0k3n", "x-service-token": "t0k3n", "other": "ok"},
+        query={"token": "t0k3n"},
+    )
+    assert rendered == "[]ok"
+
+
+def test_a_syntax_error_is_reported_at_compile_time_with_the_line() -> None:
+    with pytest.raises(TemplateCompileError, match="line 2"):
+        compile_template("fine\n{{ broken ")
+
+
+def test_templates_without_tags_are_constants() -> None:
+    assert compile_template("Gmail").is_constant
+    assert not compile_template("{{ x }}").is_constant
