@@ -94,7 +94,9 @@ def _unknown_keys(payload: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
     for key in payload:
         if key not in allowed:
             hint = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
-            tail = f"; did you mean {hint[0]!r}?" if hint else f"; known fields: {', '.join(allowed)}"
+            tail = (
+                f"; did you mean {hint[0]!r}?" if hint else f"; known fields: {', '.join(allowed)}"
+            )
             raise _bad(str(key), f"unknown field {key!r}{tail}", "unknown_field")
 
 
@@ -102,7 +104,9 @@ def _text(payload: Mapping[str, Any], field: str, *, required: bool) -> str | No
     value = payload.get(field)
     if value is None:
         if required:
-            raise _bad(field, f"{field} is required and must be a non-empty string", "missing_field")
+            raise _bad(
+                field, f"{field} is required and must be a non-empty string", "missing_field"
+            )
         return None
     if not isinstance(value, str):
         raise _bad(field, f"{field} must be a string")

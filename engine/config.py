@@ -166,6 +166,16 @@ class StoreConfig:
 
 
 @attrs.frozen
+class DeliveryConfig:
+    """`delivery.*`: how the delivery worker retries sends to channels."""
+
+    max_attempts: int = 8
+    base_delay_seconds: float = 2.0
+    max_delay_seconds: float = 300.0
+    concurrency: int = 4
+
+
+@attrs.frozen
 class Config:
     """The whole configuration file."""
 
@@ -176,6 +186,7 @@ class Config:
     gateway: GatewayConfig = attrs.field(factory=GatewayConfig)
     session: SessionConfig = attrs.field(factory=SessionConfig)
     store: StoreConfig = attrs.field(factory=StoreConfig)
+    delivery: DeliveryConfig = attrs.field(factory=DeliveryConfig)
 
 
 @attrs.frozen
@@ -195,9 +206,7 @@ def _structure_models(value: object, _: Any) -> tuple[str, ...] | dict[str, Mode
     if isinstance(value, list):
         return structure(value, tuple[str, ...])
     if isinstance(value, dict):
-        return {
-            str(k): structure(v if v is not None else {}, ModelEntry) for k, v in value.items()
-        }
+        return {str(k): structure(v if v is not None else {}, ModelEntry) for k, v in value.items()}
     raise ValueError("must be a list of provider/model strings or a map of them")
 
 
@@ -224,7 +233,9 @@ def read_file(path: Path) -> object:
     """Read a config file by extension: .yaml/.yml, .json, .json5."""
     suffix = path.suffix.lower()
     if suffix not in (".yaml", ".yml", ".json", ".json5"):
-        raise ConfigError([ConfigIssue("", f"{path}: unknown extension; use .yaml, .json or .json5")])
+        raise ConfigError(
+            [ConfigIssue("", f"{path}: unknown extension; use .yaml, .json or .json5")]
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -232,14 +243,18 @@ def read_file(path: Path) -> object:
     try:
         data = _parse(text, suffix)
     except Exception as e:
-        raise ConfigError([ConfigIssue("", f"{path} is not valid {suffix[1:].upper()}: {e}")]) from None
+        raise ConfigError(
+            [ConfigIssue("", f"{path} is not valid {suffix[1:].upper()}: {e}")]
+        ) from None
     return {} if data is None else data
 
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def _resolve_env(data: object, env: Mapping[str, str], path: str, issues: list[ConfigIssue]) -> object:
+def _resolve_env(
+    data: object, env: Mapping[str, str], path: str, issues: list[ConfigIssue]
+) -> object:
     if isinstance(data, str):
         if "${" not in data:
             return data
@@ -269,7 +284,9 @@ def normalize_hook_path(raw: str) -> str | None:
     return f"/{trimmed}" if trimmed else None
 
 
-def _read_secret_file(name: str, base_dir: Path, path: str, issues: list[ConfigIssue]) -> str | None:
+def _read_secret_file(
+    name: str, base_dir: Path, path: str, issues: list[ConfigIssue]
+) -> str | None:
     p = Path(name)
     if not p.is_absolute():
         p = base_dir / p
@@ -292,14 +309,18 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
     token = hooks.token
     if hooks.token_file:
         if token:
-            issues.append(ConfigIssue("hooks.tokenFile", "give hooks.token or hooks.tokenFile, not both"))
+            issues.append(
+                ConfigIssue("hooks.tokenFile", "give hooks.token or hooks.tokenFile, not both")
+            )
         else:
             token = _read_secret_file(hooks.token_file, base_dir, "hooks.tokenFile", issues)
     gateway_token = config.gateway.auth.token
     if config.gateway.auth.token_file:
         if gateway_token:
             issues.append(
-                ConfigIssue("gateway.auth.tokenFile", "give gateway.auth.token or tokenFile, not both")
+                ConfigIssue(
+                    "gateway.auth.tokenFile", "give gateway.auth.token or tokenFile, not both"
+                )
             )
         else:
             gateway_token = _read_secret_file(
@@ -314,11 +335,15 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
     if hooks.enabled:
         if not token:
             issues.append(
-                ConfigIssue("hooks.token", "is required when hooks.enabled is true (or use hooks.tokenFile)")
+                ConfigIssue(
+                    "hooks.token", "is required when hooks.enabled is true (or use hooks.tokenFile)"
+                )
             )
         elif gateway_token and token == gateway_token:
             issues.append(
-                ConfigIssue("hooks.token", "must differ from gateway.auth.token; use a dedicated hook token")
+                ConfigIssue(
+                    "hooks.token", "must differ from gateway.auth.token; use a dedicated hook token"
+                )
             )
         elif len(token) < MIN_TOKEN_LENGTH:
             warnings.append(
@@ -332,7 +357,10 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
         issues.append(ConfigIssue("agents.defaults.timeoutSeconds", "must be positive"))
     if defaults.max_timeout_seconds < defaults.timeout_seconds:
         issues.append(
-            ConfigIssue("agents.defaults.maxTimeoutSeconds", "must be at least agents.defaults.timeoutSeconds")
+            ConfigIssue(
+                "agents.defaults.maxTimeoutSeconds",
+                "must be at least agents.defaults.timeoutSeconds",
+            )
         )
     if defaults.max_concurrent_runs < 1:
         issues.append(ConfigIssue("agents.defaults.maxConcurrentRuns", "must be at least 1"))
@@ -342,7 +370,9 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
         if m.id is not None:
             if m.id in seen_ids:
                 issues.append(
-                    ConfigIssue(f"hooks.mappings[{i}].id", f"duplicates hooks.mappings[{seen_ids[m.id]}].id")
+                    ConfigIssue(
+                        f"hooks.mappings[{i}].id", f"duplicates hooks.mappings[{seen_ids[m.id]}].id"
+                    )
                 )
             seen_ids[m.id] = i
 
@@ -353,7 +383,8 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
         config,
         hooks=attrs.evolve(hooks, token=token, token_file=None, path=path),
         gateway=attrs.evolve(
-            config.gateway, auth=attrs.evolve(config.gateway.auth, token=gateway_token, token_file=None)
+            config.gateway,
+            auth=attrs.evolve(config.gateway.auth, token=gateway_token, token_file=None),
         ),
     )
     return config, issues, warnings

@@ -136,7 +136,9 @@ def _list_hook_factory(tp: Any) -> Any:
 
 def _is_seq(tp: Any) -> bool:
     origin = get_origin(tp)
-    return origin in (tuple, list) and (origin is list or (len(get_args(tp)) == 2 and get_args(tp)[1] is ...))
+    return origin in (tuple, list) and (
+        origin is list or (len(get_args(tp)) == 2 and get_args(tp)[1] is ...)
+    )
 
 
 converter.register_structure_hook_factory(_is_seq, _list_hook_factory)

@@ -54,7 +54,10 @@ def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return {"type": "array", "items": _type_schema(args[0] if args else Any, defs)}
     if origin is dict or tp is dict:
         args = get_args(tp)
-        return {"type": "object", "additionalProperties": _type_schema(args[1] if args else Any, defs)}
+        return {
+            "type": "object",
+            "additionalProperties": _type_schema(args[1] if args else Any, defs),
+        }
     if attrs.has(tp):
         name = tp.__name__
         if name not in defs:

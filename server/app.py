@@ -14,6 +14,7 @@ from typing import Any
 from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.types import Receive, Scope, Send
+
 from server.admin import AdminController
 from server.auth import TokenCheck
 from server.errors import EXCEPTION_HANDLERS

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,13 +54,25 @@ def compile_rules(loaded: LoadedConfig) -> Any:
     )
 
 
-def validation_policy(config: Config) -> ValidationPolicy:
+def validation_policy(
+    config: Config, channels: Mapping[str, Any] | None = None
+) -> ValidationPolicy:
+    """What request validation needs: the model allowlist and the configured channels."""
     from engine.models import ModelPolicy
+    from server.channels.registry import load_channels
 
+    if channels is None:
+        channels = load_channels(config.channels)
     models = ModelPolicy.from_config(config.agents.defaults)
+
+    def check_recipient(channel: str, to: str) -> str | None:
+        configured = channels.get(channel)
+        return configured.validate_recipient(to) if configured is not None else None
+
     return ValidationPolicy(
         resolve_model=models.resolve,
-        configured_channels=frozenset(config.channels),
+        configured_channels=frozenset(channels),
+        check_recipient=check_recipient,
         max_timeout_seconds=config.agents.defaults.max_timeout_seconds,
     )
 
@@ -73,6 +85,9 @@ class Gateway:
         self.config = loaded.config
         self.state_dir = Path(state_dir)
         hooks = self.config.hooks
+        from server.channels.registry import load_channels
+
+        self.channels = load_channels(self.config.channels)
         self.store = SQLiteStore(
             self.state_dir / "hookwise.db", synchronous=self.config.store.synchronous
         )
@@ -87,7 +102,7 @@ class Gateway:
                     hook_path=hooks.path,
                     max_body_bytes=hooks.max_body_bytes,
                     body_timeout=float(hooks.body_timeout_seconds),
-                    policy=validation_policy(self.config),
+                    policy=validation_policy(self.config, self.channels),
                 ),
                 token=TokenCheck(hooks.token),
                 throttle=AuthThrottle(
@@ -101,7 +116,9 @@ class Gateway:
         self._tasks: list[asyncio.Task[None]] = []
         from server.runtime.core import Runtime
 
-        self.runtime = Runtime(self.config, self.store, base_dir=loaded.base_dir)
+        self.runtime = Runtime(
+            self.config, self.store, channels=self.channels, base_dir=loaded.base_dir
+        )
         self.dispatcher.subscribe(self.runtime.on_accepted)
 
     @property

@@ -18,11 +18,11 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 import attrs
+from litestar.types import Receive, Scope, Send
 
 from engine.actions import Action, ValidationPolicy, validate_action, validate_agent, validate_wake
 from engine.errors import RequestError
 from engine.request import InboundRequest
-from litestar.types import Receive, Scope, Send
 from server.asgi import content_length, read_body, send_error, send_json
 from server.auth import AuthThrottle, TokenCheck, client_key, presented_token
 from server.dispatch import Dispatcher, RequestMeta

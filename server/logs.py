@@ -11,7 +11,7 @@ import logging
 import re
 import sys
 
-_SECRETS = re.compile(r"(?i)(token=|bearer\s+|x-service-token:\s*)[^\s&\"']+")
+_SECRETS = re.compile(r"(?i)(token=|password=|bearer\s+|x-service-token:\s*|/bot)[^\s&\"'/]+")
 
 
 def redact(text: str) -> str:
@@ -36,6 +36,9 @@ def configure(level: str = "info") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # httpx logs every request URL at INFO; some channel APIs carry credentials in the URL.
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         lg = logging.getLogger(name)
         lg.handlers[:] = []

@@ -16,7 +16,9 @@ def start_gateway(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
     """Start gateways with a given config (default: `base_config()`); all are stopped afterwards."""
     started: list[GatewayProcess] = []
 
-    def start(config: dict[str, Any] | None = None, *, env: dict[str, str] | None = None, name: str = "gw") -> GatewayProcess:
+    def start(
+        config: dict[str, Any] | None = None, *, env: dict[str, str] | None = None, name: str = "gw"
+    ) -> GatewayProcess:
         gw = GatewayProcess(config or base_config(), tmp_path / name, env=env)
         started.append(gw)
         return gw.start()

@@ -3,7 +3,7 @@
 Seven channels are built in; more come from plugins, found through the Python entry-point group
 `hookwise.channels` (the entry point's name is the channel id, its object a `Channel` class).
 Mattermost is such a plugin. A plugin cannot replace a built-in channel. Aliases (`imsg`,
-`teams`) are accepted wherever a channel id is.
+`teams`, from `engine.channels.ALIASES`) are accepted wherever a channel id is.
 
 `load_channels(config)` builds the channels configured under `channels`, raising `ConfigError`
 with every problem and its key path (`channels.telegram.botToken: required key is missing`).
@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import attrs
 
+from engine.channels import ALIASES
 from engine.errors import ConfigError, ConfigIssue
 from server.channels.base import Channel
 from server.channels.discord import DiscordChannel
@@ -39,8 +40,6 @@ BUILTIN: dict[str, type] = {
     "imessage": IMessageChannel,
     "msteams": MSTeamsChannel,
 }
-
-ALIASES: dict[str, str] = {"imsg": "imessage", "teams": "msteams"}
 
 
 @attrs.frozen

@@ -21,6 +21,7 @@ from engine.gmail_config import GMAIL_IMAP_HOST
 
 DEFAULT_CONFIG = "hookwise.yaml"
 DEFAULT_PORT = 8787
+DEFAULT_STATE_DIR = ".hookwise"  # as `hookwise serve --state-dir`
 CONFIG_ENV = "HOOKWISE_CONFIG"
 STATE_DIR_ENV = "HOOKWISE_STATE_DIR"
 
@@ -118,7 +119,7 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument(
         "--state-dir",
         type=Path,
-        help=f"where the checkpoint lives (default ${STATE_DIR_ENV}, else <config dir>/state)",
+        help=f"where the checkpoint lives; use serve's (default ${STATE_DIR_ENV}, else .hookwise)",
     )
     run.add_argument("--hook-url", help="POST target (default: hooks.gmail.hookUrl, else local)")
     run.add_argument(
@@ -194,7 +195,7 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"{args.config}: hooks.token is not set", file=sys.stderr)
         return 2
     base_dir = loaded.base_dir
-    state_dir = args.state_dir or Path(os.environ.get(STATE_DIR_ENV) or base_dir / "state")
+    state_dir = args.state_dir or Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
     hook_url = args.hook_url or gmail.resolve_hook_url(args.port, hooks.path)
 
     async def main() -> None:

@@ -111,7 +111,7 @@ class Poster:
                             "gmail: message %s accepted after %d attempts", item["id"], attempt
                         )
                     return "accepted"
-                if status in _RETRY_STATUSES:
+                if status in _RETRY_STATUSES or status >= 500:
                     why = f"status {status}"
                     retry_after = _retry_after(resp)
                 else:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.config import Config
 from engine.models import ModelPolicy
+from server.runtime.deliveries import DeliveryWorker
 from server.runtime.heartbeat import Heartbeats
 from server.runtime.providers.registry import Providers
 from server.runtime.routing import Router
@@ -29,13 +30,24 @@ MAIN = "main"
 class Runtime:
     """Heartbeats, run workers and deliveries for one gateway process."""
 
-    def __init__(self, config: Config, store: Any, *, base_dir: Any = None) -> None:
+    def __init__(
+        self, config: Config, store: Any, *, channels: Mapping[str, Any], base_dir: Any = None
+    ) -> None:
         self._config = config
         self._store = store
         defaults = config.agents.defaults
+        delivery = config.delivery
+        self.deliveries = DeliveryWorker(
+            store=store,
+            channels=channels,
+            max_attempts=delivery.max_attempts,
+            base_delay=delivery.base_delay_seconds,
+            max_delay=delivery.max_delay_seconds,
+            concurrency=delivery.concurrency,
+        )
         self.providers = Providers.from_config(config.models, base_dir=base_dir)
         self.models = ModelPolicy.from_config(defaults)
-        self.router = Router(store, config.channels, defaults.fallback_channel)
+        self.router = Router(store, channels, defaults.fallback_channel)
         self.heartbeats = Heartbeats(
             store=store,
             providers=self.providers,
@@ -45,6 +57,7 @@ class Runtime:
             ack_max_chars=defaults.heartbeat.ack_max_chars,
             timeout=defaults.timeout_seconds,
             deliveries=self.router.plan,
+            on_delivery=self.deliveries.notify,
         )
         self.runs = RunWorkers(
             store=store,
@@ -55,8 +68,8 @@ class Runtime:
             ack_max_chars=defaults.heartbeat.ack_max_chars,
             router=self.router,
             on_heartbeat=self.heartbeats.request,
+            on_delivery=self.deliveries.notify,
         )
-        self.deliveries: Any = None
 
     def on_accepted(self, events: Sequence[NewEvent], runs: Sequence[NewRun]) -> None:
         """Dispatcher listener: new work was committed."""
@@ -69,22 +82,25 @@ class Runtime:
         now = time.time()
         route = self._config.session.last_route
         if route is not None:
-            await self._store.set_last_route(MAIN, Route(route.channel, route.to), now=now, only_if_unset=True)
+            await self._store.set_last_route(
+                MAIN, Route(route.channel, route.to), now=now, only_if_unset=True
+            )
         requeued, failed = await self._store.recover_runs(
             max_attempts=self._config.agents.defaults.max_attempts, now=now
         )
         if requeued or failed:
-            log.warning("recovered runs interrupted by a stop: %d re-queued, %d failed", requeued, failed)
+            log.warning(
+                "recovered runs interrupted by a stop: %d re-queued, %d failed", requeued, failed
+            )
+        await self._store.recover_deliveries()
         self.heartbeats.start()
         self.runs.start()
-        if self.deliveries is not None:
-            self.deliveries.start()
+        self.deliveries.start()
 
     async def stop(self) -> None:
         interrupted = await self.runs.stop()
         await self.heartbeats.stop()
-        if self.deliveries is not None:
-            await self.deliveries.stop()
+        await self.deliveries.stop()
         if interrupted:
             await self._store.requeue_runs(interrupted)
             log.info("%d run(s) in flight went back to the queue", len(interrupted))

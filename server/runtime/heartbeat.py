@@ -44,6 +44,7 @@ class Heartbeats:
         ack_max_chars: int,
         timeout: float,
         deliveries: Callable[..., Any],
+        on_delivery: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
@@ -54,6 +55,7 @@ class Heartbeats:
         self._ack_max_chars = ack_max_chars
         self._timeout = timeout
         self._deliveries = deliveries
+        self._on_delivery = on_delivery
         self._clock = clock
         self._wakeup = asyncio.Event()
         self._request: tuple[str, float] | None = None
@@ -120,7 +122,10 @@ class Heartbeats:
                 completion = await provider.complete(
                     model, messages, thinking=None, deadline=time.monotonic() + self._timeout
                 )
-            reply, model_used = completion.text, f"{self._model.split('/', 1)[0]}/{completion.model}"
+            reply, model_used = (
+                completion.text,
+                f"{self._model.split('/', 1)[0]}/{completion.model}",
+            )
         except TimeoutError:
             state, error = "timed_out", f"the heartbeat took longer than {self._timeout:g} s"
         except ProviderError as e:
@@ -149,8 +154,13 @@ class Heartbeats:
             )
         )
         self.beats += 1
+        if delivery is not None and delivery.state == "pending":
+            self._on_delivery()
         log.info(
-            "heartbeat %s (%s): %d event(s), %s", hb_id, reason, len(events),
+            "heartbeat %s (%s): %d event(s), %s",
+            hb_id,
+            reason,
+            len(events),
             "acknowledged" if acknowledged else state,
         )
         return state == "succeeded" and len(events) >= MAX_EVENTS_PER_BEAT

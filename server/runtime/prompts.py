@@ -38,7 +38,9 @@ def summary_line(name: str, state: str, text: str) -> str:
     body = text.strip()
     if len(body) > SUMMARY_MAX_CHARS:
         body = body[: SUMMARY_MAX_CHARS - 1] + "…"
-    label = f"Hook {safe_name(name)}" if state == "succeeded" else f"Hook {safe_name(name)} ({state})"
+    label = (
+        f"Hook {safe_name(name)}" if state == "succeeded" else f"Hook {safe_name(name)} ({state})"
+    )
     return f"{label}: {body}"
 
 

@@ -22,14 +22,16 @@ MAIN = "main"
 class Router:
     """Builds `NewDelivery` rows for replies."""
 
-    def __init__(self, store: Any, channels: Mapping[str, Mapping[str, Any]], fallback_channel: str | None) -> None:
+    def __init__(
+        self, store: Any, channels: Mapping[str, Any], fallback_channel: str | None
+    ) -> None:
         self._store = store
         self._channels = channels
         self._default_fallback = fallback_channel
 
     def _default_to(self, channel: str) -> str | None:
-        value = self._channels.get(channel, {}).get("defaultTo")
-        return value if isinstance(value, str) and value else None
+        configured = self._channels.get(channel)
+        return getattr(configured, "default_to", None) or None
 
     async def plan(
         self,
@@ -42,7 +44,9 @@ class Router:
         run_id: str | None = None,
         heartbeat_id: str | None = None,
     ) -> NewDelivery:
-        def row(state: str, ch: str | None, rcpt: str | None, error: str | None = None) -> NewDelivery:
+        def row(
+            state: str, ch: str | None, rcpt: str | None, error: str | None = None
+        ) -> NewDelivery:
             return NewDelivery(
                 delivery_id=str(uuid.uuid4()),
                 text=text,
@@ -73,5 +77,7 @@ class Router:
             return row("failed", None, to, "no last route to deliver to (channel: last)")
         recipient = to or self._default_to(channel)
         if recipient is None:
-            return row("failed", channel, None, f"no recipient: give `to` or channels.{channel}.defaultTo")
+            return row(
+                "failed", channel, None, f"no recipient: give `to` or channels.{channel}.defaultTo"
+            )
         return row("pending", channel, recipient)

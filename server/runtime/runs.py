@@ -48,6 +48,7 @@ class RunWorkers:
         ack_max_chars: int,
         router: Any,
         on_heartbeat: Callable[[str], None],
+        on_delivery: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
@@ -58,6 +59,7 @@ class RunWorkers:
         self._ack_max_chars = ack_max_chars
         self._router = router
         self._on_heartbeat = on_heartbeat
+        self._on_delivery = on_delivery
         self._clock = clock
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(concurrency)
@@ -121,6 +123,8 @@ class RunWorkers:
             released = True
             await self._store.finish_run(outcome)
             self.completed += 1
+            if outcome.delivery is not None and outcome.delivery.state == "pending":
+                self._on_delivery()
             if run.wake_mode == "now":
                 self._on_heartbeat(f"run:{run.run_id}")
         except asyncio.CancelledError:

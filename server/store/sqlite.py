@@ -302,8 +302,10 @@ class SQLiteStore:
 
     async def has_queued_runs(self) -> bool:
         return await self._read(
-            lambda conn: conn.execute("SELECT 1 FROM runs WHERE state = 'queued' LIMIT 1").fetchone()
-            is not None
+            lambda conn: (
+                conn.execute("SELECT 1 FROM runs WHERE state = 'queued' LIMIT 1").fetchone()
+                is not None
+            )
         )
 
     async def session_turns(self, session_key: str, *, limit: int) -> list[Turn]:
@@ -328,9 +330,14 @@ class SQLiteStore:
 
         return await self._read(fn)
 
-    async def claim_deliveries(self, *, limit: int, now: float, lease: float) -> list[DeliveryRecord]:
+    async def claim_deliveries(
+        self, *, limit: int, now: float, lease: float
+    ) -> list[DeliveryRecord]:
         rows = await self._writer.submit(lambda cur: rt.claim_deliveries(cur, limit, now, lease))
         return [rt.delivery_record(r) for r in rows]
+
+    async def recover_deliveries(self) -> int:
+        return await self._writer.submit(rt.recover_deliveries)
 
     async def update_delivery(self, delivery_id: str, **fields: Any) -> None:
         await self._writer.submit(lambda cur: rt.update_delivery(cur, delivery_id, **fields))

@@ -91,7 +91,11 @@ def recover_runs(cur: sqlite3.Cursor, max_attempts: int, now: float) -> tuple[in
     failed = cur.execute(
         "UPDATE runs SET state = 'failed', finished_at = ?, error = ?"
         " WHERE state = 'running' AND attempts >= ?",
-        (now, f"gave up after {max_attempts} attempts: the gateway stopped during the run", max_attempts),
+        (
+            now,
+            f"gave up after {max_attempts} attempts: the gateway stopped during the run",
+            max_attempts,
+        ),
     ).rowcount
     requeued = cur.execute(
         "UPDATE runs SET state = 'queued', started_at = NULL WHERE state = 'running'"
@@ -175,7 +179,9 @@ def last_route(conn: sqlite3.Connection, session_key: str) -> Route | None:
     return Route(row[0], row[1])
 
 
-def set_last_route(cur: sqlite3.Cursor, session_key: str, route: Route, now: float, *, only_if_unset: bool) -> None:
+def set_last_route(
+    cur: sqlite3.Cursor, session_key: str, route: Route, now: float, *, only_if_unset: bool
+) -> None:
     if only_if_unset:
         cur.execute(
             "INSERT INTO sessions (session_key, last_channel, last_to, updated_at) VALUES (?, ?, ?, ?)"
@@ -191,7 +197,9 @@ def set_last_route(cur: sqlite3.Cursor, session_key: str, route: Route, now: flo
         )
 
 
-def claim_deliveries(cur: sqlite3.Cursor, limit: int, now: float, lease: float) -> list[tuple[Any, ...]]:
+def claim_deliveries(
+    cur: sqlite3.Cursor, limit: int, now: float, lease: float
+) -> list[tuple[Any, ...]]:
     return cur.execute(
         "UPDATE deliveries SET lease_until = ?, attempts = attempts + 1, updated_at = ?"
         " WHERE seq IN (SELECT seq FROM deliveries WHERE state = 'pending' AND next_attempt_at <= ?"
@@ -212,20 +220,40 @@ def update_delivery(
     next_attempt_at: float | None = None,
     channel: str | None = None,
     to: str | None = None,
+    fallback_channel: str | None = None,
+    reset: bool = False,
 ) -> None:
+    """Record a delivery attempt's outcome. A row already `sent` is never changed again.
+
+    `reset` (moving to a fallback channel) clears the attempts and the message ids.
+    """
     cur.execute(
-        "UPDATE deliveries SET state = ?, updated_at = ?, last_error = ?, lease_until = NULL,"
-        " message_ids = COALESCE(?, message_ids), next_attempt_at = COALESCE(?, next_attempt_at),"
-        " channel = COALESCE(?, channel), recipient = COALESCE(?, recipient)"
-        " WHERE delivery_id = ?",
+        "UPDATE deliveries SET state = ?, updated_at = ?, last_error = COALESCE(?, last_error), lease_until = NULL,"
+        " message_ids = CASE WHEN ? THEN NULL ELSE COALESCE(?, message_ids) END,"
+        " attempts = CASE WHEN ? THEN 0 ELSE attempts END,"
+        " next_attempt_at = COALESCE(?, next_attempt_at),"
+        " channel = COALESCE(?, channel), recipient = COALESCE(?, recipient),"
+        " fallback_channel = CASE WHEN ? THEN ? ELSE fallback_channel END"
+        " WHERE delivery_id = ? AND state != 'sent'",
         (
             state,
             now,
             last_error,
+            int(reset),
             json.dumps(list(message_ids)) if message_ids else None,
+            int(reset),
             next_attempt_at,
             channel,
             to,
+            int(fallback_channel is not None),
+            fallback_channel or None,
             delivery_id,
         ),
     )
+
+
+def recover_deliveries(cur: sqlite3.Cursor) -> int:
+    """A single process owns all leases: after a restart, none of them is held."""
+    return cur.execute(
+        "UPDATE deliveries SET lease_until = NULL WHERE state = 'pending' AND lease_until IS NOT NULL"
+    ).rowcount

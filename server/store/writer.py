@@ -10,6 +10,7 @@ than one per request. A function that fails rolls back only its own savepoint.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
@@ -132,10 +133,8 @@ class GroupCommitWriter:
             cur.execute("COMMIT")
         except Exception as e:
             log.exception("commit failed; %d writes refused", len(batch))
-            try:
+            with contextlib.suppress(Exception):
                 cur.execute("ROLLBACK")
-            except Exception:
-                pass
             results = [(j.future, None, e) for j in batch if j.future is not None]
         finally:
             cur.close()

@@ -6,7 +6,11 @@ from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
 
 
 def test_admin_needs_the_gateway_token(gateway: GatewayProcess) -> None:
-    for headers in ({}, {"Authorization": f"Bearer {HOOK_TOKEN}"}, {"Authorization": "Bearer nope"}):
+    for headers in (
+        {},
+        {"Authorization": f"Bearer {HOOK_TOKEN}"},
+        {"Authorization": "Bearer nope"},
+    ):
         r = gateway.client.get("/api/runs", headers=headers)
         assert r.status_code == 401
         assert r.json()["code"] == "unauthorized"
@@ -47,12 +51,18 @@ def test_run_state_filter(start_gateway) -> None:
 
 def test_unknown_run_is_404_json(gateway: GatewayProcess) -> None:
     r = gateway.client.get("/api/runs/nope", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
-    assert r.status_code == 404 and r.json() == {"ok": False, "error": "no run with this id", "code": "run_not_found"}
+    assert r.status_code == 404 and r.json() == {
+        "ok": False,
+        "error": "no run with this id",
+        "code": "run_not_found",
+    }
 
 
 def test_bad_query_values_are_400_json(gateway: GatewayProcess) -> None:
     for params in ({"limit": "abc"}, {"limit": "0"}, {"limit": "100000"}, {"cursor": "x"}):
-        r = gateway.client.get("/api/runs", params=params, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        r = gateway.client.get(
+            "/api/runs", params=params, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
         assert r.status_code == 400, params
         assert r.json()["ok"] is False and r.json()["code"] == "invalid_query"
 
@@ -63,7 +73,11 @@ def test_request_log_has_no_payload_and_no_token(start_gateway) -> None:
     gw.hook("wake", {"text": "x"}, token="bad")
     gw.hook("wake", {"text": ""})
     items = gw.admin("/api/requests")["items"]
-    assert [(i["status"], i["path"]) for i in items] == [(400, "/hooks/wake"), (401, "/hooks/wake"), (200, "/hooks/wake")]
+    assert [(i["status"], i["path"]) for i in items] == [
+        (400, "/hooks/wake"),
+        (401, "/hooks/wake"),
+        (200, "/hooks/wake"),
+    ]
     assert items[0]["code"] == "missing_field" and items[2]["action"] == "wake"
     assert items[2]["size"] > 0 and items[2]["client"] == "127.0.0.1"
     text = repr(items)
@@ -77,6 +91,10 @@ def test_healthz_needs_no_auth(gateway: GatewayProcess) -> None:
 
 def test_unknown_paths_and_methods_are_json(gateway: GatewayProcess) -> None:
     r = gateway.client.get("/nothing")
-    assert r.status_code == 404 and r.json() == {"ok": False, "error": "no such endpoint", "code": "not_found"}
+    assert r.status_code == 404 and r.json() == {
+        "ok": False,
+        "error": "no such endpoint",
+        "code": "not_found",
+    }
     r = gateway.client.post("/healthz")
     assert r.status_code == 405 and r.json()["code"] == "method_not_allowed"

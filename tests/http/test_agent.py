@@ -101,7 +101,11 @@ def test_channel_aliases_are_normalised(gw: GatewayProcess) -> None:
         ({"message": "m", "timeoutSeconds": "60"}, "invalid_field", "timeoutSeconds"),
         ({"message": "m", "timeoutSeconds": True}, "invalid_field", "timeoutSeconds"),
         ({"message": "m", "timeoutSeconds": 901}, "invalid_field", "timeoutSeconds"),
-        ({"message": "m", "allowUnsafeExternalContent": True}, "unknown_field", "allowUnsafeExternalContent"),
+        (
+            {"message": "m", "allowUnsafeExternalContent": True},
+            "unknown_field",
+            "allowUnsafeExternalContent",
+        ),
         ({"message": "m", "sessionkey": "x"}, "unknown_field", "sessionkey"),
     ],
 )

@@ -118,6 +118,8 @@ def test_unknown_hook_name_is_404(gateway: GatewayProcess) -> None:
 def test_a_custom_hook_path_is_normalised(start_gateway) -> None:
     config = base_config(path="inbound///")
     gw = start_gateway(config)
-    r = gw.client.post("/inbound/wake", json={"text": "x"}, headers={"Authorization": f"Bearer {HOOK_TOKEN}"})
+    r = gw.client.post(
+        "/inbound/wake", json={"text": "x"}, headers={"Authorization": f"Bearer {HOOK_TOKEN}"}
+    )
     assert r.status_code == 200
     assert gw.client.post("/hooks/wake", json={"text": "x"}).status_code == 404

@@ -25,7 +25,11 @@ def test_every_acknowledged_request_survives_sigkill(start_gateway) -> None:
                 kind = "wake" if (i + n) % 2 else "agent"
                 body = {"text": f"e{n}-{i}"} if kind == "wake" else {"message": f"m{n}-{i}"}
                 try:
-                    r = c.post(f"/hooks/{kind}", json=body, headers={"Authorization": f"Bearer {HOOK_TOKEN}"})
+                    r = c.post(
+                        f"/hooks/{kind}",
+                        json=body,
+                        headers={"Authorization": f"Bearer {HOOK_TOKEN}"},
+                    )
                 except httpx.HTTPError:
                     return
                 if r.status_code in (200, 202):

@@ -9,7 +9,9 @@ from urllib.parse import urlsplit
 from tests.support.gateway import HOOK_TOKEN, GatewayProcess, base_config
 
 
-def _raw(gw: GatewayProcess, head: bytes, body_parts: list[bytes] = (), pause: float = 0.0) -> bytes:
+def _raw(
+    gw: GatewayProcess, head: bytes, body_parts: list[bytes] = (), pause: float = 0.0
+) -> bytes:
     """Send a hand-made HTTP request and return the raw response (up to the first 64 KiB)."""
     u = urlsplit(gw.url)
     with socket.create_connection((u.hostname, u.port), timeout=10) as s:
@@ -81,7 +83,7 @@ def test_slow_body_is_408(start_gateway) -> None:
     gw = start_gateway(base_config(bodyTimeoutSeconds=0.5))
     head = (
         b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        b"Authorization: Bearer " + HOOK_TOKEN.encode() + b"\r\nContent-Length: 20\r\n\r\n{\"te"
+        b"Authorization: Bearer " + HOOK_TOKEN.encode() + b'\r\nContent-Length: 20\r\n\r\n{"te'
     )
     raw = _raw(gw, head)
     assert _status(raw) == 408

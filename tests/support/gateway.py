@@ -35,7 +35,9 @@ def base_config(**hooks: Any) -> dict[str, Any]:
 class GatewayProcess:
     """One hookwise server process."""
 
-    def __init__(self, config: dict[str, Any], workdir: Path, *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, config: dict[str, Any], workdir: Path, *, env: dict[str, str] | None = None
+    ) -> None:
         self.config = config
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -91,7 +93,11 @@ class GatewayProcess:
         return self
 
     def stderr(self) -> str:
-        return self.stderr_path.read_text(encoding="utf-8", errors="replace") if self.stderr_path.exists() else ""
+        return (
+            self.stderr_path.read_text(encoding="utf-8", errors="replace")
+            if self.stderr_path.exists()
+            else ""
+        )
 
     def hook(
         self,

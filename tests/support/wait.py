@@ -9,7 +9,13 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def eventually(probe: Callable[[], T], *, timeout: float = 15.0, interval: float = 0.05, what: str = "condition") -> T:
+def eventually(
+    probe: Callable[[], T],
+    *,
+    timeout: float = 15.0,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> T:
     """Call `probe` until it returns something truthy; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     last: T | None = None

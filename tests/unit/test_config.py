@@ -35,7 +35,9 @@ def test_every_problem_is_reported_with_its_key_path() -> None:
     assert "hooks.enabled: must be true or false, got a string" in issues
     assert "hooks.maxBodyBytes: must be a whole number, got a string" in issues
     assert "hooks.mappings[1].action: must be one of wake, agent" in issues
-    assert "hooks.mappings[1].messageTemplat: unknown key; did you mean 'messageTemplate'?" in issues
+    assert (
+        "hooks.mappings[1].messageTemplat: unknown key; did you mean 'messageTemplate'?" in issues
+    )
     assert any(i.startswith("agents.defaults.heartbeat.every: must be a duration") for i in issues)
 
 
@@ -50,13 +52,19 @@ def test_enabled_hooks_need_a_token() -> None:
 
 
 def test_the_hook_token_must_differ_from_the_gateway_token() -> None:
-    issues = _issues({"hooks": {"enabled": True, "token": TOKEN}, "gateway": {"auth": {"token": TOKEN}}})
-    assert issues == ["hooks.token: must differ from gateway.auth.token; use a dedicated hook token"]
+    issues = _issues(
+        {"hooks": {"enabled": True, "token": TOKEN}, "gateway": {"auth": {"token": TOKEN}}}
+    )
+    assert issues == [
+        "hooks.token: must differ from gateway.auth.token; use a dedicated hook token"
+    ]
 
 
 def test_a_short_token_is_a_warning() -> None:
     loaded = load_data({"hooks": {"enabled": True, "token": "short"}})
-    assert loaded.warnings == ("hooks.token is shorter than 24 characters; use a long random token",)
+    assert loaded.warnings == (
+        "hooks.token is shorter than 24 characters; use a long random token",
+    )
     assert load_data({"hooks": {"enabled": True, "token": TOKEN}}).warnings == ()
 
 
@@ -69,12 +77,17 @@ def test_hook_path_normalisation(raw: str, normal: str | None) -> None:
 
 
 def test_root_hook_path_is_an_error() -> None:
-    assert _issues({"hooks": {"path": "/"}}) == ["hooks.path: must not be '/'; use a sub-path such as /hooks"]
+    assert _issues({"hooks": {"path": "/"}}) == [
+        "hooks.path: must not be '/'; use a sub-path such as /hooks"
+    ]
 
 
 def test_env_references_are_resolved() -> None:
     loaded = load_data(
-        {"hooks": {"enabled": True, "token": "${HOOK_TOKEN}"}, "gateway": {"auth": {"token": "pre-${ADMIN}"}}},
+        {
+            "hooks": {"enabled": True, "token": "${HOOK_TOKEN}"},
+            "gateway": {"auth": {"token": "pre-${ADMIN}"}},
+        },
         env={"HOOK_TOKEN": TOKEN, "ADMIN": "x" * 30},
     )
     assert loaded.config.hooks.token == TOKEN
@@ -92,7 +105,7 @@ def test_token_file(tmp_path: Path) -> None:
     cfg.write_text("hooks:\n  enabled: true\n  tokenFile: token\n")
     assert load_config(cfg).config.hooks.token == TOKEN
     (tmp_path / "token").write_text("")
-    with pytest.raises(ConfigError, match="hooks.tokenFile: .* is empty"):
+    with pytest.raises(ConfigError, match=r"hooks\.tokenFile: .* is empty"):
         load_config(cfg)
 
 
@@ -128,13 +141,19 @@ def test_models_allowlist_as_list_or_map() -> None:
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=60
+        [sys.executable, "-m", "server.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
     )
 
 
 def test_config_check_prints_every_problem_and_exits_1(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.yaml"
-    cfg.write_text("hooks:\n  enabled: true\n  mappings:\n    - action: call\n      textTemplat: x\n")
+    cfg.write_text(
+        "hooks:\n  enabled: true\n  mappings:\n    - action: call\n      textTemplat: x\n"
+    )
     r = _cli("config", "check", "--config", str(cfg))
     assert r.returncode == 1
     assert "hooks.mappings[0].action: must be one of wake, agent" in r.stderr

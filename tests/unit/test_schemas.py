@@ -15,7 +15,9 @@ from engine.schema import config_schema
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "schemas"
-EXAMPLE_CONFIGS = sorted((REPO / "examples").glob("*.yaml")) + sorted((REPO / "examples").glob("*.json*"))
+EXAMPLE_CONFIGS = sorted((REPO / "examples").glob("*.yaml")) + sorted(
+    (REPO / "examples").glob("*.json*")
+)
 
 
 def _schema(name: str) -> jsonschema.protocols.Validator:
@@ -65,7 +67,16 @@ PAYLOADS = [
     ("wake", {"text": "x", "mode": "later"}),
     ("wake", {"text": "x", "extra": 1}),
     ("agent", {"message": "m"}),
-    ("agent", {"message": "m", "channel": "teams", "deliver": False, "thinking": "low", "timeoutSeconds": 3}),
+    (
+        "agent",
+        {
+            "message": "m",
+            "channel": "teams",
+            "deliver": False,
+            "thinking": "low",
+            "timeoutSeconds": 3,
+        },
+    ),
     ("agent", {"message": "m", "channel": "fax"}),
     ("agent", {"message": "m", "deliver": "no"}),
     ("agent", {"message": "m", "timeoutSeconds": 0}),

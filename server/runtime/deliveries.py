@@ -1,0 +1,191 @@
+"""The delivery worker: sends pending deliveries to their channels, with retries and fallback.
+
+Deliveries are rows in the store (`pending -> sent | skipped | failed`). The worker claims due
+rows with a lease (a process that dies mid-send loses its lease, and the row is sent again), sends
+them through the channel adapters, and records the outcome: `sent` with the channel's message
+ids, or another attempt after a backoff (429 honouring `Retry-After`, 5xx, network errors), or
+`failed` with the channel's error text (other 4xx, or attempts exhausted). A row once marked
+`sent` is never sent again. When a delivery fails for good and has a fallback channel, it moves
+there (to that channel's `defaultTo`). Every successful delivery updates the main session's last
+route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from server.channels.base import Channel, DeliveryError
+from server.store.base import DeliveryRecord, Route
+
+log = logging.getLogger("hookwise.deliveries")
+
+MAIN = "main"
+POLL_SECONDS = 5.0
+
+
+class DeliveryWorker:
+    """Sends due deliveries, at most `concurrency` at a time."""
+
+    def __init__(
+        self,
+        *,
+        store: Any,
+        channels: Mapping[str, Channel],
+        max_attempts: int = 8,
+        base_delay: float = 2.0,
+        max_delay: float = 300.0,
+        lease: float = 120.0,
+        concurrency: int = 4,
+        clock: Callable[[], float] = time.time,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self._store = store
+        self._channels = channels
+        self._max_attempts = max_attempts
+        self._base_delay = base_delay
+        self._max_delay = max_delay
+        self._lease = lease
+        self._concurrency = concurrency
+        self._clock = clock
+        self._jitter = jitter
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._client: httpx.AsyncClient | None = None
+
+    def notify(self) -> None:
+        self._wakeup.set()
+
+    def start(self) -> None:
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0))
+        self._task = asyncio.create_task(self._loop(), name="hookwise-deliveries")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._client is not None:
+            await self._client.aclose()
+
+    def backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds before the next attempt: exponential with jitter, at least `Retry-After`."""
+        step = min(self._max_delay, self._base_delay * 2 ** max(0, attempt - 1))
+        delay = step * (0.5 + 0.5 * self._jitter())
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        return min(delay, max(self._max_delay, retry_after or 0.0))
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                batch = await self._store.claim_deliveries(
+                    limit=self._concurrency, now=self._clock(), lease=self._lease
+                )
+                if batch:
+                    await asyncio.gather(*(self._deliver(d) for d in batch))
+                    continue
+                due = await self._store.next_delivery_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the delivery loop failed; retrying")
+                due = None
+            wait = POLL_SECONDS if due is None else min(POLL_SECONDS, max(0.0, due - self._clock()))
+            self._wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._wakeup.wait()
+
+    async def _deliver(self, d: DeliveryRecord) -> None:
+        now = self._clock
+        channel = self._channels.get(d.channel or "")
+        if channel is None:
+            await self._fail(d, f"channel {d.channel} is not configured")
+            return
+        problem = channel.validate_recipient(d.to or "")
+        if problem:
+            await self._fail(d, f"{d.channel}: invalid recipient: {problem}")
+            return
+        assert self._client is not None and d.to is not None
+        try:
+            result = await channel.send(self._client, d.to, d.text, skip_parts=len(d.message_ids))
+        except DeliveryError as e:
+            sent = d.message_ids + e.sent_ids
+            if e.retryable and d.attempts < self._max_attempts:
+                delay = self.backoff(d.attempts, e.retry_after)
+                log.info(
+                    "delivery %s: attempt %d failed (%s); retry in %.1f s",
+                    d.delivery_id,
+                    d.attempts,
+                    e.status,
+                    delay,
+                )
+                await self._store.update_delivery(
+                    d.delivery_id,
+                    state="pending",
+                    now=now(),
+                    last_error=e.message,
+                    message_ids=sent,
+                    next_attempt_at=now() + delay,
+                )
+                return
+            reason = (
+                e.message
+                if not e.retryable
+                else f"{e.message} (gave up after {d.attempts} attempts)"
+            )
+            await self._fail(d, reason, sent)
+            return
+        except Exception as e:
+            log.exception("delivery %s: unexpected error", d.delivery_id)
+            await self._fail(d, f"{d.channel}: internal error ({type(e).__name__})")
+            return
+        await self._store.update_delivery(
+            d.delivery_id,
+            state="sent",
+            now=now(),
+            message_ids=d.message_ids + result.message_ids,
+        )
+        await self._store.set_last_route(MAIN, Route(channel.id, d.to), now=now())
+        log.info(
+            "delivery %s: sent to %s (%d message(s))",
+            d.delivery_id,
+            channel.id,
+            len(result.message_ids),
+        )
+
+    async def _fail(self, d: DeliveryRecord, reason: str, sent: tuple[str, ...] = ()) -> None:
+        fallback = d.fallback_channel
+        target = self._channels.get(fallback or "")
+        if fallback and fallback != d.channel and target is not None and target.default_to:
+            log.info(
+                "delivery %s: %s failed for good; falling back to %s",
+                d.delivery_id,
+                d.channel,
+                fallback,
+            )
+            await self._store.update_delivery(
+                d.delivery_id,
+                state="pending",
+                now=self._clock(),
+                last_error=f"{reason}; falling back to {fallback}",
+                next_attempt_at=self._clock(),
+                channel=fallback,
+                to=target.default_to,
+                fallback_channel="",
+                reset=True,
+            )
+            self._wakeup.set()
+            return
+        await self._store.update_delivery(
+            d.delivery_id, state="failed", now=self._clock(), last_error=reason, message_ids=sent
+        )
+        log.warning("delivery %s to %s failed: %s", d.delivery_id, d.channel, reason)
