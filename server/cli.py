@@ -85,6 +85,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGHUP, gateway.reload)
+        watcher = None
+        if args.watch:
+            from server.watch import watch
+
+            watcher = asyncio.create_task(watch(gateway), name="hookwise-watch")
         serve = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started and not serve.done():
             await asyncio.sleep(0.01)
@@ -95,6 +100,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             )
             print(f"hookwise: listening on http://{shown}:{port} ({hook_state})", flush=True)
         await serve
+        if watcher is not None:
+            watcher.cancel()
 
     import uvloop
 
@@ -153,6 +160,12 @@ def _parser() -> argparse.ArgumentParser:
         default="info",
         choices=["debug", "info", "warning", "error"],
         help="log level (default info)",
+    )
+    serve.add_argument(
+        "--watch",
+        action="store_true",
+        help="reload the rules when the config file, a rule file or a transform changes "
+        "(polled every second; SIGHUP always reloads)",
     )
     serve.set_defaults(func=cmd_serve)
 

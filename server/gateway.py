@@ -28,6 +28,7 @@ log = logging.getLogger("hookwise")
 
 PRUNE_EVERY = 600.0
 REQUEST_LOG_RETENTION = 30 * 86400.0
+RETIRED_RULES_GRACE = 30.0  # seconds a reloaded-away RuleSet stays open for requests in flight
 
 
 def compile_rules(loaded: LoadedConfig) -> Any:
@@ -139,7 +140,11 @@ class Gateway:
             return False
         old, self.rules = self.rules, rules
         if old is not None:
-            old.close()
+            # Requests already past `select` still run on the old rules: close them later.
+            try:
+                asyncio.get_running_loop().call_later(RETIRED_RULES_GRACE, old.close)
+            except RuntimeError:  # not called from the service's loop: nothing runs on them
+                old.close()
         log.info("reload: rules swapped in")
         return True
 

@@ -102,7 +102,9 @@ class RunWorkers:
                     await self._slots.acquire()
                     free += 1
                 try:
-                    runs = await self._store.claim_runs(limit=free, now=self._clock())
+                    runs = await self._store.claim_runs(
+                        limit=free, now=self._clock(), default_timeout=self._default_timeout
+                    )
                 except Exception:
                     log.exception("claiming runs failed")
                     runs = []

@@ -265,22 +265,31 @@ class SQLiteStore:
 
     # the runtime ------------------------------------------------------------------------------
 
-    async def recover_runs(self, *, max_attempts: int, now: float) -> tuple[int, int]:
-        """Re-queue runs a crash left `running` (or fail them past `max_attempts`)."""
-        return await self._writer.submit(lambda cur: rt.recover_runs(cur, max_attempts, now))
+    async def recover_runs(
+        self, *, max_attempts: int, now: float, expired_only: bool = False
+    ) -> tuple[int, int]:
+        """Re-queue runs a stopped process left `running` (or fail them past `max_attempts`)."""
+        return await self._writer.submit(
+            lambda cur: rt.recover_runs(cur, max_attempts, now, expired_only=expired_only)
+        )
 
     async def requeue_runs(self, run_ids: list[str]) -> None:
         """Put runs interrupted by a clean stop back in the queue, without using an attempt."""
         await self._writer.submit(
             lambda cur: cur.executemany(
-                "UPDATE runs SET state = 'queued', started_at = NULL, attempts = MAX(attempts - 1, 0)"
+                "UPDATE runs SET state = 'queued', started_at = NULL, lease_until = NULL,"
+                " attempts = MAX(attempts - 1, 0)"
                 " WHERE run_id = ? AND state = 'running'",
                 [(r,) for r in run_ids],
             )
         )
 
-    async def claim_runs(self, *, limit: int, now: float) -> list[RunRecord]:
-        rows = await self._writer.submit(lambda cur: rt.claim_runs(cur, limit, now))
+    async def claim_runs(
+        self, *, limit: int, now: float, lease: float = 60.0, default_timeout: float = 600.0
+    ) -> list[RunRecord]:
+        rows = await self._writer.submit(
+            lambda cur: rt.claim_runs(cur, limit, now, lease, default_timeout)
+        )
         return sorted((_run_record(r) for r in rows), key=lambda r: r.seq)
 
     async def finish_run(self, outcome: RunOutcome) -> None:

@@ -86,36 +86,45 @@ def insert_delivery(cur: sqlite3.Cursor, d: NewDelivery, now: float) -> None:
     )
 
 
-def recover_runs(cur: sqlite3.Cursor, max_attempts: int, now: float) -> tuple[int, int]:
-    """Runs left `running` by a crash: back to `queued`, or `failed` past `max_attempts`."""
+def recover_runs(
+    cur: sqlite3.Cursor, max_attempts: int, now: float, *, expired_only: bool
+) -> tuple[int, int]:
+    """Runs left `running` by a stopped process: back to `queued`, or `failed` past
+    `max_attempts`. With `expired_only`, only runs whose lease has expired (another live process
+    may own the others)."""
+    lease = " AND (lease_until IS NULL OR lease_until < ?)" if expired_only else ""
+    extra: tuple[Any, ...] = (now,) if expired_only else ()
+    error = f"gave up after {max_attempts} attempts: the gateway stopped during the run"
     failed = cur.execute(
-        "UPDATE runs SET state = 'failed', finished_at = ?, error = ?"
-        " WHERE state = 'running' AND attempts >= ?",
-        (
-            now,
-            f"gave up after {max_attempts} attempts: the gateway stopped during the run",
-            max_attempts,
-        ),
+        "UPDATE runs SET state = 'failed', finished_at = ?, error = ?, lease_until = NULL"
+        " WHERE state = 'running' AND attempts >= ?" + lease,
+        (now, error, max_attempts, *extra),
     ).rowcount
     requeued = cur.execute(
-        "UPDATE runs SET state = 'queued', started_at = NULL WHERE state = 'running'"
+        "UPDATE runs SET state = 'queued', started_at = NULL, lease_until = NULL"
+        " WHERE state = 'running'" + lease,
+        extra,
     ).rowcount
     return requeued, failed
 
 
-def claim_runs(cur: sqlite3.Cursor, limit: int, now: float) -> list[tuple[Any, ...]]:
+def claim_runs(
+    cur: sqlite3.Cursor, limit: int, now: float, lease: float, default_timeout: float
+) -> list[tuple[Any, ...]]:
+    """Queued runs -> `running`, oldest first, each leased for its timeout plus `lease` seconds."""
     return cur.execute(
-        "UPDATE runs SET state = 'running', started_at = ?, attempts = attempts + 1"
+        "UPDATE runs SET state = 'running', started_at = ?, attempts = attempts + 1,"
+        " lease_until = ? + COALESCE(timeout_seconds, ?) + ?"
         " WHERE seq IN (SELECT seq FROM runs WHERE state = 'queued' ORDER BY seq LIMIT ?)"
         f" RETURNING {RUN_COLUMNS}",
-        (now, limit),
+        (now, now, default_timeout, lease, limit),
     ).fetchall()
 
 
 def finish_run(cur: sqlite3.Cursor, o: RunOutcome) -> None:
     cur.execute(
         "UPDATE runs SET state = ?, finished_at = ?, reply = ?, error = ?, model_used = ?,"
-        " input_tokens = ?, output_tokens = ? WHERE run_id = ?",
+        " input_tokens = ?, output_tokens = ?, lease_until = NULL WHERE run_id = ?",
         (
             o.state,
             o.finished_at,
