@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
@@ -34,6 +35,9 @@ from server.store.base import (
 from server.store.writer import GroupCommitWriter
 
 T = TypeVar("T")
+
+CHECKPOINT_QUIET = 0.5
+WAL_FORCE_BYTES = 256 * 1024 * 1024
 
 
 def _migrations() -> list[tuple[int, str]]:
@@ -159,6 +163,10 @@ class SQLiteStore:
             max_workers=readers, thread_name_prefix="hookwise-sqlite-read"
         )
         self._local = threading.local()
+        self._stopping = threading.Event()
+        self._checkpointer = threading.Thread(
+            target=self._checkpoint_forever, name="hookwise-sqlite-checkpoint", daemon=True
+        )
 
     # connections ------------------------------------------------------------------------------
 
@@ -172,8 +180,36 @@ class SQLiteStore:
     def _connect_writer(self) -> sqlite3.Connection:
         conn = self._connect()
         conn.execute("PRAGMA journal_mode = WAL")
+        # Checkpoints run on their own thread (see _checkpoint_forever), never inside a commit.
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
         migrate(conn)
         return conn
+
+    def _checkpoint_forever(self) -> None:
+        """Copy the WAL into the database file when the writer is quiet, off the commit path.
+
+        A checkpoint makes the disk write and sync the database file, which slows the WAL syncs
+        of the commits running beside it; so it waits for a quiet moment (no commit for
+        `CHECKPOINT_QUIET` seconds), and only when the WAL has grown past `WAL_FORCE_BYTES`
+        under sustained load does it run regardless. When quiet it truncates the WAL file.
+        """
+        conn = self._connect()
+        wal = self.path.with_name(self.path.name + "-wal")
+        try:
+            while not self._stopping.wait(CHECKPOINT_QUIET):
+                try:
+                    size = wal.stat().st_size if wal.exists() else 0
+                    if size == 0:
+                        continue
+                    quiet = time.monotonic() - self._writer.last_batch_at >= CHECKPOINT_QUIET
+                    if quiet:
+                        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    elif size > WAL_FORCE_BYTES:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error:
+                    pass  # busy: the next round will do it
+        finally:
+            conn.close()
 
     def _reader(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -196,9 +232,13 @@ class SQLiteStore:
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer.start(asyncio.get_running_loop())
+        self._checkpointer.start()
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self._writer.stop)
+        self._stopping.set()
+        if self._checkpointer.is_alive():
+            self._checkpointer.join()
         self._readers.shutdown(wait=True)
 
     # the request path -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -56,6 +57,8 @@ class GroupCommitWriter:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
+        #: time.monotonic() of the last batch; lets maintenance wait for a quiet moment
+        self.last_batch_at = 0.0
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -105,6 +108,7 @@ class GroupCommitWriter:
                         break
                     batch.append(item)
                 self._run_batch(conn, batch)
+                self.last_batch_at = time.monotonic()
                 if stop:
                     return
         finally:
