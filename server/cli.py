@@ -69,6 +69,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(gateway)
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
+    gateway.listen_port = port
     config = uvicorn.Config(
         app,
         loop="uvloop",

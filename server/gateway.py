@@ -115,6 +115,8 @@ class Gateway:
                 rules=lambda: self.rules,
             )
         self._tasks: list[asyncio.Task[None]] = []
+        #: the port the service listens on (set by the CLI once bound); the mail watcher posts there
+        self.listen_port: int | None = None
         from server.runtime.core import Runtime
 
         self.runtime = Runtime(
@@ -159,12 +161,39 @@ class Gateway:
                 log.exception("pruning the store failed")
             await asyncio.sleep(PRUNE_EVERY)
 
+    def _start_mail_watcher(self) -> None:
+        """Start the mail watcher when `hooks.gmail` is configured (and hooks are enabled)."""
+        gmail = self.config.hooks.gmail
+        if gmail is None or not gmail.enabled or self.hooks is None:
+            return
+        if self.listen_port is None and not gmail.hook_url:
+            log.warning("mail watcher not started: the listening port is unknown")
+            return
+        from server.gmail.watcher import run_watcher
+
+        async def watch() -> None:
+            try:
+                await run_watcher(
+                    gmail,
+                    hook_url=gmail.resolve_hook_url(self.listen_port or 0, self.config.hooks.path),
+                    hook_token=self.config.hooks.token or "",
+                    state_dir=self.state_dir,
+                    base_dir=self.loaded.base_dir,
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the gateway keeps serving hooks without the watcher
+                log.error("the mail watcher stopped: %s", e)
+
+        self._tasks.append(asyncio.create_task(watch(), name="hookwise-gmail"))
+
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Gateway]:
         """Open the store and start background work; undo it all on exit."""
         await self.store.open()
         self._tasks.append(asyncio.create_task(self._prune_forever(), name="hookwise-prune"))
         await self.runtime.start()
+        self._start_mail_watcher()
         try:
             yield self
         finally:
