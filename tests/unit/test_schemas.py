@@ -33,11 +33,26 @@ def test_the_config_schema_is_generated_from_the_models() -> None:
 
 @pytest.mark.parametrize("path", EXAMPLE_CONFIGS, ids=lambda p: p.name)
 def test_every_example_config_validates_and_loads(path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("HOOKWISE_HOOK_TOKEN", "example-hook-token-0123456789abcdef")
-    monkeypatch.setenv("HOOKWISE_ADMIN_TOKEN", "example-admin-token-0123456789abcdef")
+    for name, value in {
+        "HOOKWISE_HOOK_TOKEN": "example-hook-token-0123456789abcdef",
+        "HOOKWISE_ADMIN_TOKEN": "example-admin-token-0123456789abcdef",
+        "OPENAI_API_KEY": "sk-example",
+        "ANTHROPIC_API_KEY": "sk-ant-example",
+        "TELEGRAM_BOT_TOKEN": "123456:example",
+        "SLACK_BOT_TOKEN": "xoxb-example",
+    }.items():
+        monkeypatch.setenv(name, value)
     data = read_file(path)
     _schema("config.schema.json").validate(json.loads(json.dumps(data)))
-    load_config(path)
+    loaded = load_config(path)
+    # the whole thing must also start: rules compile, channels and providers build
+    from server.channels.registry import load_channels
+    from server.gateway import compile_rules
+    from server.runtime.providers.registry import Providers
+
+    compile_rules(loaded).close()
+    load_channels(loaded.config.channels)
+    Providers.from_config(loaded.config.models, base_dir=loaded.base_dir)
 
 
 INVALID_CONFIGS = [
