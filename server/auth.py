@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qsl
 
 import attrs
@@ -78,16 +81,23 @@ def client_key(host: str | None) -> str:
 
 
 class AuthThrottle:
-    """Counts authentication failures per client address and locks an address out.
+    """Counts authentication failures per client address and locks an address out (one process).
 
     `max_failures` failures within `window` seconds lock the address for `lockout` seconds.
-    Times come from the caller (monotonic seconds). Memory is bounded: the least recently seen
-    addresses are forgotten beyond `max_clients`.
+    Memory is bounded: the least recently seen addresses are forgotten beyond `max_clients`.
+    The async methods are the interface the hook endpoint uses (shared with `SharedAuthThrottle`).
     """
 
     def __init__(
-        self, *, max_failures: int, window: float, lockout: float, max_clients: int = 10_000
+        self,
+        *,
+        max_failures: int,
+        window: float,
+        lockout: float,
+        max_clients: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._clock = clock
         self.max_failures = max_failures
         self.window = window
         self.lockout = lockout
@@ -126,3 +136,63 @@ class AuthThrottle:
     def success(self, client: str) -> None:
         if self._failures.pop(client, None) is not None or client in self._locked_until:
             self._locked_until.pop(client, None)
+
+    async def locked_for(self, client: str) -> float | None:
+        return self.retry_after(client, self._clock())
+
+    async def record_failure(self, client: str) -> None:
+        self.failure(client, self._clock())
+
+    async def record_success(self, client: str) -> None:
+        self.success(client)
+
+
+class SharedAuthThrottle:
+    """The same lock-out, kept in the store so that every gateway process sees it.
+
+    Failures and lock-outs are written to the store; a success clears the client's record only
+    when this process has seen a failure from it recently, so the hot path (a correct token)
+    costs no database round trip.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        max_failures: int,
+        window: float,
+        lockout: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self.max_failures = max_failures
+        self.window = window
+        self.lockout = lockout
+        self._clock = clock
+        self._seen: OrderedDict[str, float] = OrderedDict()
+
+    async def locked_for(self, client: str) -> float | None:
+        now = self._clock()
+        until = await self._store.auth_locked_until(client, now=now)
+        return None if until is None else until - now
+
+    async def record_failure(self, client: str) -> None:
+        if self.max_failures <= 0:
+            return
+        now = self._clock()
+        self._seen[client] = now
+        self._seen.move_to_end(client)
+        while len(self._seen) > 10_000:
+            self._seen.popitem(last=False)
+        await self._store.auth_failure(
+            client,
+            now=now,
+            window=self.window,
+            max_failures=self.max_failures,
+            lockout=self.lockout,
+        )
+
+    async def record_success(self, client: str) -> None:
+        seen = self._seen.pop(client, None)
+        if seen is not None and seen > self._clock() - max(self.window, self.lockout):
+            await self._store.auth_success(client)

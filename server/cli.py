@@ -7,107 +7,29 @@ their key path and exit with status 1.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import signal
-import socket
 import sys
-from pathlib import Path
 from typing import Any
 
-from engine.config import LoadedConfig, load_config
+from engine.config import LoadedConfig
 from engine.errors import ConfigError
 
 log = logging.getLogger("hookwise")
 
 
 def _load(path: str) -> LoadedConfig | None:
-    try:
-        loaded = load_config(path)
-    except ConfigError as e:
-        print(
-            f"hookwise: {path}: the configuration has {len(e.issues)} problem(s):", file=sys.stderr
-        )
-        for issue in e.issues:
-            print(f"  {issue}", file=sys.stderr)
-        return None
-    for warning in loaded.warnings:
-        print(f"hookwise: warning: {warning}", file=sys.stderr)
-    return loaded
+    from server.serve import load
 
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
+    return load(path)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    from server.serve import serve
 
-    from server import logs
-    from server.app import create_app
-    from server.gateway import Gateway
-
-    logs.configure(args.log_level)
-    loaded = _load(args.config)
-    if loaded is None:
-        return 1
-    try:
-        gateway = Gateway(loaded, state_dir=Path(args.state_dir))
-    except ConfigError as e:
-        print(
-            f"hookwise: {args.config}: the rules have {len(e.issues)} problem(s):", file=sys.stderr
-        )
-        for issue in e.issues:
-            print(f"  {issue}", file=sys.stderr)
-        return 1
-    app = create_app(gateway)
-    sock = _bind(args.host, args.port)
-    host, port = sock.getsockname()[:2]
-    gateway.listen_port = port
-    config = uvicorn.Config(
-        app,
-        loop="uvloop",
-        http="httptools",
-        lifespan="on",
-        access_log=False,
-        log_config=None,
-        server_header=False,
-        date_header=False,
-        timeout_graceful_shutdown=10,
-    )
-    server = uvicorn.Server(config)
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGHUP, gateway.reload)
-        watcher = None
-        if args.watch:
-            from server.watch import watch
-
-            watcher = asyncio.create_task(watch(gateway), name="hookwise-watch")
-        serve = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started and not serve.done():
-            await asyncio.sleep(0.01)
-        if server.started:
-            shown = f"[{host}]" if ":" in host else host
-            hook_state = (
-                f"hooks at {loaded.config.hooks.path}" if gateway.hooks else "hooks disabled"
-            )
-            print(f"hookwise: listening on http://{shown}:{port} ({hook_state})", flush=True)
-        await serve
-        if watcher is not None:
-            watcher.cancel()
-
-    import uvloop
-
-    uvloop.run(main())
-    return 0 if server.started else 1
+    if args.workers < 1:
+        print("hookwise: --workers must be at least 1", file=sys.stderr)
+        return 2
+    return serve(args)
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
@@ -168,6 +90,20 @@ def _parser() -> argparse.ArgumentParser:
         help="reload the rules when the config file, a rule file or a transform changes "
         "(polled every second; SIGHUP always reloads)",
     )
+    serve.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        help="the store: postgresql://user@host/db for several processes or machines, or "
+        "sqlite:///path (default: store.url from the config, else <state dir>/hookwise.db)",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="number of worker processes sharing the port and the store (default 1)",
+    )
+    serve.add_argument("--socket-fd", type=int, default=None, help=argparse.SUPPRESS)
     serve.set_defaults(func=cmd_serve)
 
     config = sub.add_parser(

@@ -18,8 +18,8 @@ from typing import Any
 
 from engine.actions import ValidationPolicy
 from engine.config import Config, LoadedConfig, load_config
-from engine.errors import ConfigError
-from server.auth import AuthThrottle, TokenCheck
+from engine.errors import ConfigError, ConfigIssue
+from server.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
 from server.dispatch import Dispatcher
 from server.hooks import HookEndpoint, HookSettings
 from server.store.sqlite import SQLiteStore
@@ -78,10 +78,31 @@ def validation_policy(
     )
 
 
+def open_store(url: str | None, *, state_dir: Path, synchronous: str = "full") -> Any:
+    """The store a URL names: `postgresql://...`, `sqlite:///path`, or None for
+    `<state dir>/hookwise.db`."""
+    if url and url.startswith(("postgres://", "postgresql://")):
+        from server.store.postgres import PostgresStore
+
+        return PostgresStore(url)
+    if url and url.startswith("sqlite:///"):
+        return SQLiteStore(Path(url.removeprefix("sqlite:///")), synchronous=synchronous)
+    if url:
+        raise ConfigError([ConfigIssue("store.url", "must be postgresql://... or sqlite:///path")])
+    return SQLiteStore(state_dir / "hookwise.db", synchronous=synchronous)
+
+
 class Gateway:
     """A configured hookwise service."""
 
-    def __init__(self, loaded: LoadedConfig, *, state_dir: Path) -> None:
+    def __init__(
+        self,
+        loaded: LoadedConfig,
+        *,
+        state_dir: Path,
+        store_url: str | None = None,
+        workers: int = 1,
+    ) -> None:
         self.loaded = loaded
         self.config = loaded.config
         self.state_dir = Path(state_dir)
@@ -89,9 +110,12 @@ class Gateway:
         from server.channels.registry import load_channels
 
         self.channels = load_channels(self.config.channels)
-        self.store = SQLiteStore(
-            self.state_dir / "hookwise.db", synchronous=self.config.store.synchronous
+        url = store_url or self.config.store.url
+        self.store = open_store(
+            url, state_dir=self.state_dir, synchronous=self.config.store.synchronous
         )
+        #: several processes share the store: PostgreSQL, or several workers on one SQLite file
+        self.shared = workers > 1 or not isinstance(self.store, SQLiteStore)
         self.dispatcher = Dispatcher(self.store, idempotency_window=float(hooks.idempotency_window))
         self.rules: Any = compile_rules(loaded) if hooks.enabled else None
         self.hooks: HookEndpoint | None = None
@@ -106,7 +130,8 @@ class Gateway:
                     policy=validation_policy(self.config, self.channels),
                 ),
                 token=TokenCheck(hooks.token),
-                throttle=AuthThrottle(
+                throttle=(SharedAuthThrottle if self.shared else AuthThrottle)(
+                    **({"store": self.store} if self.shared else {}),
                     max_failures=throttle.max_failures,
                     window=float(throttle.window_seconds),
                     lockout=float(throttle.lockout_seconds),
@@ -120,7 +145,11 @@ class Gateway:
         from server.runtime.core import Runtime
 
         self.runtime = Runtime(
-            self.config, self.store, channels=self.channels, base_dir=loaded.base_dir
+            self.config,
+            self.store,
+            channels=self.channels,
+            base_dir=loaded.base_dir,
+            shared=self.shared,
         )
         self.dispatcher.subscribe(self.runtime.on_accepted)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +23,7 @@ from engine.actions import Action, ValidationPolicy, validate_action, validate_a
 from engine.errors import RequestError
 from engine.request import InboundRequest
 from server.asgi import content_length, read_body, send_error, send_json
-from server.auth import AuthThrottle, TokenCheck, client_key, presented_token
+from server.auth import AuthThrottle, SharedAuthThrottle, TokenCheck, client_key, presented_token
 from server.dispatch import Dispatcher, RequestMeta
 from server.payload import content_type, parse_payload
 
@@ -81,17 +80,15 @@ class HookEndpoint:
         settings: HookSettings,
         *,
         token: TokenCheck,
-        throttle: AuthThrottle,
+        throttle: AuthThrottle | SharedAuthThrottle,
         dispatcher: Dispatcher,
         rules: Callable[[], Any] = lambda: None,
-        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self._token = token
         self._throttle = throttle
         self._dispatcher = dispatcher
         self._rules = rules
-        self._monotonic = monotonic
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         sub = _sub_path(scope, self.settings.hook_path)
@@ -111,7 +108,7 @@ class HookEndpoint:
             return
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         try:
-            self._authenticate(headers, scope.get("query_string", b""), client)
+            await self._authenticate(headers, scope.get("query_string", b""), client)
             if not sub:
                 raise RequestError(
                     404, "not_found", "name a hook: {hook_path}/wake, /agent or a mapping"
@@ -128,6 +125,19 @@ class HookEndpoint:
             await send_error(send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())])
         except RequestError as e:
             self._dispatcher.refused(meta, e.status, e.code, e.rule_id)
+            if e.status >= 500 or e.code.startswith("transform_"):
+                # the message names the rule and what failed, never the payload
+                log.warning(
+                    "%s: %d %s (rule %s): %s", meta.path, e.status, e.code, e.rule_id, e.message
+                )
+            elif e.status != 401:
+                log.info(
+                    "%s: %d %s%s",
+                    meta.path,
+                    e.status,
+                    e.code,
+                    f" (rule {e.rule_id})" if e.rule_id else "",
+                )
             await send_error(send, e)
         except Exception:
             log.exception("unexpected error on %s", meta.path)
@@ -137,16 +147,17 @@ class HookEndpoint:
                 RequestError(500, "internal_error", "the gateway failed to handle the request"),
             )
 
-    def _authenticate(self, headers: list[tuple[bytes, bytes]], query: bytes, client: str) -> None:
+    async def _authenticate(
+        self, headers: list[tuple[bytes, bytes]], query: bytes, client: str
+    ) -> None:
         presented = presented_token(headers, query)
-        now = self._monotonic()
         if presented.token is not None and self._token.matches(presented.token):
-            self._throttle.success(client)
+            await self._throttle.record_success(client)
             return
-        retry = self._throttle.retry_after(client, now)
+        retry = await self._throttle.locked_for(client)
         if retry is not None:
             raise _LockedOut(max(1, round(retry)))
-        self._throttle.failure(client, now)
+        await self._throttle.record_failure(client)
         log.warning("hook authentication failed from %s", client)
         raise RequestError(401, "unauthorized", presented.problem or "the hook token is not valid")
 

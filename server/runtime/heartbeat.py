@@ -76,6 +76,7 @@ class Heartbeats:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+            self._task = None
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()

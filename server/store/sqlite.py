@@ -9,6 +9,9 @@ not only a process crash.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import os
 import sqlite3
 import threading
 import time
@@ -36,6 +39,7 @@ from server.store.writer import GroupCommitWriter
 
 T = TypeVar("T")
 
+SIGNAL_POLL = 0.1
 CHECKPOINT_QUIET = 0.5
 WAL_FORCE_BYTES = 256 * 1024 * 1024
 
@@ -164,6 +168,9 @@ class SQLiteStore:
         )
         self._local = threading.local()
         self._stopping = threading.Event()
+        self._subscribers: dict[str, list[Callable[[], None]]] = {}
+        self._signal_task: asyncio.Task[None] | None = None
+        self._leases: dict[str, int] = {}
         self._checkpointer = threading.Thread(
             target=self._checkpoint_forever, name="hookwise-sqlite-checkpoint", daemon=True
         )
@@ -235,6 +242,12 @@ class SQLiteStore:
         self._checkpointer.start()
 
     async def close(self) -> None:
+        if self._signal_task is not None:
+            self._signal_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._signal_task
+        for name in list(self._leases):
+            await self.resign(name)
         await asyncio.get_running_loop().run_in_executor(None, self._writer.stop)
         self._stopping.set()
         if self._checkpointer.is_alive():
@@ -416,3 +429,102 @@ class SQLiteStore:
             return _page(rows, limit, lambda r: rt.delivery_record(r[1:]))
 
         return await self._read(fn)
+
+    # what several processes share ---------------------------------------------------------------
+
+    async def notify(self, topic: str) -> None:
+        """Tell every process (this one at once, others within `SIGNAL_POLL` seconds)."""
+        for callback in self._subscribers.get(topic, ()):
+            callback()
+        self._writer.submit_nowait(
+            lambda cur: cur.execute(
+                "INSERT INTO signals (topic, seq) VALUES (?, 1)"
+                " ON CONFLICT (topic) DO UPDATE SET seq = seq + 1",
+                (topic,),
+            )
+        )
+
+    def subscribe(self, topic: str, callback: Callable[[], None]) -> None:
+        """Call `callback` on the event loop whenever `topic` is notified by any process."""
+        self._subscribers.setdefault(topic, []).append(callback)
+        if self._signal_task is None:
+            self._signal_task = asyncio.get_running_loop().create_task(
+                self._poll_signals(), name="hookwise-sqlite-signals"
+            )
+
+    async def _poll_signals(self) -> None:
+        seen: dict[str, int] = {}
+        first = True
+        while True:
+            try:
+                rows = await self._read(
+                    lambda conn: conn.execute("SELECT topic, seq FROM signals").fetchall()
+                )
+            except Exception:
+                rows = []
+            for topic, seq in rows:
+                if not first and seen.get(topic) != seq:
+                    for callback in self._subscribers.get(topic, ()):
+                        callback()
+                seen[topic] = seq
+            first = False
+            await asyncio.sleep(SIGNAL_POLL)
+
+    async def try_lead(self, name: str) -> bool:
+        """Hold the `name` leadership: an exclusive lock on a file beside the database, kept
+        until `resign` or the process ends (the OS releases it when a process dies)."""
+        if name in self._leases:
+            return True
+        path = self.path.with_name(f"{self.path.name}.{name}.lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._leases[name] = fd
+        return True
+
+    async def resign(self, name: str) -> None:
+        fd = self._leases.pop(name, None)
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    async def auth_failure(
+        self, client: str, *, now: float, window: float, max_failures: int, lockout: float
+    ) -> float | None:
+        """Count a failure; returns the end of the lock-out when this failure starts one."""
+
+        def fn(cur: sqlite3.Cursor) -> float | None:
+            row = cur.execute(
+                "SELECT window_start, failures FROM auth_failures WHERE client = ?", (client,)
+            ).fetchone()
+            if row is None or row[0] <= now - window:
+                start, failures = now, 1
+            else:
+                start, failures = row[0], row[1] + 1
+            locked = now + lockout if failures >= max_failures else None
+            cur.execute(
+                "INSERT INTO auth_failures (client, window_start, failures, locked_until)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (client) DO UPDATE SET"
+                " window_start = excluded.window_start, failures = excluded.failures,"
+                " locked_until = COALESCE(excluded.locked_until, auth_failures.locked_until)",
+                (client, now if locked else start, 0 if locked else failures, locked),
+            )
+            return locked
+
+        return await self._writer.submit(fn)
+
+    async def auth_locked_until(self, client: str, *, now: float) -> float | None:
+        row = await self._read(
+            lambda conn: conn.execute(
+                "SELECT locked_until FROM auth_failures WHERE client = ?", (client,)
+            ).fetchone()
+        )
+        return row[0] if row and row[0] and row[0] > now else None
+
+    async def auth_success(self, client: str) -> None:
+        await self._writer.submit(
+            lambda cur: cur.execute("DELETE FROM auth_failures WHERE client = ?", (client,))
+        )

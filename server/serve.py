@@ -1,0 +1,259 @@
+"""Running the service: one process, or a supervisor and `--workers N` worker processes.
+
+With one worker, the process binds the socket and serves. With several, a supervisor binds the
+socket once, starts N worker processes that inherit it (each with its own event loop, all
+accepting on the same port), forwards SIGTERM/SIGINT/SIGHUP to them, and restarts a worker that
+dies (giving up when workers keep dying). Workers share the store; see `server.runtime.core` for
+how they divide the work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from engine.config import LoadedConfig, load_config
+from engine.errors import ConfigError
+
+log = logging.getLogger("hookwise")
+
+READY = "hookwise: listening on"
+WORKER_READY = "hookwise: worker ready"
+MAX_RESTARTS_PER_MINUTE = 5
+
+
+def print_problems(what: str, error: ConfigError) -> None:
+    print(f"hookwise: {what} has {len(error.issues)} problem(s):", file=sys.stderr)
+    for issue in error.issues:
+        print(f"  {issue}", file=sys.stderr)
+
+
+def load(path: str) -> LoadedConfig | None:
+    """Load and validate a config file, printing every problem (None when invalid)."""
+    try:
+        loaded = load_config(path)
+    except ConfigError as e:
+        print_problems(f"{path}: the configuration", e)
+        return None
+    for warning in loaded.warnings:
+        print(f"hookwise: warning: {warning}", file=sys.stderr)
+    return loaded
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _shown(sock: socket.socket) -> tuple[str, int]:
+    host, port = sock.getsockname()[:2]
+    return (f"[{host}]" if ":" in host else host), port
+
+
+def serve(args: argparse.Namespace) -> int:
+    """`hookwise serve`."""
+    from server import logs
+
+    logs.configure(args.log_level)
+    if args.workers > 1 and args.socket_fd is None:
+        return _supervise(args)
+    return _run_process(args)
+
+
+def _run_process(args: argparse.Namespace) -> int:
+    import uvicorn
+    import uvloop
+
+    from server.app import create_app
+    from server.gateway import Gateway
+
+    loaded = load(args.config)
+    if loaded is None:
+        return 1
+    try:
+        gateway = Gateway(
+            loaded, state_dir=Path(args.state_dir), store_url=args.store, workers=args.workers
+        )
+    except ConfigError as e:
+        print_problems(f"{args.config}: the rules", e)
+        return 1
+    app = create_app(gateway)
+    if args.socket_fd is not None:
+        sock = socket.socket(fileno=args.socket_fd)
+    else:
+        sock = bind(args.host, args.port)
+    host, port = _shown(sock)
+    gateway.listen_port = port
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            loop="uvloop",
+            http="httptools",
+            lifespan="on",
+            access_log=False,
+            log_config=None,
+            server_header=False,
+            date_header=False,
+            timeout_graceful_shutdown=10,
+        )
+    )
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGHUP, gateway.reload)
+        watcher = None
+        if args.watch:
+            from server.watch import watch
+
+            watcher = asyncio.create_task(watch(gateway), name="hookwise-watch")
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.01)
+        if server.started:
+            if args.socket_fd is not None:
+                print(f"{WORKER_READY} pid={os.getpid()}", flush=True)
+            else:
+                hooks = (
+                    f"hooks at {loaded.config.hooks.path}" if gateway.hooks else "hooks disabled"
+                )
+                print(f"{READY} http://{host}:{port} ({hooks})", flush=True)
+        await serving
+        if watcher is not None:
+            watcher.cancel()
+
+    uvloop.run(main())
+    return 0 if server.started else 1
+
+
+class _Worker:
+    def __init__(self, args: argparse.Namespace, sock: socket.socket, index: int) -> None:
+        self.index = index
+        cmd = [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "serve",
+            "--config",
+            args.config,
+            "--state-dir",
+            args.state_dir,
+            "--log-level",
+            args.log_level,
+            "--workers",
+            str(args.workers),
+            "--socket-fd",
+            str(sock.fileno()),
+        ]
+        if args.store:
+            cmd += ["--store", args.store]
+        if args.watch:
+            cmd.append("--watch")
+        self.proc = subprocess.Popen(cmd, pass_fds=(sock.fileno(),), stdout=subprocess.PIPE)
+        self.started_at = time.monotonic()
+
+    def wait_ready(self, timeout: float) -> bool:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.1)
+            if ready:
+                line = self.proc.stdout.readline().decode(errors="replace")
+                if line.startswith(WORKER_READY):
+                    threading.Thread(target=self._drain, daemon=True).start()
+                    return True
+                if not line:
+                    return False
+        return False
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        for _ in iter(self.proc.stdout.readline, b""):
+            pass
+
+
+def _supervise(args: argparse.Namespace) -> int:
+    loaded = load(args.config)
+    if loaded is None:
+        return 1
+    if loaded.config.hooks.enabled:
+        from server.gateway import compile_rules
+
+        try:
+            compile_rules(loaded).close()
+        except ConfigError as e:
+            print_problems(f"{args.config}: the rules", e)
+            return 1
+    sock = bind(args.host, args.port)
+    host, port = _shown(sock)
+    workers = [_Worker(args, sock, i) for i in range(args.workers)]
+    if not all(w.wait_ready(60) for w in workers):
+        print("hookwise: a worker did not start; see the log above", file=sys.stderr)
+        _stop_all(workers, signal.SIGTERM)
+        return 1
+    hooks = (
+        f"hooks at {loaded.config.hooks.path}" if loaded.config.hooks.enabled else "hooks disabled"
+    )
+    print(f"{READY} http://{host}:{port} ({hooks}, {args.workers} workers)", flush=True)
+
+    stopping = threading.Event()
+
+    def on_stop(signum: int, _frame: object) -> None:
+        stopping.set()
+        _signal_all(workers, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
+    signal.signal(signal.SIGHUP, lambda *_: _signal_all(workers, signal.SIGHUP))
+
+    restarts: list[float] = []
+    while not stopping.is_set():
+        time.sleep(0.2)
+        for i, w in enumerate(workers):
+            code = w.proc.poll()
+            if code is None or stopping.is_set():
+                continue
+            now = time.monotonic()
+            restarts = [t for t in restarts if t > now - 60] + [now]
+            if len(restarts) > MAX_RESTARTS_PER_MINUTE:
+                log.error("workers keep dying; stopping")
+                stopping.set()
+                _stop_all(workers, signal.SIGTERM)
+                return 1
+            log.error("worker %d (pid %d) exited with %s; restarting it", i, w.proc.pid, code)
+            workers[i] = _Worker(args, sock, i)
+            workers[i].wait_ready(60)
+    _stop_all(workers, None)
+    return 0
+
+
+def _signal_all(workers: list[_Worker], signum: int) -> None:
+    for w in workers:
+        if w.proc.poll() is None:
+            w.proc.send_signal(signum)
+
+
+def _stop_all(workers: list[_Worker], signum: int | None) -> None:
+    if signum is not None:
+        _signal_all(workers, signum)
+    deadline = time.monotonic() + 20
+    for w in workers:
+        try:
+            w.proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            w.proc.kill()
+            w.proc.wait()
