@@ -91,6 +91,9 @@ class AgentDefaults:
     max_timeout_seconds: float = 3600
     max_concurrent_runs: int = 4
     max_attempts: int = 3
+    #: a claimed run's lease is its timeout plus this; a run whose process died is taken over
+    #: by another process once the lease has expired
+    lease_grace_seconds: float = 60
     heartbeat: HeartbeatConfig = attrs.field(factory=HeartbeatConfig)
     fallback_channel: str | None = None
 

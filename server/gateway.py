@@ -33,6 +33,8 @@ RETIRED_RULES_GRACE = 30.0  # seconds a reloaded-away RuleSet stays open for req
 
 def compile_rules(loaded: LoadedConfig) -> Any:
     """Compile the mapped-hook rules of a configuration (custom mappings, rule files, presets)."""
+    import os
+
     from engine.rules import RuleSet
     from engine.transforms import TransformLimits
 
@@ -52,6 +54,7 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         limits=TransformLimits(
             timeout_ms=limits.timeout_ms, memory_mb=limits.memory_mb, pool_size=limits.pool_size
         ),
+        env=dict(os.environ),  # `${NAME}` in rule files; read once, here, not in the engine
     )
 
 

@@ -11,6 +11,7 @@ for configuration.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import glob
 import logging
 import os
@@ -85,10 +86,9 @@ async def watch(gateway: Reloadable, *, interval: float = POLL_INTERVAL) -> None
         names = sorted({Path(p).name for p, _ in changed})
         log.info("watch: %s changed; reloading", ", ".join(names))
         if loaded.source is not None:
-            try:
+            # When the config does not load, keep watching the files of the last one that did.
+            with contextlib.suppress(ConfigError):
                 loaded = load_config(loaded.source)
-            except ConfigError:
-                pass  # keep watching the files of the last configuration that loaded
         # Taken before reloading: a change made while the reload reads the files is seen next time.
         seen = snapshot(watched_paths(loaded))
         try:

@@ -17,9 +17,15 @@ def start_gateway(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
     started: list[GatewayProcess] = []
 
     def start(
-        config: dict[str, Any] | None = None, *, env: dict[str, str] | None = None, name: str = "gw"
+        config: dict[str, Any] | None = None,
+        *,
+        env: dict[str, str] | None = None,
+        name: str = "gw",
+        extra_args: list[str] | None = None,
     ) -> GatewayProcess:
-        gw = GatewayProcess(config or base_config(), tmp_path / name, env=env)
+        gw = GatewayProcess(
+            config or base_config(), tmp_path / name, env=env, extra_args=extra_args
+        )
         started.append(gw)
         return gw.start()
 

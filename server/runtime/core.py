@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -88,7 +89,9 @@ class Runtime:
             router=self.router,
             on_heartbeat=self.request_heartbeat,
             on_delivery=self.deliveries.notify,
+            lease_grace=defaults.lease_grace_seconds,
         )
+        self._recover_every = max(0.5, min(RECOVER_EVERY, defaults.lease_grace_seconds / 2))
 
     def request_heartbeat(self, reason: str) -> None:
         """A heartbeat soon: here when this process leads, else through the leader."""
@@ -147,7 +150,7 @@ class Runtime:
 
     async def _recover_forever(self) -> None:
         while True:
-            await asyncio.sleep(RECOVER_EVERY)
+            await asyncio.sleep(self._recover_every)
             try:
                 await self._recover(time.time())
             except Exception:
@@ -162,7 +165,7 @@ class Runtime:
                 log.exception("the leadership check failed")
                 held = False
             if held and not self.leader:
-                log.info("this process now leads the heartbeat")
+                log.info("process %d now leads the heartbeat", os.getpid())
                 self.leader = True
                 self.heartbeats.start()
                 self.heartbeats.request("leader")

@@ -49,6 +49,7 @@ class RunWorkers:
         router: Any,
         on_heartbeat: Callable[[str], None],
         on_delivery: Callable[[], None] = lambda: None,
+        lease_grace: float = 60.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
@@ -60,6 +61,7 @@ class RunWorkers:
         self._router = router
         self._on_heartbeat = on_heartbeat
         self._on_delivery = on_delivery
+        self._lease_grace = lease_grace
         self._clock = clock
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(concurrency)
@@ -103,7 +105,10 @@ class RunWorkers:
                     free += 1
                 try:
                     runs = await self._store.claim_runs(
-                        limit=free, now=self._clock(), default_timeout=self._default_timeout
+                        limit=free,
+                        now=self._clock(),
+                        lease=self._lease_grace,
+                        default_timeout=self._default_timeout,
                     )
                 except Exception:
                     log.exception("claiming runs failed")

@@ -191,7 +191,9 @@ async def _claim_key(conn: asyncpg.Connection, op: AcceptOp) -> Accepted | None:
     raise RuntimeError(f"idempotency key {op.idempotency_key!r} kept changing")
 
 
-async def _insert_events(conn: asyncpg.Connection, events: tuple[NewEvent, ...], now: float) -> None:
+async def _insert_events(
+    conn: asyncpg.Connection, events: tuple[NewEvent, ...], now: float
+) -> None:
     await conn.executemany(
         "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -269,20 +271,18 @@ async def _recover_runs(
 ) -> tuple[int, int]:
     """Runs left `running`: back to `queued`, or `failed` past `max_attempts`. With
     `expired_only`, only runs whose lease has expired (another live process owns the others)."""
-    lease = " AND (lease_until IS NULL OR lease_until < $1::float8)" if expired_only else ""
+    expired = " AND (lease_until IS NULL OR lease_until < $1::float8)" if expired_only else ""
     error = f"gave up after {max_attempts} attempts: the gateway stopped during the run"
     failed = await conn.fetch(
-        "UPDATE runs SET state = 'failed', finished_at = $1::float8, error = $2,"
-        " lease_until = NULL WHERE state = 'running' AND attempts >= $3" + lease + " RETURNING seq",
+        "UPDATE runs SET state = 'failed', finished_at = $1::float8, error = $2, lease_until = NULL"
+        f" WHERE state = 'running' AND attempts >= $3{expired} RETURNING seq",
         now,
         error,
         max_attempts,
     )
     requeued = await conn.fetch(
         "UPDATE runs SET state = 'queued', started_at = NULL, lease_until = NULL"
-        " WHERE state = 'running'"
-        + (" AND (lease_until IS NULL OR lease_until < $1)" if expired_only else "")
-        + " RETURNING seq",
+        f" WHERE state = 'running'{expired} RETURNING seq",
         *((now,) if expired_only else ()),
     )
     return len(requeued), len(failed)
@@ -547,40 +547,66 @@ class _GroupCommitWriter:
         return self._conn
 
     async def _run_batch(self, batch: list[_Job[Any]]) -> None:
-        results: list[tuple[_Job[Any], Any, BaseException | None]] = []
         try:
-            conn = await self._connection()
-            async with conn.transaction():
-                if len(batch) == 1:
-                    results.append(await self._run_alone(conn, batch[0]))
-                else:
-                    for job in batch:
-                        results.append(await self._run_in_savepoint(conn, job))
-                if results[0][2] is not None and len(batch) == 1:
-                    raise _RolledBack
-        except _RolledBack:
-            pass
+            results = await self._commit(batch)
+        except _Uncommitted as e:
+            log.warning("the write connection was lost before the commit: %r", e.__cause__)
+            results = [(job, None, e) for job in batch]
+            await asyncio.sleep(RECONNECT_DELAY[0])
         except Exception as e:
             log.exception("commit failed; %d writes refused", len(batch))
             results = [(job, None, e) for job in batch]
         for job, value, error in results:
-            if error is not None and isinstance(error, _RETRYABLE) and job.retries < MAX_RETRIES:
+            if isinstance(error, (*_RETRYABLE, _Uncommitted)) and job.retries < MAX_RETRIES:
                 job.retries += 1
                 self._carry.append(job)
+            elif isinstance(error, _Uncommitted):
+                _settle(job, None, error.__cause__)
             else:
                 _settle(job, value, error)
 
-    async def _run_alone(
-        self, conn: asyncpg.Connection, job: _Job[Any]
-    ) -> tuple[_Job[Any], Any, BaseException | None]:
+    async def _commit(self, batch: list[_Job[Any]]) -> list[_Outcome]:
+        """Run the batch in one transaction and commit it (roll back a batch of one that failed).
+
+        A connection lost before the COMMIT was sent wrote nothing: `_Uncommitted` says that the
+        whole batch may run again on a new connection.
+        """
+        committing = False
+        conn: asyncpg.Connection | None = None
+        tx: Any = None
+        try:
+            conn = await self._connection()
+            tx = conn.transaction()
+            await tx.start()
+            if len(batch) == 1:
+                results = [await self._run_alone(conn, batch[0])]
+            else:
+                results = [await self._run_in_savepoint(conn, job) for job in batch]
+            if len(batch) == 1 and results[0][2] is not None:
+                await tx.rollback()
+            else:
+                committing = True
+                await tx.commit()
+            return results
+        except _CONNECTION_LOST as e:
+            if committing:
+                raise
+            raise _Uncommitted() from e
+        except BaseException:
+            if not committing and tx is not None and conn is not None and not conn.is_closed():
+                with contextlib.suppress(Exception):
+                    await tx.rollback()
+            raise
+
+    async def _run_alone(self, conn: asyncpg.Connection, job: _Job[Any]) -> _Outcome:
         try:
             return job, await job.fn(conn), None
+        except _CONNECTION_LOST:
+            raise
         except Exception as e:
             return job, None, e
 
-    async def _run_in_savepoint(
-        self, conn: asyncpg.Connection, job: _Job[Any]
-    ) -> tuple[_Job[Any], Any, BaseException | None]:
+    async def _run_in_savepoint(self, conn: asyncpg.Connection, job: _Job[Any]) -> _Outcome:
         try:
             async with conn.transaction():
                 value = await job.fn(conn)
@@ -591,8 +617,11 @@ class _GroupCommitWriter:
         return job, value, None
 
 
-class _RolledBack(Exception):
-    """The only job of a batch failed: its transaction is rolled back, its error reported."""
+_Outcome = tuple[_Job[Any], Any, BaseException | None]
+
+
+class _Uncommitted(Exception):
+    """The connection was lost before the COMMIT was sent: nothing of the batch was written."""
 
 
 def _settle(job: _Job[Any], value: Any, error: BaseException | None) -> None:
@@ -622,6 +651,8 @@ class PostgresStore:
         self._writer = _GroupCommitWriter(lambda: self._connect("writer"))
         self._callbacks: dict[str, list[Callable[[], None]]] = {}
         self._listen_conn: asyncpg.Connection | None = None
+        self._listen_lost = asyncio.Event()
+        self._listen_lock = asyncio.Lock()  # one operation at a time on the LISTEN connection
         self._listen_task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[Any]] = set()
         self._lead_conn: asyncpg.Connection | None = None
@@ -653,19 +684,24 @@ class PostgresStore:
     # lifecycle --------------------------------------------------------------------------------
 
     async def open(self) -> None:
-        conn = await asyncpg.connect(self.url, server_settings=self._server_settings("migrate"))
+        """Migrate, then open the read pool, the writer and the LISTEN connection."""
+        conn = await self._connect("migrate")
         try:
             await migrate(conn, self.schema)
         finally:
             await conn.close()
-        self._pool = await asyncpg.create_pool(
-            self.url,
-            min_size=min(2, self._pool_size),
-            max_size=self._pool_size,
-            server_settings=self._server_settings("read"),
-        )
-        await self._writer.start()
-        await self._listen()
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.url,
+                min_size=min(2, self._pool_size),
+                max_size=self._pool_size,
+                server_settings=self._server_settings("read"),
+            )
+            await self._writer.start()
+            await self._listen()
+        except BaseException:
+            await self.close()
+            raise
         self._listen_task = asyncio.create_task(self._keep_listening(), name="hookwise-listen")
 
     async def close(self) -> None:
@@ -887,20 +923,21 @@ class PostgresStore:
         channel = self._channel(topic)
         new = channel not in self._callbacks
         self._callbacks.setdefault(channel, []).append(callback)
-        conn = self._listen_conn
-        if new and conn is not None and not conn.is_closed():
-            self._spawn(conn.add_listener(channel, self._dispatch))
+        if new and self._listen_conn is not None:
+            task = asyncio.get_running_loop().create_task(self._add_listener(channel))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
 
-    def _spawn(self, coro: Awaitable[Any]) -> None:
-        async def run() -> None:
+    async def _add_listener(self, channel: str) -> None:
+        async with self._listen_lock:
+            conn = self._listen_conn
+            if conn is None or conn.is_closed():
+                return  # the reconnection listens on every subscribed channel
             try:
-                await coro
+                await conn.add_listener(channel, self._dispatch)
             except Exception:
-                log.warning("LISTEN failed; re-established with the connection", exc_info=True)
-
-        task = asyncio.ensure_future(run())
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+                log.warning("LISTEN %s failed; the connection will be re-established", channel)
+                conn.terminate()
 
     def _dispatch(self, _conn: Any, _pid: int, channel: str, _payload: str) -> None:
         for callback in self._callbacks.get(channel, []):
@@ -909,16 +946,19 @@ class PostgresStore:
             except Exception:
                 log.exception("notification callback for %s failed", channel)
 
-    async def _listen(self) -> asyncio.Event:
+    async def _listen(self) -> None:
         """Open the listening connection and LISTEN on every subscribed channel."""
-        conn = await self._connect("listen")
-        lost = asyncio.Event()
-        conn.add_termination_listener(lambda _c: lost.set())
-        for channel in list(self._callbacks):
-            await conn.add_listener(channel, self._dispatch)
-        self._listen_conn = conn
-        self._listen_lost = lost
-        return lost
+        async with self._listen_lock:
+            conn = await self._connect("listen")
+            lost = asyncio.Event()
+            conn.add_termination_listener(lambda _c: lost.set())
+            self._listen_conn, self._listen_lost = conn, lost
+            try:
+                for channel in list(self._callbacks):
+                    await conn.add_listener(channel, self._dispatch)
+            except BaseException:
+                conn.terminate()
+                raise
 
     async def _keep_listening(self) -> None:
         delay = RECONNECT_DELAY[0]
@@ -943,10 +983,10 @@ class PostgresStore:
                 await asyncio.wait_for(lost.wait(), LISTEN_PING_EVERY)
                 return
             try:
-                await conn.fetchval("SELECT 1", timeout=PING_TIMEOUT)
+                async with self._listen_lock:
+                    await conn.fetchval("SELECT 1", timeout=PING_TIMEOUT)
             except Exception:
-                with contextlib.suppress(Exception):
-                    conn.terminate()
+                conn.terminate()
                 return
 
     # cross-process signals: leadership --------------------------------------------------------
@@ -968,9 +1008,9 @@ class PostgresStore:
                 got = await conn.fetchval(
                     "SELECT pg_try_advisory_lock(hashtext($1))", self._lead_key(name)
                 )
-            except _CONNECTION_LOST + (asyncpg.PostgresError, TimeoutError):
+            except (*_CONNECTION_LOST, asyncpg.PostgresError, TimeoutError):
                 log.warning("leadership %s: the database is unreachable", name, exc_info=True)
-                await self._drop_lead_connection()
+                self._drop_lead_connection()
                 return False
             if got:
                 self._led.add(name)
@@ -982,15 +1022,19 @@ class PostgresStore:
             try:
                 await conn.fetchval("SELECT 1", timeout=PING_TIMEOUT)
             except Exception:
-                await self._drop_lead_connection()
+                self._drop_lead_connection()
                 conn = None
         if conn is None or conn.is_closed():
             self._led.clear()
             conn = self._lead_conn = await self._connect("lead")
-            conn.add_termination_listener(lambda _c: self._led.clear())
+            conn.add_termination_listener(self._lead_connection_lost)
         return conn
 
-    async def _drop_lead_connection(self) -> None:
+    def _lead_connection_lost(self, conn: asyncpg.Connection) -> None:
+        if conn is self._lead_conn:  # not a connection already replaced
+            self._led.clear()
+
+    def _drop_lead_connection(self) -> None:
         self._led.clear()
         conn, self._lead_conn = self._lead_conn, None
         if conn is not None:
@@ -1009,7 +1053,7 @@ class PostgresStore:
                         "SELECT pg_advisory_unlock(hashtext($1))", self._lead_key(name)
                     )
                 except Exception:
-                    await self._drop_lead_connection()
+                    self._drop_lead_connection()
 
     # the shared auth-failure throttle ---------------------------------------------------------
 

@@ -189,7 +189,16 @@ class SQLiteStore:
         conn.execute("PRAGMA journal_mode = WAL")
         # Checkpoints run on their own thread (see _checkpoint_forever), never inside a commit.
         conn.execute("PRAGMA wal_autocheckpoint = 0")
-        migrate(conn)
+        # several processes may open the store at once: one migrates, the others wait for it
+        lock = os.open(
+            self.path.with_name(self.path.name + ".migrate.lock"), os.O_RDWR | os.O_CREAT, 0o600
+        )
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            migrate(conn)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            os.close(lock)
         return conn
 
     def _checkpoint_forever(self) -> None:

@@ -36,7 +36,12 @@ class GatewayProcess:
     """One hookwise server process."""
 
     def __init__(
-        self, config: dict[str, Any], workdir: Path, *, env: dict[str, str] | None = None
+        self,
+        config: dict[str, Any],
+        workdir: Path,
+        *,
+        env: dict[str, str] | None = None,
+        extra_args: list[str] | None = None,
     ) -> None:
         self.config = config
         self.workdir = Path(workdir)
@@ -45,6 +50,7 @@ class GatewayProcess:
         self.state_dir = self.workdir / "state"
         self.stderr_path = self.workdir / "stderr.log"
         self.env = env or {}
+        self.extra_args = list(extra_args or [])  # more `hookwise serve` flags, e.g. --watch
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
         self.client: httpx.Client | None = None
@@ -67,6 +73,7 @@ class GatewayProcess:
                 "0",
                 "--state-dir",
                 str(self.state_dir),
+                *self.extra_args,
             ],
             cwd=REPO,
             stdout=subprocess.PIPE,
