@@ -9,7 +9,6 @@ that a heartbeat or a run can start without polling.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ import attrs
 from engine.actions import Action, AgentAction, WakeAction
 from engine.mapping import RespondConfig
 from server.asgi import encode_json
+from server.ids import new_id
 from server.store.base import Accepted, AcceptOp, NewEvent, NewRun, RequestLogEntry, Store
 
 MAIN_SESSION = "main"
@@ -36,8 +36,8 @@ class RequestMeta:
 
 def _run(action: AgentAction, rule_id: str | None) -> NewRun:
     return NewRun(
-        run_id=str(uuid.uuid4()),
-        session_key=action.session_key or f"hook:{uuid.uuid4()}",
+        run_id=new_id(),
+        session_key=action.session_key or f"hook:{new_id()}",
         name=action.name,
         message=action.message,
         rule_id=rule_id,
@@ -55,7 +55,7 @@ def _run(action: AgentAction, rule_id: str | None) -> NewRun:
 
 def _event(action: WakeAction, rule_id: str | None) -> NewEvent:
     return NewEvent(
-        event_id=str(uuid.uuid4()),
+        event_id=new_id(),
         session=MAIN_SESSION,
         text=action.text,
         source=f"hook:{rule_id}" if rule_id else "hook",

@@ -14,10 +14,10 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
+from server.ids import new_id
 from server.runtime.ack import is_ack
 from server.runtime.prompts import MAIN_SYSTEM, heartbeat_prompt
 from server.runtime.providers.base import ChatMessage, ProviderError
@@ -106,7 +106,7 @@ class Heartbeats:
 
     async def _beat(self, reason: str, requested_at: float | None) -> bool:
         started = self._clock()
-        hb_id = str(uuid.uuid4())
+        hb_id = new_id()
         events = await self._store.pending_events(MAIN, limit=MAX_EVENTS_PER_BEAT)
         history = await self._store.session_turns(MAIN, limit=HISTORY_TURNS)
         prompt = heartbeat_prompt(events, reason, started)

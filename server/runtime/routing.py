@@ -9,11 +9,11 @@ nothing resolves, the delivery is recorded as failed with the reason, so the out
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from engine.channels import LAST, PHONE_BASED
+from server.ids import new_id
 from server.store.base import NewDelivery
 
 MAIN = "main"
@@ -48,7 +48,7 @@ class Router:
             state: str, ch: str | None, rcpt: str | None, error: str | None = None
         ) -> NewDelivery:
             return NewDelivery(
-                delivery_id=str(uuid.uuid4()),
+                delivery_id=new_id(),
                 text=text,
                 state=state,
                 channel=ch,

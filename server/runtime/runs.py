@@ -17,10 +17,10 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
+from server.ids import new_id
 from server.runtime.ack import is_ack
 from server.runtime.external import wrap_external
 from server.runtime.prompts import RUN_SYSTEM, safe_name, summary_line
@@ -189,7 +189,7 @@ class RunWorkers:
             if run.deliver:
                 if is_ack(reply, max_chars=self._ack_max_chars):
                     delivery = NewDelivery(
-                        delivery_id=str(uuid.uuid4()),
+                        delivery_id=new_id(),
                         text=reply,
                         state="skipped",
                         channel=None,
@@ -207,7 +207,7 @@ class RunWorkers:
                         run_id=run.run_id,
                     )
         summary = NewEvent(
-            event_id=str(uuid.uuid4()),
+            event_id=new_id(),
             session=MAIN,
             text=summary_line(run.name, state, reply if reply is not None else error or ""),
             source=f"run:{run.run_id}",

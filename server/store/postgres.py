@@ -36,6 +36,7 @@ from server.store.base import (
     HeartbeatRecord,
     NewDelivery,
     NewEvent,
+    NewRun,
     NewTurn,
     Page,
     RequestLogEntry,
@@ -145,50 +146,104 @@ async def _insert_log(conn: asyncpg.Connection, e: RequestLogEntry) -> None:
     await conn.execute(
         "INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        e.at,
-        e.path,
-        e.status,
-        e.client,
-        e.size,
-        e.action,
-        e.rule_id,
-        e.code,
+        *_log_args(e),
     )
 
 
-async def _claim_key(conn: asyncpg.Connection, op: AcceptOp) -> Accepted | None:
-    """Take the idempotency key for this request, or return the answer already stored for it.
+# Everything a request writes, in one statement (one round trip): its idempotency key ($30,
+# skipped when NULL), then, only when the key was taken (or there is none), its events and runs
+# from column arrays and its log line. Returns whether the key was taken.
+#
+# A fresh key is inserted. When another transaction is inserting the same key, the unique index
+# makes this one wait for its outcome. A key older than the window is taken over; the `WHERE` is
+# re-checked after a concurrent update, so only one process takes it over. A key not taken stays
+# locked by this transaction, so it cannot vanish before `_stored_answer` reads it.
+_ACCEPT = (
+    "WITH taken AS ("
+    " INSERT INTO idempotency_keys AS k (key, fingerprint, status, body, created_at)"
+    " SELECT $30::text, $31::text, $32::integer, $33::bytea, $1::float8 WHERE $30 IS NOT NULL"
+    " ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint,"
+    " status = excluded.status, body = excluded.body, created_at = excluded.created_at"
+    " WHERE k.created_at <= $34::float8 RETURNING true"
+    "), fresh AS (SELECT $30 IS NULL OR EXISTS (SELECT FROM taken) AS yes"
+    "), new_events AS ("
+    " INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
+    " SELECT e.*, $1::float8 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[],"
+    " $6::text[], $7::bool[]) AS e, fresh WHERE fresh.yes"
+    "), new_runs AS ("
+    " INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
+    " channel, recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe,"
+    " created_at)"
+    " SELECT r.*, $1::float8 FROM unnest($8::text[], $9::text[], $10::text[], $11::text[],"
+    " $12::text[], $13::text[], $14::bool[], $15::text[], $16::text[], $17::text[], $18::text[],"
+    " $19::float8[], $20::text[], $21::bool[]) AS r, fresh WHERE fresh.yes"
+    "), new_log AS ("
+    " INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
+    " SELECT $22, $23, $24, $25, $26, $27, $28, $29 FROM fresh WHERE fresh.yes"
+    ") SELECT yes FROM fresh"
+)
 
-    A fresh key is inserted; when another transaction is inserting the same key, the unique index
-    makes this one wait for its outcome. A key older than the window is taken over (the `WHERE`
-    is re-checked after a concurrent update, so only one process takes it over).
-    """
-    args = (op.idempotency_key, op.fingerprint, op.status, op.body, op.now)
-    for _ in range(MAX_RETRIES):
-        if await conn.fetchval(
-            "INSERT INTO idempotency_keys (key, fingerprint, status, body, created_at)"
-            " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO NOTHING RETURNING true",
-            *args,
-        ):
-            return None
-        if await conn.fetchval(
-            "UPDATE idempotency_keys SET fingerprint = $2, status = $3, body = $4, created_at = $5"
-            " WHERE key = $1 AND created_at <= $6::float8 RETURNING true",
-            *args,
-            op.now - op.idempotency_window,
-        ):
-            return None
-        row = await conn.fetchrow(
-            "SELECT fingerprint, status, body FROM idempotency_keys WHERE key = $1",
-            op.idempotency_key,
-        )
-        if row is None:  # pruned in between: claim it again
-            continue
-        if row["fingerprint"] != op.fingerprint:
-            return Accepted(status=0, body=b"", conflict=True)
-        await _insert_log(conn, op.log)
-        return Accepted(status=row["status"], body=bytes(row["body"]), replayed=True)
-    raise RuntimeError(f"idempotency key {op.idempotency_key!r} kept changing")
+
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """Rows as column arrays (for `unnest`)."""
+    return [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
+
+
+def _log_args(e: RequestLogEntry) -> tuple[Any, ...]:
+    return (e.at, e.path, e.status, e.client, e.size, e.action, e.rule_id, e.code)
+
+
+def _event_row(e: NewEvent) -> tuple[Any, ...]:
+    return (e.event_id, e.session, e.text, e.source, e.mode, e.trusted)
+
+
+def _run_row(r: NewRun) -> tuple[Any, ...]:
+    return (
+        r.run_id,
+        r.session_key,
+        r.name,
+        r.message,
+        r.rule_id,
+        r.wake_mode,
+        r.deliver,
+        r.channel,
+        r.to,
+        r.model,
+        r.thinking,
+        r.timeout_seconds,
+        r.fallback_channel,
+        r.allow_unsafe_external_content,
+    )
+
+
+async def _accept(conn: asyncpg.Connection, op: AcceptOp) -> Accepted:
+    fresh = await conn.fetchval(
+        _ACCEPT,
+        op.now,
+        *_columns([_event_row(e) for e in op.events], 6),
+        *_columns([_run_row(r) for r in op.runs], 14),
+        *_log_args(op.log),
+        op.idempotency_key,
+        op.fingerprint,
+        op.status,
+        op.body,
+        op.now - op.idempotency_window,
+    )
+    if fresh:
+        return Accepted(status=op.status, body=op.body)
+    return await _stored_answer(conn, op)
+
+
+async def _stored_answer(conn: asyncpg.Connection, op: AcceptOp) -> Accepted:
+    """The answer to a key already taken: a replay (with its log line) or a conflict."""
+    row = await conn.fetchrow(
+        "SELECT fingerprint, status, body FROM idempotency_keys WHERE key = $1",
+        op.idempotency_key,
+    )
+    if row["fingerprint"] != op.fingerprint:
+        return Accepted(status=0, body=b"", conflict=True)
+    await _insert_log(conn, op.log)
+    return Accepted(status=row["status"], body=bytes(row["body"]), replayed=True)
 
 
 async def _insert_events(
@@ -197,46 +252,8 @@ async def _insert_events(
     await conn.executemany(
         "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        [(e.event_id, e.session, e.text, e.source, e.mode, e.trusted, now) for e in events],
+        [_event_row(e) + (now,) for e in events],
     )
-
-
-async def _accept(conn: asyncpg.Connection, op: AcceptOp) -> Accepted:
-    if op.idempotency_key is not None:
-        stored = await _claim_key(conn, op)
-        if stored is not None:
-            return stored
-    if op.events:
-        await _insert_events(conn, op.events, op.now)
-    if op.runs:
-        await conn.executemany(
-            "INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
-            " channel, recipient, model, thinking, timeout_seconds, fallback_channel,"
-            " allow_unsafe, created_at)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-            [
-                (
-                    r.run_id,
-                    r.session_key,
-                    r.name,
-                    r.message,
-                    r.rule_id,
-                    r.wake_mode,
-                    r.deliver,
-                    r.channel,
-                    r.to,
-                    r.model,
-                    r.thinking,
-                    r.timeout_seconds,
-                    r.fallback_channel,
-                    r.allow_unsafe_external_content,
-                    op.now,
-                )
-                for r in op.runs
-            ],
-        )
-    await _insert_log(conn, op.log)
-    return Accepted(status=op.status, body=op.body)
 
 
 async def _insert_turns(conn: asyncpg.Connection, turns: tuple[NewTurn, ...], now: float) -> None:
@@ -483,9 +500,9 @@ _STOP = object()
 class _GroupCommitWriter:
     """An asyncio task that owns one connection and commits the waiting write jobs together.
 
-    It takes every job in the queue, runs each in its own savepoint of one transaction (a batch
-    of one needs none), commits once and then resolves the futures, so an awaited write returns
-    only after its commit. A job that fails rolls back alone. A deadlock or serialization failure
+    It takes every job in the queue, runs them in one transaction, commits once and then resolves
+    the futures, so an awaited write returns only after its commit. A job that fails rolls back
+    alone (see `_commit`: the batch is then run again with a savepoint per job). A deadlock or serialization failure
     (possible when two processes lock the same rows in different orders) is retried in the next
     batch, after this transaction's locks are gone.
     """
@@ -566,7 +583,23 @@ class _GroupCommitWriter:
                 _settle(job, value, error)
 
     async def _commit(self, batch: list[_Job[Any]]) -> list[_Outcome]:
-        """Run the batch in one transaction and commit it (roll back a batch of one that failed).
+        """Run the batch in one transaction and commit it.
+
+        The jobs first run without savepoints (two round trips fewer per job). When one fails,
+        that transaction is rolled back and the batch runs again with a savepoint per job, so
+        the failing job rolls back alone. A batch of one needs no savepoint: its transaction is.
+        """
+        results = await self._transaction(batch, savepoints=False)
+        if results is None:
+            results = await self._transaction(batch, savepoints=True)
+        assert results is not None
+        return results
+
+    async def _transaction(
+        self, batch: list[_Job[Any]], *, savepoints: bool
+    ) -> list[_Outcome] | None:
+        """One try at the batch: its outcomes once committed, or None when a job failed and
+        the transaction (without savepoints) was rolled back.
 
         A connection lost before the COMMIT was sent wrote nothing: `_Uncommitted` says that the
         whole batch may run again on a new connection.
@@ -574,19 +607,19 @@ class _GroupCommitWriter:
         committing = False
         conn: asyncpg.Connection | None = None
         tx: Any = None
+        run = self._run_in_savepoint if savepoints else self._run_alone
         try:
             conn = await self._connection()
             tx = conn.transaction()
             await tx.start()
-            if len(batch) == 1:
-                results = [await self._run_alone(conn, batch[0])]
-            else:
-                results = [await self._run_in_savepoint(conn, job) for job in batch]
-            if len(batch) == 1 and results[0][2] is not None:
-                await tx.rollback()
-            else:
-                committing = True
-                await tx.commit()
+            results = []
+            for job in batch:
+                results.append(await run(conn, job))
+                if results[-1][2] is not None and not savepoints:
+                    await tx.rollback()
+                    return results if len(batch) == 1 else None
+            committing = True
+            await tx.commit()
             return results
         except _CONNECTION_LOST as e:
             if committing:
