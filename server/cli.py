@@ -33,22 +33,43 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
+    """Everything `serve` would check at start-up, without starting: the config, the channels,
+    the model providers and allowlist, the rules, and rules naming unconfigured channels."""
+    from engine.models import ModelPolicy
+    from server.channels.registry import load_channels
+    from server.gateway import compile_rules
+    from server.rules_cli import unconfigured_channel_issues
+    from server.runtime.providers.registry import Providers
+    from server.serve import print_problems
+
     loaded = _load(args.config)
     if loaded is None:
         return 1
-    if loaded.config.hooks.enabled:
-        from server.gateway import compile_rules
-
+    config = loaded.config
+    issues = []
+    ruleset = None
+    for check in (
+        lambda: load_channels(config.channels),
+        lambda: ModelPolicy.from_config(config.agents.defaults),
+        lambda: Providers.from_config(config.models, base_dir=loaded.base_dir),
+    ):
         try:
-            compile_rules(loaded).close()
+            check()
         except ConfigError as e:
-            print(
-                f"hookwise: {args.config}: the rules have {len(e.issues)} problem(s):",
-                file=sys.stderr,
-            )
-            for issue in e.issues:
-                print(f"  {issue}", file=sys.stderr)
-            return 1
+            issues.extend(e.issues)
+    if config.hooks.enabled:
+        try:
+            ruleset = compile_rules(loaded)
+        except ConfigError as e:
+            issues.extend(e.issues)
+        try:
+            issues.extend(unconfigured_channel_issues(loaded, ruleset=ruleset))
+        finally:
+            if ruleset is not None:
+                ruleset.close()
+    if issues:
+        print_problems(f"{args.config}: the configuration", ConfigError(issues))
+        return 1
     print(f"hookwise: {args.config}: the configuration is valid")
     return 0
 

@@ -64,14 +64,19 @@ def _event(action: WakeAction, rule_id: str | None) -> NewEvent:
     )
 
 
+def respond_body(respond: RespondConfig) -> bytes | None:
+    """A mapping's fixed answer body: a string as is, anything else as JSON, None for none."""
+    body = respond.body
+    if body is None:
+        return None
+    return body.encode() if isinstance(body, str) else encode_json(body)
+
+
 def _response(
     events: list[NewEvent], runs: list[NewRun], rule_id: str | None, respond: RespondConfig | None
 ) -> tuple[int, bytes | None]:
     if respond is not None:
-        body = respond.body
-        if body is None:
-            return respond.status, None
-        return respond.status, body.encode() if isinstance(body, str) else encode_json(body)
+        return respond.status, respond_body(respond)
     out: dict[str, Any] = {"ok": True}
     if len(events) + len(runs) == 1:
         if events:

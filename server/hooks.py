@@ -24,7 +24,7 @@ from engine.errors import RequestError
 from engine.request import InboundRequest
 from server.asgi import content_length, read_body, send_error, send_json
 from server.auth import AuthThrottle, SharedAuthThrottle, TokenCheck, client_key, presented_token
-from server.dispatch import Dispatcher, RequestMeta
+from server.dispatch import Dispatcher, RequestMeta, respond_body
 from server.payload import content_type, parse_payload
 
 log = logging.getLogger("hookwise.hooks")
@@ -205,8 +205,14 @@ class HookEndpoint:
             outcome = await rules.evaluate(rule, request)
             rule_id = outcome.rule_id
             if outcome.skipped or not outcome.actions:
-                self._dispatcher.refused(meta, 204, "skipped", rule_id)
-                await send_json(send, 204, None)
+                respond = outcome.respond
+                status = respond.status if respond is not None else 204
+                self._dispatcher.refused(meta, status, "skipped", rule_id)
+                if respond is None:
+                    await send_json(send, 204, None)
+                else:
+                    headers = [(k.lower().encode(), v.encode()) for k, v in respond.headers.items()]
+                    await send_json(send, status, respond_body(respond), headers)
                 return
             try:
                 actions = [

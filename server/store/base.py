@@ -152,6 +152,7 @@ class RunRecord:
             "runId": self.run_id,
             "sessionKey": self.session_key,
             "name": self.name,
+            "message": self.message,
             "rule": self.rule_id,
             "state": self.state,
             "wakeMode": self.wake_mode,

@@ -183,3 +183,19 @@ def test_help_is_complete(args: tuple[str, ...]) -> None:
     if args == ("serve",):
         for flag in ("--config", "--host", "--port", "--state-dir"):
             assert flag in r.stdout
+
+
+def test_config_check_reports_channels_providers_and_rules_together(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "hooks:\n  enabled: true\n  token: a-hook-token-that-is-long-enough-123\n"
+        "  mappings:\n    - id: alerts\n      match: {path: alerts}\n      channel: telegram\n"
+        "      messageTemplate: x\n"
+        "channels:\n  slack: {}\n"
+        "models:\n  providers:\n    x: {api: command}\n"
+    )
+    r = _cli("config", "check", "--config", str(cfg))
+    assert r.returncode == 1
+    assert "channels.slack.botToken: required key is missing" in r.stderr
+    assert "models.providers.x.command" in r.stderr
+    assert "rule 'alerts': hooks.mappings[0].channel: channel telegram is not configured" in r.stderr

@@ -1,0 +1,375 @@
+"""Mapped-hook benchmark: `POST /hooks/gmail` (the gmail preset, a templated mapping) next to
+`POST /hooks/wake`, over HTTP with wrk, on loopback. The in-process figures are `engine.py`'s.
+
+Run from the repository root:
+
+    .venv/bin/python bench/mapped.py [--duration 10] [--warmup 2] [--connections 32]
+                                     [--threads 2] [--endpoints wake,gmail,...]
+
+Each endpoint gets a fresh hookwise (same config for all: hooks enabled, `presets: [gmail]`, one
+templated wake mapping `ping`; default durable SQLite store; `agents.defaults.maxConcurrentRuns`
+as configured by default), a warm-up, then a measured `wrk --latency` run with one fixed body and
+the `Authorization: Bearer` header (a Lua script). It prints requests/s, p50 and p99 per endpoint,
+and the ratio `gmail / wake` against issue 3's target (a templated mapped hook costs at most 15%
+of /wake's throughput: ratio >= 0.85), then a line `BENCH_JSON {...}`.
+
+- `wake` and `gmail` are the pair the target is about. `/hooks/gmail` creates an agent run (202)
+  where `/wake` creates an event (200), so more rows separate the mapping's cost from the
+  action's: `agent` (`/hooks/agent` with a short message), `agent-gmail` (`/hooks/agent` with
+  exactly the action the preset renders: gmail / agent-gmail is the mapping's own cost) and
+  `mapped-wake` (`/hooks/ping`, a templated mapping that makes an event, next to /wake).
+- Gmail message ids (so the preset's session keys) differ per request (`@N@` in the bodies,
+  replaced by wrk's Lua script), as /agent's generated session keys do.
+- The server's runtime executes the runs with the built-in echo model while wrk is sending; that
+  work shares the CPU with the HTTP path, as it does in production.
+
+Exit codes: 0 done, 1 done but some responses were not 2xx, 2 could not run (no wrk, hookwise
+did not start), 130 interrupted. The target is reported, not enforced by the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ingest import (
+    ADMIN_TOKEN,
+    BIN,
+    HOOK_TOKEN,
+    BenchError,
+    EndpointSpec,
+    LoadSpec,
+    WrkStats,
+    ensure_wrk,
+    machine_info,
+    parse_wrk,
+)
+
+START_TIMEOUT_S = 30.0
+TARGET_RATIO = 0.85  # gmail / wake
+
+GMAIL_BODY = {
+    "source": "gmail",
+    "messages": [
+        {
+            "id": "18c2f0a1-@N@",
+            "from": "Ada Lovelace <ada@example.com>",
+            "subject": "Quarterly report draft",
+            "snippet": "Hi, attached is the draft of the quarterly report for review",
+            "body": "Hi,\n\nattached is the draft of the quarterly report. Could you review "
+            "the numbers in section 3 before Friday?\n\nThanks,\nAda",
+        }
+    ],
+}
+
+ENDPOINTS: dict[str, EndpointSpec] = {
+    "wake": EndpointSpec("wake", "/hooks/wake", {"text": "bench wake", "mode": "now"}),
+    "gmail": EndpointSpec("gmail", "/hooks/gmail", GMAIL_BODY),
+    "agent": EndpointSpec("agent", "/hooks/agent", {"message": "bench agent run"}),
+    # What the gmail preset renders, sent directly: gmail / agent-gmail is the mapping's own cost.
+    "agent-gmail": EndpointSpec(
+        "agent-gmail",
+        "/hooks/agent",
+        {
+            "message": "New email from {from}\nSubject: {subject}\n{snippet}\n{body}".format(
+                **GMAIL_BODY["messages"][0]
+            ),
+            "name": "Gmail",
+            "sessionKey": "hook:gmail:18c2f0a1-@N@",
+        },
+    ),
+    "mapped-wake": EndpointSpec(
+        "mapped-wake", "/hooks/ping", {"host": "db-1", "check": "disk", "value": 91}
+    ),
+}
+
+
+def hookwise_config() -> dict[str, Any]:
+    return {
+        "hooks": {
+            "enabled": True,
+            "token": HOOK_TOKEN,
+            "path": "/hooks",
+            "presets": ["gmail"],
+            "mappings": [
+                {
+                    "id": "ping",
+                    "match": {"path": "ping"},
+                    "action": "wake",
+                    "textTemplate": "{{check}} on {{host}} at {{value}}%",
+                }
+            ],
+        },
+        "gateway": {"auth": {"token": ADMIN_TOKEN}},
+    }
+
+
+# Every request gets its own `@N@` (wrk thread and request number): Gmail message ids, and so the
+# preset's session keys, are distinct in real traffic, as /agent's generated session keys are.
+LUA = """\
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %(token)s"
+local template = [==[%(body)s]==]
+local threads = 0
+function setup(thread)
+  thread:set("tid", threads)
+  threads = threads + 1
+end
+local n = 0
+function request()
+  n = n + 1
+  local body = template:gsub("@N@", tid .. "-" .. n)
+  return wrk.format(nil, nil, nil, body)
+end
+"""
+
+
+def run_wrk(url: str, endpoint: EndpointSpec, load: LoadSpec, duration_s: int) -> WrkStats:
+    """One `wrk --latency` run against `url + endpoint.path`; BenchError if wrk fails."""
+    body = json.dumps(endpoint.body, separators=(",", ":"))
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(LUA % {"token": HOOK_TOKEN, "body": body})
+    cmd = [
+        "wrk",
+        f"-t{load.threads}",
+        f"-c{load.connections}",
+        f"-d{duration_s}s",
+        "--timeout",
+        "5s",
+        "--latency",
+        "-s",
+        script.name,
+        url + endpoint.path,
+    ]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 30)
+    except subprocess.TimeoutExpired as e:
+        raise BenchError(f"wrk did not finish within {duration_s + 30}s") from e
+    finally:
+        Path(script.name).unlink()
+    if done.returncode != 0:
+        raise BenchError(f"wrk failed ({done.returncode}):\n{done.stderr}{done.stdout}")
+    stats = parse_wrk(done.stdout)
+    if stats.requests == 0:
+        raise BenchError(f"wrk reported no requests:\n{done.stdout}")
+    return stats
+
+
+@dataclass
+class Measured:
+    endpoint: str
+    stats: WrkStats
+    warmup: WrkStats
+    stored: str
+
+
+# ------------------------------------------------------------------------------------ server
+
+
+def _ready_line(proc: subprocess.Popen[bytes]) -> bytes:
+    found: list[bytes] = []
+
+    def reader() -> None:
+        assert proc.stdout is not None
+        for line in iter(proc.stdout.readline, b""):
+            if b"listening on" in line:
+                found.append(line)
+                break
+        for _ in iter(proc.stdout.readline, b""):  # keep draining
+            pass
+
+    threading.Thread(target=reader, daemon=True).start()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not found and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found[0] if found else b""
+
+
+@contextmanager
+def hookwise() -> Iterator[str]:
+    """A fresh hookwise on a free loopback port in a temporary directory; yields its URL."""
+    with tempfile.TemporaryDirectory(prefix="hookwise-bench-mapped-") as tmp:
+        workdir = Path(tmp)
+        config = workdir / "hookwise.json"
+        config.write_text(json.dumps(hookwise_config(), indent=2), encoding="utf-8")
+        log = workdir / "stderr.log"
+        with open(log, "wb") as stderr:
+            proc = subprocess.Popen(
+                [
+                    str(BIN / "hookwise"),
+                    "serve",
+                    "--config",
+                    str(config),
+                    "--port",
+                    "0",
+                    "--state-dir",
+                    str(workdir / "state"),
+                    "--log-level",
+                    "warning",
+                ],
+                cwd=workdir,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+            )
+        try:
+            line = _ready_line(proc)
+            if b"listening on" not in line:
+                raise BenchError(f"hookwise did not start:\n{log.read_text(errors='replace')}")
+            yield line.split(b"listening on ", 1)[1].split()[0].decode()
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def _admin(url: str, path: str) -> dict[str, Any]:
+    req = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def _stored(url: str, endpoint: str) -> str:
+    """What the newest stored row says, as a check that the requests did what they should."""
+    if endpoint in ("wake", "mapped-wake"):
+        items = _admin(url, "/api/events?limit=1")["items"]
+        return f"newest event: {items[0]['source']}" if items else "NO EVENTS"
+    items = _admin(url, "/api/runs?limit=1")["items"]
+    if not items:
+        return "NO RUNS"
+    run = items[0]
+    return f"newest run: rule {run['rule']}, {run['sessionKey']}, {run['state']}"
+
+
+def measure(endpoint: EndpointSpec, load: LoadSpec) -> Measured:
+    with hookwise() as url:
+        warm = run_wrk(url, endpoint, load, load.warmup_s)
+        stats = run_wrk(url, endpoint, load, load.duration_s)
+        return Measured(endpoint.name, stats, warm, _stored(url, endpoint.name))
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None else "?"
+
+
+def report(results: dict[str, Measured]) -> tuple[str, float | None]:
+    lines = [f"{'endpoint':<34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}  stored"]
+    lines.append("-" * 90)
+    for m in results.values():
+        label = f"{m.endpoint} ({ENDPOINTS[m.endpoint].path})"
+        lines.append(
+            f"{label:<34} {m.stats.rps:>9,.0f} {_ms(m.stats.p50_ms):>8} {_ms(m.stats.p99_ms):>8} "
+            f"{m.stats.non_2xx + m.warmup.non_2xx:>8}  {m.stored}"
+        )
+    ratio = None
+    if "wake" in results and "gmail" in results and results["wake"].stats.rps:
+        ratio = results["gmail"].stats.rps / results["wake"].stats.rps
+        verdict = "PASS" if ratio >= TARGET_RATIO else "FAIL"
+        lines.append(
+            f"ratio gmail : wake = {ratio:.3f} (issue 3's target >= {TARGET_RATIO}: {verdict})"
+        )
+    for a, b in (("mapped-wake", "wake"), ("gmail", "agent"), ("gmail", "agent-gmail")):
+        if a in results and b in results and results[b].stats.rps:
+            ratio_ab = results[a].stats.rps / results[b].stats.rps
+            lines.append(f"ratio {a} : {b} = {ratio_ab:.3f} (same kind of action)")
+    return "\n".join(lines), ratio
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--duration", type=int, default=10, help="measured seconds per endpoint")
+    p.add_argument("--warmup", type=int, default=2, help="warm-up seconds per endpoint")
+    p.add_argument("--connections", type=int, default=32, help="wrk connections")
+    p.add_argument("--threads", type=int, default=2, help="wrk threads")
+    p.add_argument(
+        "--endpoints",
+        default=",".join(ENDPOINTS),
+        help=f"comma-separated, from {', '.join(ENDPOINTS)} (default: all)",
+    )
+    return p.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    names = [n.strip() for n in args.endpoints.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ENDPOINTS]
+    if unknown:
+        raise BenchError(f"unknown endpoint(s): {', '.join(unknown)}")
+    load = LoadSpec(args.duration, args.warmup, args.connections, args.threads)
+    ensure_wrk()
+    machine = machine_info()
+    print(
+        f"load: wrk -t{load.threads} -c{load.connections}, {load.warmup_s}s warm-up + "
+        f"{load.duration_s}s per endpoint, loopback, a fresh server each",
+        flush=True,
+    )
+    results: dict[str, Measured] = {}
+    for name in names:
+        print(f"measuring {ENDPOINTS[name].path} ...", flush=True)
+        results[name] = measure(ENDPOINTS[name], load)
+    table, ratio = report(results)
+    print()
+    print(
+        f"machine: {machine['nproc']} CPUs, {machine['cpu']}; Python {machine['python']}; "
+        f"{machine['wrk']}"
+    )
+    print(table)
+    summary = {
+        "machine": machine,
+        "load": {
+            "duration_s": load.duration_s,
+            "warmup_s": load.warmup_s,
+            "connections": load.connections,
+        },
+        "results": {
+            n: {
+                "rps": m.stats.rps,
+                "p50_ms": m.stats.p50_ms,
+                "p99_ms": m.stats.p99_ms,
+                "non_2xx": m.stats.non_2xx,
+            }
+            for n, m in results.items()
+        },
+        "ratio_gmail_wake": ratio,
+        "target_ratio": TARGET_RATIO,
+    }
+    print("BENCH_JSON " + json.dumps(summary, separators=(",", ":")))
+    bad = any(m.stats.non_2xx or m.warmup.non_2xx for m in results.values())
+    return 1 if bad else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    try:
+        return run(args)
+    except BenchError as e:
+        print(f"bench: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
