@@ -393,6 +393,36 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
     return config, issues, warnings
 
 
+def _channel_secret_files(
+    data: dict[str, Any], base_dir: Path, issues: list[ConfigIssue]
+) -> dict[str, Any]:
+    """`channels.<id>.<key>File: path` -> `<key>: <the file's content>`, for any credential."""
+    channels = data.get("channels")
+    if not isinstance(channels, dict):
+        return data
+    out: dict[str, Any] = {}
+    for cid, block in channels.items():
+        if not isinstance(block, dict):
+            out[cid] = block
+            continue
+        fixed = dict(block)
+        for key, value in block.items():
+            if not (isinstance(key, str) and key.endswith("File") and len(key) > 4):
+                continue
+            target, path = key[:-4], f"channels.{cid}.{key}"
+            del fixed[key]
+            if target in block:
+                issues.append(ConfigIssue(path, f"give {target} or {key}, not both"))
+            elif not isinstance(value, str):
+                issues.append(ConfigIssue(path, "must be a file path"))
+            else:
+                secret = _read_secret_file(value, base_dir, path, issues)
+                if secret is not None:
+                    fixed[target] = secret
+        out[cid] = fixed
+    return {**data, "channels": out}
+
+
 def load_data(
     data: object, *, source: Path | None = None, env: Mapping[str, str] | None = None
 ) -> LoadedConfig:
@@ -400,12 +430,13 @@ def load_data(
     if not isinstance(data, dict):
         raise ConfigError([ConfigIssue("", "the configuration must be a mapping at the top level")])
     issues: list[ConfigIssue] = []
+    base_dir = source.parent if source else Path.cwd()
     resolved = _resolve_env(data, os.environ if env is None else env, "", issues)
+    resolved = _channel_secret_files(resolved, base_dir, issues)  # type: ignore[arg-type]
     try:
         config = structure(resolved, Config)
     except ConfigError as e:
         raise ConfigError(issues + e.issues) from None
-    base_dir = source.parent if source else Path.cwd()
     config, more, warnings = _check(config, base_dir)
     issues.extend(more)
     if issues:

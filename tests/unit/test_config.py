@@ -198,4 +198,22 @@ def test_config_check_reports_channels_providers_and_rules_together(tmp_path: Pa
     assert r.returncode == 1
     assert "channels.slack.botToken: required key is missing" in r.stderr
     assert "models.providers.x.command" in r.stderr
-    assert "rule 'alerts': hooks.mappings[0].channel: channel telegram is not configured" in r.stderr
+    assert (
+        "rule 'alerts': hooks.mappings[0].channel: channel telegram is not configured" in r.stderr
+    )
+
+
+def test_channel_credentials_may_come_from_files(tmp_path: Path) -> None:
+    (tmp_path / "tg.token").write_text("123456:secret-from-a-file\n")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("channels:\n  telegram:\n    botTokenFile: tg.token\n")
+    assert load_config(cfg).config.channels["telegram"] == {"botToken": "123456:secret-from-a-file"}
+    cfg.write_text("channels:\n  telegram:\n    botToken: x\n    botTokenFile: tg.token\n")
+    with pytest.raises(
+        ConfigError,
+        match=r"channels\.telegram\.botTokenFile: give botToken or botTokenFile, not both",
+    ):
+        load_config(cfg)
+    cfg.write_text("channels:\n  telegram:\n    botTokenFile: missing.token\n")
+    with pytest.raises(ConfigError, match=r"channels\.telegram\.botTokenFile: cannot read"):
+        load_config(cfg)
