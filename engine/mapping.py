@@ -1,8 +1,8 @@
 """The shape of one mapping rule as written in configuration or a rule file (data, not compiled).
 
 Field names follow OpenClaw's mappings so that an OpenClaw mapping loads unchanged, plus hookwise's
-own `match.when`, `extract`, `respond` and `forEach`. Compilation (templates, JSONPaths,
-conditions, transforms) happens in `engine.rules`.
+own `match.when`, `extract`, `respond`, `forEach` and `verify`. Compilation (templates, JSONPaths,
+conditions, transforms, signature verifiers) happens in `engine.rules`.
 
 Structuring follows `engine.convert`: snake_case attrs fields, camelCase keys, strict types,
 unknown keys refused. One shorthand: an `extract` entry may be a bare JSONPath string
@@ -16,6 +16,7 @@ from typing import Any, Literal
 import attrs
 
 from engine.convert import converter
+from engine.durations import Duration
 
 
 @attrs.frozen
@@ -60,6 +61,24 @@ class ExtractConfig:
 
 
 @attrs.frozen
+class VerifyConfig:
+    """Signature verification of the raw body before anything else runs (see engine.signatures).
+
+    `secret` (or `secretFile`, relative to the folder of the file holding the rule) is resolved at
+    load. `header`, `prefix` (default "") and `encoding` (default hex) are for `hmac-sha256` only;
+    `tolerance` (default 5m) for the timestamped schemes, `stripe` and `standard-webhooks`.
+    """
+
+    scheme: Literal["github", "stripe", "standard-webhooks", "hmac-sha256"]
+    secret: str | None = attrs.field(default=None, repr=False)  # never in a repr or log line
+    secret_file: str | None = None
+    header: str | None = None
+    prefix: str | None = None
+    encoding: Literal["hex", "base64"] | None = None
+    tolerance: Duration | None = None
+
+
+@attrs.frozen
 class MappingConfig:
     """One mapping rule: match, action, templates, optional transform, delivery options."""
 
@@ -85,6 +104,8 @@ class MappingConfig:
     # Fan-out: a JSONPath selecting a list; one action is produced per item (capped).
     for_each: str | None = None
     for_each_max: int = 20
+    # HMAC signature of the raw body, checked before templates and transforms.
+    verify: VerifyConfig | None = None
 
 
 _structure_extract_mapping = converter.get_structure_hook(ExtractConfig)

@@ -28,10 +28,18 @@ merged over it: keys of the action's kind replace the templated ones (a null val
 templated one, like OpenClaw), other keys are ignored. `kind` may switch between wake and agent;
 then nothing templated carries over and the dict must supply the new kind's fields.
 
+`verify` checks the request's HMAC signature (`engine.signatures`) on the raw body, first thing in
+`evaluate` and only for the selected rule: nothing is extracted, rendered or transformed for a
+request whose signature does not verify. Its secret (`secret`, or `secretFile` relative to the
+folder of the file holding the rule) is resolved at compile time. `${NAME}` references in rule
+files (`hooks.rules`) are resolved from the `env` given to `RuleSet.compile` (the engine reads no
+environment itself), as the config loader does for `hooks.mappings`.
+
 `respond` gives the caller a fixed answer: its status (2xx) and headers as written, string values
 of its body rendered as templates. It is returned whenever the rule matched, skipped or not.
 
 Errors (`engine.errors.RequestError`, always naming the rule, never quoting the payload):
+401 `invalid_signature` (missing, malformed or wrong signature, or a stale signed timestamp),
 400 `missing_value` (a `| required` value is absent), 400 `template_error`, 500
 `transform_failed` (raised, bad result, memory limit), 504 `transform_timeout`, 503
 `transform_busy` (no JS context became free in time).
@@ -40,7 +48,7 @@ Errors (`engine.errors.RequestError`, always naming the rule, never quoting the 
 from __future__ import annotations
 
 import glob
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,6 +57,7 @@ import yaml
 
 import engine
 from engine.conditions import Condition, compile_when
+from engine.config import _resolve_env as resolve_env
 from engine.convert import structure
 from engine.errors import ConfigError, ConfigIssue, RequestError
 from engine.extract import JsonPath, JsonPathError, compile_jsonpath
@@ -66,6 +75,7 @@ from engine.render import (
     visible_query,
 )
 from engine.request import InboundRequest
+from engine.signatures import SignatureError, Verifier, compile_verifier
 from engine.transforms import (
     KEEP,
     Transform,
@@ -181,6 +191,7 @@ class CompiledRule:
     static: dict[str, Any]
     transform: Transform | None
     respond_body: Callable[[dict[str, Any]], Any] | None
+    verifier: Verifier | None = None
 
     @property
     def kind(self) -> ActionKind:
@@ -210,7 +221,7 @@ class CompiledRule:
 
 
 def _compile_rule(
-    config: MappingConfig, rule_id: str, where: str, host: TransformHost
+    config: MappingConfig, rule_id: str, where: str, host: TransformHost, base_dir: Path
 ) -> CompiledRule:
     issues: list[ConfigIssue] = []
     prefix = f"{where}." if where else ""
@@ -291,6 +302,13 @@ def _compile_rule(
             fail("respond.status", "must be a success status (200-299)")
         respond_body = _compile_body(config.respond.body, prefix + "respond.body", issues)
 
+    verifier = None
+    if config.verify is not None:
+        try:
+            verifier = compile_verifier(config.verify, base_dir, prefix + "verify")
+        except ConfigError as exc:
+            issues.extend(exc.issues)
+
     transform = None
     if config.transform is not None:
         try:
@@ -313,6 +331,7 @@ def _compile_rule(
         static=static,
         transform=transform,
         respond_body=respond_body,
+        verifier=verifier,
     )
 
 
@@ -321,9 +340,19 @@ class _Entry:
     config: MappingConfig
     where: str
     file: str | None
+    folder: Path  # where a relative `verify.secretFile` is found
 
 
-def _read_rule_file(path: Path, shown: str, issues: list[ConfigIssue]) -> list[_Entry]:
+def _resolved(
+    item: object, env: Mapping[str, str] | None, where: str, issues: list[ConfigIssue]
+) -> object:
+    """`item` with `${NAME}` references resolved from `env` (left alone when env is None)."""
+    return item if env is None else resolve_env(item, env, where, issues)
+
+
+def _read_rule_file(
+    path: Path, shown: str, issues: list[ConfigIssue], env: Mapping[str, str] | None = None
+) -> list[_Entry]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -342,14 +371,19 @@ def _read_rule_file(path: Path, shown: str, issues: list[ConfigIssue]) -> list[_
         return []
     entries = []
     for i, item in enumerate(data):
+        rule_id = item.get("id") if isinstance(item, dict) else None
+        found: list[ConfigIssue] = []
         try:
-            entries.append(_Entry(structure(item, MappingConfig, f"[{i}]"), f"[{i}]", shown))
+            resolved = _resolved(item, env, f"[{i}]", found)
+            config = structure(resolved, MappingConfig, f"[{i}]")
+            if not found:
+                entries.append(_Entry(config, f"[{i}]", shown, path.parent))
         except ConfigError as exc:
-            rule_id = item.get("id") if isinstance(item, dict) else None
-            issues.extend(
-                attrs.evolve(x, file=shown, rule_id=rule_id if isinstance(rule_id, str) else None)
-                for x in exc.issues
-            )
+            found.extend(exc.issues)
+        issues.extend(
+            attrs.evolve(x, file=shown, rule_id=rule_id if isinstance(rule_id, str) else None)
+            for x in found
+        )
     return entries
 
 
@@ -411,21 +445,23 @@ class RuleSet:
         base_dir: Path | None = None,
         transforms_dir: Path | None = None,
         limits: TransformLimits = TransformLimits(),  # noqa: B008 (frozen value)
+        env: Mapping[str, str] | None = None,
     ) -> RuleSet:
         """Compile everything at once; raise `ConfigError` with every problem found (file, rule
         id, key path). `rule_files` (files or globs) and a relative `transforms_dir` are relative
         to `base_dir` (the config file's folder); `transforms_dir` defaults to
-        `<base_dir>/hooks/transforms`, as in OpenClaw."""
+        `<base_dir>/hooks/transforms`, as in OpenClaw. `env` resolves `${NAME}` in rule files
+        (none given: an empty environment; `hooks.mappings` arrive already resolved)."""
         base = (base_dir or Path.cwd()).resolve()
         issues: list[ConfigIssue] = []
-        entries = [_Entry(m, f"hooks.mappings[{i}]", None) for i, m in enumerate(mappings)]
+        entries = [_Entry(m, f"hooks.mappings[{i}]", None, base) for i, m in enumerate(mappings)]
         for i, pattern in enumerate(rule_files):
             paths = _rule_file_paths(pattern, base)
             if not glob.has_magic(pattern) and not paths[0].is_file():
                 issues.append(ConfigIssue(f"hooks.rules[{i}]", f"rule file not found: {pattern}"))
                 continue
             for path in paths:
-                entries.extend(_read_rule_file(path, _shown(path, base), issues))
+                entries.extend(_read_rule_file(path, _shown(path, base), issues, env or {}))
         presets_dir = _presets_dir()
         for i, name in enumerate(presets):
             path = presets_dir / f"{name}.yaml"
@@ -460,7 +496,7 @@ class RuleSet:
                     continue
                 seen[rule_id] = f"{entry.file}: {entry.where}" if entry.file else entry.where
                 try:
-                    rule = _compile_rule(entry.config, rule_id, entry.where, host)
+                    rule = _compile_rule(entry.config, rule_id, entry.where, host, entry.folder)
                     if entry.file:
                         rule = attrs.evolve(rule, origin=f"{entry.file}{entry.where}")
                     rules.append(rule)
@@ -485,7 +521,9 @@ class RuleSet:
         return None
 
     async def evaluate(self, rule: CompiledRule, request: InboundRequest) -> Outcome:
-        """Run a selected rule: extract, render, transform. Raises `RequestError`."""
+        """Run a selected rule: verify, extract, render, transform. Raises `RequestError`."""
+        if rule.verifier is not None:
+            self._verify(rule, request)
         payload = request.payload
         extracted = {
             name: (expr.all(payload) if every else expr.first(payload))
@@ -544,6 +582,16 @@ class RuleSet:
                     continue
             fields[field] = text
         return ActionSpec(rule.kind, fields)
+
+    @staticmethod
+    def _verify(rule: CompiledRule, request: InboundRequest) -> None:
+        assert rule.verifier is not None
+        try:
+            rule.verifier.verify(request.headers, request.raw_body, request.now)
+        except SignatureError as exc:
+            raise RequestError(
+                401, "invalid_signature", f"rule {rule.id!r}: {exc}", None, rule.id
+            ) from None
 
     @staticmethod
     def _guard(rule: CompiledRule, key: str, render: Callable[[], Any]) -> Any:
