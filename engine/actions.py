@@ -69,8 +69,9 @@ class ValidationPolicy:
     max_timeout_seconds: float = 3600
 
 
-_WAKE_KEYS = ("text", "mode")
-_AGENT_KEYS = (
+#: the fields of a wake payload, and of an agent payload (as a caller may send them)
+WAKE_FIELDS = ("text", "mode")
+AGENT_FIELDS = (
     "message",
     "name",
     "sessionKey",
@@ -83,7 +84,8 @@ _AGENT_KEYS = (
     "timeoutSeconds",
     "fallbackChannel",
 )
-_INTERNAL_AGENT_KEYS = ("allowUnsafeExternalContent",)
+#: agent fields only a mapping may set
+INTERNAL_AGENT_FIELDS = ("allowUnsafeExternalContent",)
 
 
 def _bad(field: str, message: str, code: str = "invalid_field") -> RequestError:
@@ -131,7 +133,7 @@ def _choice(payload: Mapping[str, Any], field: str, allowed: tuple[str, ...], de
 
 def validate_wake(payload: Mapping[str, Any]) -> WakeAction:
     """A wake payload -> `WakeAction`, or a 400 `RequestError` naming the field."""
-    _unknown_keys(payload, _WAKE_KEYS)
+    _unknown_keys(payload, WAKE_FIELDS)
     text = _text(payload, "text", required=True)
     mode = _choice(payload, "mode", WAKE_MODES, "now")
     return WakeAction(text=text, mode=mode)  # type: ignore[arg-type]
@@ -157,7 +159,7 @@ def validate_agent(
 
     `internal` admits the fields only a mapping may set (`allowUnsafeExternalContent`).
     """
-    _unknown_keys(payload, _AGENT_KEYS + _INTERNAL_AGENT_KEYS if internal else _AGENT_KEYS)
+    _unknown_keys(payload, AGENT_FIELDS + INTERNAL_AGENT_FIELDS if internal else AGENT_FIELDS)
     message = _text(payload, "message", required=True)
     name = _text(payload, "name", required=False) or "Hook"
     if len(name) > 200:

@@ -56,6 +56,7 @@ import attrs
 import yaml
 
 import engine
+from engine.actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
 from engine.conditions import Condition, compile_when
 from engine.config import _resolve_env as resolve_env
 from engine.convert import structure
@@ -90,22 +91,10 @@ from engine.transforms import (
 
 ActionKind = Literal["wake", "agent"]
 
-WAKE_FIELDS = ("text", "mode")
-AGENT_FIELDS = (
-    "message",
-    "name",
-    "sessionKey",
-    "wakeMode",
-    "deliver",
-    "channel",
-    "to",
-    "model",
-    "thinking",
-    "timeoutSeconds",
-    "allowUnsafeExternalContent",
-    "fallbackChannel",
-)
-_FIELDS: dict[str, tuple[str, ...]] = {"wake": WAKE_FIELDS, "agent": AGENT_FIELDS}
+_FIELDS: dict[str, tuple[str, ...]] = {
+    "wake": WAKE_FIELDS,
+    "agent": AGENT_FIELDS + INTERNAL_AGENT_FIELDS,
+}
 # Action field -> (mapping key, whether it is optional: trimmed and dropped when empty).
 _TEMPLATED: dict[str, dict[str, tuple[str, bool]]] = {
     "wake": {"text": ("textTemplate", False)},
