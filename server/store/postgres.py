@@ -2,12 +2,13 @@
 
 Same tables, records, orderings and cursors as `server.store.sqlite`; what differs is what several
 processes need. Writes go through one asyncio task per process (`_GroupCommitWriter`) that runs
-every waiting job in its own savepoint of one transaction and commits once. Idempotency keys are
-claimed with `INSERT ... ON CONFLICT DO NOTHING`, so two processes given the same key at once
-create one row (the unique index makes the second wait for the first). Runs and deliveries are
-claimed with `FOR UPDATE SKIP LOCKED` and leased; a dead process's work is taken over once its
-lease has expired, so `recover_deliveries` does nothing here. Reads use a connection pool and
-never wait behind a commit.
+the waiting jobs in one transaction and commits once; a job that fails rolls back alone. A
+request's writes are one statement: its idempotency key is taken with `INSERT ... ON CONFLICT`,
+so two processes given the same key at once create one row (the unique index makes the second
+wait for the first, which it then replays). Runs and deliveries are claimed with
+`FOR UPDATE SKIP LOCKED` and leased; a dead process's work is taken over once its lease has
+expired, so `recover_deliveries` does nothing here. Reads use a connection pool and never wait
+behind a commit.
 
 Cross-process signals live here too: `notify`/`subscribe` (LISTEN/NOTIFY on a dedicated
 connection that is re-established when it drops), `try_lead`/`resign` (a session-level advisory
@@ -66,6 +67,11 @@ MAX_RETRIES = 3
 LISTEN_PING_EVERY = 30.0
 PING_TIMEOUT = 5.0
 RECONNECT_DELAY = (0.1, 5.0)
+KEEPALIVES = {
+    "tcp_keepalives_idle": "10",
+    "tcp_keepalives_interval": "5",
+    "tcp_keepalives_count": "3",
+}
 _TOPIC = re.compile(r"^[a-z0-9_]+$")
 _RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
 _CONNECTION_LOST = (OSError, asyncpg.exceptions.InterfaceError, asyncpg.PostgresConnectionError)
@@ -217,29 +223,30 @@ def _run_row(r: NewRun) -> tuple[Any, ...]:
 
 
 async def _accept(conn: asyncpg.Connection, op: AcceptOp) -> Accepted:
-    fresh = await conn.fetchval(
-        _ACCEPT,
-        op.now,
-        *_columns([_event_row(e) for e in op.events], 6),
-        *_columns([_run_row(r) for r in op.runs], 14),
-        *_log_args(op.log),
-        op.idempotency_key,
-        op.fingerprint,
-        op.status,
-        op.body,
-        op.now - op.idempotency_window,
-    )
-    if fresh:
-        return Accepted(status=op.status, body=op.body)
-    return await _stored_answer(conn, op)
+    events = _columns([_event_row(e) for e in op.events], 6)
+    runs = _columns([_run_row(r) for r in op.runs], 14)
+    key = (op.idempotency_key, op.fingerprint, op.status, op.body)
+    for _ in range(MAX_RETRIES):
+        window_start = op.now - op.idempotency_window
+        if await conn.fetchval(
+            _ACCEPT, op.now, *events, *runs, *_log_args(op.log), *key, window_start
+        ):
+            return Accepted(status=op.status, body=op.body)
+        stored = await _stored_answer(conn, op)
+        if stored is not None:
+            return stored
+    raise RuntimeError(f"idempotency key {op.idempotency_key!r} kept vanishing")
 
 
-async def _stored_answer(conn: asyncpg.Connection, op: AcceptOp) -> Accepted:
-    """The answer to a key already taken: a replay (with its log line) or a conflict."""
+async def _stored_answer(conn: asyncpg.Connection, op: AcceptOp) -> Accepted | None:
+    """The answer to a key already taken: a replay (with its log line) or a conflict; None if
+    the key is gone (pruned in between)."""
     row = await conn.fetchrow(
         "SELECT fingerprint, status, body FROM idempotency_keys WHERE key = $1",
         op.idempotency_key,
     )
+    if row is None:
+        return None
     if row["fingerprint"] != op.fingerprint:
         return Accepted(status=0, body=b"", conflict=True)
     await _insert_log(conn, op.log)
@@ -252,7 +259,7 @@ async def _insert_events(
     await conn.executemany(
         "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        [_event_row(e) + (now,) for e in events],
+        [(*_event_row(e), now) for e in events],
     )
 
 
@@ -459,27 +466,30 @@ async def _auth_failure(
     max_failures: int,
     lockout: float,
 ) -> float | None:
-    """One more failure for `client`, under its row lock; the lock-out end when it locks."""
+    """One more failure for `client`, counted under its row lock (every process shares it).
+
+    A window starts at a client's first failure; `max_failures` failures before it ends lock the
+    client out until `now + lockout` (returned) and start a new count.
+    """
     row = await conn.fetchrow(
-        "INSERT INTO auth_failures (client, updated_at) VALUES ($1, $2)"
-        " ON CONFLICT (client) DO UPDATE SET updated_at = excluded.updated_at"
-        " RETURNING failures",
+        "INSERT INTO auth_failures AS a (client, window_start, failures) VALUES ($1, $2, 0)"
+        " ON CONFLICT (client) DO UPDATE SET client = a.client RETURNING window_start, failures",
         client,
         now,
     )
-    times = [t for t in [*json.loads(row["failures"]), now] if t > now - window]
-    locked_until: float | None = None
-    if len(times) >= max_failures:
-        locked_until = now + lockout
-        times = []
+    start, failures = row["window_start"], row["failures"] + 1
+    if start <= now - window:  # also a new row: it starts at `now` with no failure
+        start, failures = now, 1
+    locked = now + lockout if failures >= max_failures else None
     await conn.execute(
-        "UPDATE auth_failures SET failures = $2::jsonb,"
-        " locked_until = COALESCE($3, locked_until) WHERE client = $1",
+        "UPDATE auth_failures SET window_start = $2, failures = $3,"
+        " locked_until = COALESCE($4, locked_until) WHERE client = $1",
         client,
-        json.dumps(times),
-        locked_until,
+        now if locked is not None else start,
+        0 if locked is not None else failures,
+        locked,
     )
-    return locked_until
+    return locked
 
 
 # --- group commit -------------------------------------------------------------------------------
@@ -502,9 +512,10 @@ class _GroupCommitWriter:
 
     It takes every job in the queue, runs them in one transaction, commits once and then resolves
     the futures, so an awaited write returns only after its commit. A job that fails rolls back
-    alone (see `_commit`: the batch is then run again with a savepoint per job). A deadlock or serialization failure
-    (possible when two processes lock the same rows in different orders) is retried in the next
-    batch, after this transaction's locks are gone.
+    alone (see `_commit`: the batch then runs again with a savepoint per job). A deadlock or a
+    serialization failure (possible when two processes lock the same rows in different orders)
+    is retried in the next batch, after this transaction's locks are gone; so is a batch whose
+    connection was lost before its COMMIT was sent.
     """
 
     def __init__(self, connect: Callable[[], Awaitable[asyncpg.Connection]]) -> None:
@@ -697,7 +708,9 @@ class PostgresStore:
 
     def _server_settings(self, role: str) -> dict[str, str]:
         name = f"hookwise/{role}" + (f" {self.schema}" if self.schema else "")
-        settings = {"application_name": name[:63]}
+        # The server notices a vanished machine within ~25 s (not the OS's 2 hours), so that its
+        # leadership and row locks are released.
+        settings = {"application_name": name[:63], **KEEPALIVES}
         if self.schema is not None:
             settings["search_path"] = quote_ident(self.schema)
         return settings
@@ -711,7 +724,7 @@ class PostgresStore:
         return self._pool
 
     def write(self, fn: Job[T]) -> asyncio.Future[T]:
-        """Run `await fn(connection)` in the next group commit; the future resolves once committed."""
+        """Run `await fn(connection)` in the next group commit; resolves once committed."""
         return self._writer.submit(fn)
 
     # lifecycle --------------------------------------------------------------------------------
@@ -765,8 +778,8 @@ class PostgresStore:
         self._writer.submit_nowait(lambda conn: _insert_log(conn, entry))
 
     async def prune(self, *, now: float, idempotency_window: float, log_retention: float) -> None:
-        """Forget expired idempotency keys, old log lines, and throttle records of clients that
-        have not failed for an idempotency window and are not locked out."""
+        """Forget expired idempotency keys, old log lines, and the throttle records whose count
+        started an idempotency window ago and that lock nobody out."""
 
         async def fn(conn: asyncpg.Connection) -> None:
             await conn.execute(
@@ -774,7 +787,7 @@ class PostgresStore:
             )
             await conn.execute("DELETE FROM request_log WHERE at < $1", now - log_retention)
             await conn.execute(
-                "DELETE FROM auth_failures WHERE updated_at < $1"
+                "DELETE FROM auth_failures WHERE window_start < $1"
                 " AND (locked_until IS NULL OR locked_until <= $2)",
                 now - idempotency_window,
                 now,
@@ -1034,6 +1047,8 @@ class PostgresStore:
         When that connection is lost, so is leadership, and this call tries to take it again.
         """
         async with self._lead_lock:
+            if self._closing:
+                return False
             try:
                 conn = await self._lead_connection(name)
                 if name in self._led:
@@ -1093,14 +1108,13 @@ class PostgresStore:
     async def auth_failure(
         self, client: str, *, now: float, window: float, max_failures: int, lockout: float
     ) -> float | None:
-        """Record a failed authentication by `client` at `now` (epoch seconds).
+        """Record a failed authentication by `client` at `now` (epoch seconds, not monotonic:
+        processes on several machines share the record).
 
-        `max_failures` failures within `window` seconds lock the client out for `lockout`
-        seconds: the failure that does so returns the lock-out's end (and the count starts over);
-        any other returns None. Processes share the count.
+        A window of `window` seconds starts at the first failure; `max_failures` failures before
+        it ends lock the client out for `lockout` seconds: the failure that does so returns the
+        lock-out's end (and the count starts over); any other returns None.
         """
-        if max_failures <= 0:
-            return None
         return await self._writer.submit(
             lambda conn: _auth_failure(conn, client, now, window, max_failures, lockout)
         )

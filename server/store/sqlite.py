@@ -277,6 +277,11 @@ class SQLiteStore:
                 "DELETE FROM idempotency_keys WHERE created_at < ?", (now - idempotency_window,)
             )
             cur.execute("DELETE FROM request_log WHERE at < ?", (now - log_retention,))
+            cur.execute(
+                "DELETE FROM auth_failures WHERE window_start < ?"
+                " AND (locked_until IS NULL OR locked_until <= ?)",
+                (now - idempotency_window, now),
+            )
 
         await self._writer.submit(fn)
 

@@ -1,10 +1,9 @@
 -- hookwise store, version 4: the auth-failure throttle, shared by every gateway process.
--- `failures` holds the times (epoch seconds) of the failures still inside the window;
--- `updated_at` is the last failure, so that prune() can forget idle clients.
+-- Mirrors the auth_failures table of migrations/sqlite/0004_signals_and_auth.sql (PostgreSQL
+-- needs no `signals` table: LISTEN/NOTIFY carries the signals).
 CREATE TABLE auth_failures (
     client       text PRIMARY KEY,
-    failures     jsonb NOT NULL DEFAULT '[]',
-    locked_until double precision,
-    updated_at   double precision NOT NULL
+    window_start double precision NOT NULL,
+    failures     integer NOT NULL,
+    locked_until double precision
 );
-CREATE INDEX auth_failures_updated ON auth_failures (updated_at);

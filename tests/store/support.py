@@ -1,0 +1,153 @@
+"""Builders for the store suite: requests, events, runs and deliveries with plain defaults."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from server.store.base import (
+    AcceptOp,
+    HeartbeatOutcome,
+    NewDelivery,
+    NewEvent,
+    NewRun,
+    RequestLogEntry,
+)
+
+NOW = 1_000_000.0
+_ids = itertools.count(1)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{next(_ids)}"
+
+
+def log_entry(path: str = "/hooks/agent", status: int = 202, at: float = NOW) -> RequestLogEntry:
+    return RequestLogEntry(
+        at=at, path=path, status=status, client="10.0.0.1", size=42, action="agent", rule_id="r1"
+    )
+
+
+def new_event(session: str = "main", text: str = "hello", event_id: str | None = None) -> NewEvent:
+    return NewEvent(
+        event_id=event_id or unique("ev"),
+        session=session,
+        text=text,
+        source="hook:test",
+        mode="next-heartbeat",
+        trusted=False,
+    )
+
+
+def new_run(
+    run_id: str | None = None, *, timeout: float | None = None, session_key: str = "hook:test"
+) -> NewRun:
+    return NewRun(
+        run_id=run_id or unique("run"),
+        session_key=session_key,
+        name="Test",
+        message="do it",
+        rule_id="rule-1",
+        wake_mode="now",
+        deliver=True,
+        channel="slack",
+        to="C123",
+        model="echo/echo",
+        thinking="low",
+        timeout_seconds=timeout,
+        fallback_channel="discord",
+        allow_unsafe_external_content=False,
+    )
+
+
+def accept_op(
+    *,
+    events: tuple[NewEvent, ...] = (),
+    runs: tuple[NewRun, ...] = (),
+    key: str | None = None,
+    fingerprint: str = "fp-1",
+    now: float = NOW,
+    window: float = 86400.0,
+    status: int = 202,
+    body: bytes = b'{"ok":true}',
+    path: str = "/hooks/agent",
+) -> AcceptOp:
+    return AcceptOp(
+        status=status,
+        body=body,
+        log=log_entry(path=path, status=status, at=now),
+        events=events,
+        runs=runs,
+        idempotency_key=key,
+        fingerprint=fingerprint if key is not None else None,
+        now=now,
+        idempotency_window=window,
+    )
+
+
+def new_delivery(
+    delivery_id: str | None = None,
+    *,
+    state: str = "pending",
+    run_id: str | None = None,
+    heartbeat_id: str | None = None,
+    fallback_channel: str | None = "discord",
+) -> NewDelivery:
+    return NewDelivery(
+        delivery_id=delivery_id or unique("dl"),
+        text="the reply",
+        state=state,
+        channel="slack",
+        to="C123",
+        run_id=run_id,
+        heartbeat_id=heartbeat_id,
+        fallback_channel=fallback_channel,
+    )
+
+
+async def add_runs(
+    store: Any, count: int, *, now: float = NOW, timeout: float | None = None
+) -> list[str]:
+    """Accept `count` runs in one request; their ids, oldest first."""
+    runs = tuple(new_run(timeout=timeout) for _ in range(count))
+    await store.accept(accept_op(runs=runs, now=now))
+    return [r.run_id for r in runs]
+
+
+async def add_delivery(store: Any, *, at: float = NOW, **kw: Any) -> str:
+    """A delivery written by a finished heartbeat (nothing else creates one); its id."""
+    hb = unique("hb")
+    d = new_delivery(heartbeat_id=hb, **kw)
+    await store.finish_heartbeat(
+        HeartbeatOutcome(
+            heartbeat_id=hb,
+            reason="interval",
+            state="succeeded",
+            event_ids=(),
+            requested_at=None,
+            started_at=at,
+            finished_at=at,
+            reply="the reply",
+            delivery=d,
+        )
+    )
+    return d.delivery_id
+
+
+async def eventually(
+    probe: Callable[[], Any], *, timeout: float = 15.0, interval: float = 0.02, what: str = "it"
+) -> Any:
+    """Await until `probe()` (sync or async) is truthy; fail after `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: Any = None
+    while loop.time() < deadline:
+        last = probe()
+        if asyncio.iscoroutine(last):
+            last = await last
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")

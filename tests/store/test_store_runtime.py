@@ -1,0 +1,499 @@
+"""The store contract for the runtime, on every backend: claiming, leasing, recovering and
+finishing runs; heartbeats and the events they consume; transcripts; the last route; deliveries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.store.base import (
+    HeartbeatOutcome,
+    HeartbeatRecord,
+    NewEvent,
+    NewTurn,
+    Route,
+    RunOutcome,
+    Turn,
+)
+from tests.store.conftest import Backend
+from tests.store.support import NOW, accept_op, add_delivery, add_runs, new_delivery, new_event
+
+# --- claiming and leases -------------------------------------------------------------------------
+
+
+def test_claim_runs_takes_the_oldest_queued_runs_up_to_the_limit(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        ids = await add_runs(store, 3)
+        claimed = await store.claim_runs(limit=2, now=NOW + 1)
+        assert [r.run_id for r in claimed] == ids[:2]
+        assert all(r.state == "running" and r.attempts == 1 for r in claimed)
+        assert all(r.started_at == NOW + 1 for r in claimed)
+        rest = await store.claim_runs(limit=5, now=NOW + 2)
+        assert [r.run_id for r in rest] == ids[2:]
+        assert await store.claim_runs(limit=5, now=NOW + 3) == []
+        assert not await store.has_queued_runs()
+
+    backend.run(body)
+
+
+def test_a_run_is_leased_for_its_timeout_plus_the_lease(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        (short,) = await add_runs(store, 1, timeout=30.0)
+        (default,) = await add_runs(store, 1)
+        await store.claim_runs(limit=2, now=NOW, lease=60.0, default_timeout=600.0)
+        # short: leased until NOW + 90; default: until NOW + 660
+        assert await store.recover_runs(max_attempts=5, now=NOW + 89, expired_only=True) == (0, 0)
+        assert await store.recover_runs(max_attempts=5, now=NOW + 91, expired_only=True) == (1, 0)
+        assert (await store.get_run(short)).state == "queued"
+        assert (await store.get_run(default)).state == "running"
+        assert await store.recover_runs(max_attempts=5, now=NOW + 659, expired_only=True) == (0, 0)
+        assert await store.recover_runs(max_attempts=5, now=NOW + 661, expired_only=True) == (1, 0)
+        assert (await store.get_run(default)).state == "queued"
+
+    backend.run(body)
+
+
+def test_recover_runs_requeues_every_running_run_and_fails_those_out_of_attempts(
+    backend: Backend,
+) -> None:
+    async def body(store: Any) -> None:
+        tired, fresh = await add_runs(store, 2)
+        await store.claim_runs(limit=1, now=NOW)  # tired: attempt 1
+        assert await store.recover_runs(max_attempts=5, now=NOW + 1) == (1, 0)
+        await store.claim_runs(limit=2, now=NOW + 2)  # tired: attempt 2, fresh: attempt 1
+        assert await store.recover_runs(max_attempts=2, now=NOW + 3) == (1, 1)
+        failed, requeued = await store.get_run(tired), await store.get_run(fresh)
+        assert (failed.state, failed.attempts, failed.finished_at) == ("failed", 2, NOW + 3)
+        assert failed.error == "gave up after 2 attempts: the gateway stopped during the run"
+        assert (requeued.state, requeued.attempts, requeued.started_at) == ("queued", 1, None)
+        assert await store.recover_runs(max_attempts=2, now=NOW + 4) == (0, 0)
+
+    backend.run(body)
+
+
+def test_requeue_runs_gives_the_attempt_back_and_touches_only_running_runs(
+    backend: Backend,
+) -> None:
+    async def body(store: Any) -> None:
+        running, done, queued = await add_runs(store, 3)
+        await store.claim_runs(limit=2, now=NOW)
+        await store.finish_run(RunOutcome(run_id=done, state="succeeded", finished_at=NOW + 1))
+        await store.requeue_runs([running, done, queued])
+        r = await store.get_run(running)
+        assert (r.state, r.attempts, r.started_at) == ("queued", 0, None)
+        assert (await store.get_run(done)).state == "succeeded"
+        assert (await store.get_run(queued)).state == "queued"
+        again = await store.claim_runs(limit=5, now=NOW + 2)
+        assert [x.run_id for x in again] == [running, queued]
+
+    backend.run(body)
+
+
+# --- finishing runs ------------------------------------------------------------------------------
+
+
+def test_finish_run_writes_the_state_the_transcript_the_summary_and_the_delivery(
+    backend: Backend,
+) -> None:
+    async def body(store: Any) -> None:
+        (run_id,) = await add_runs(store, 1)
+        await store.claim_runs(limit=1, now=NOW)
+        delivery = new_delivery(run_id=run_id)
+        summary = NewEvent("sum-1", "main", "run finished", "hook:test", "now", trusted=True)
+        await store.finish_run(
+            RunOutcome(
+                run_id=run_id,
+                state="succeeded",
+                finished_at=NOW + 5,
+                reply="done",
+                model_used="echo/echo",
+                input_tokens=12,
+                output_tokens=34,
+                turns=(
+                    NewTurn("hook:test", "user", "do it", run_id),
+                    NewTurn("hook:test", "assistant", "done", run_id),
+                ),
+                summary=summary,
+                delivery=delivery,
+            )
+        )
+        run = await store.get_run(run_id)
+        assert (run.state, run.finished_at, run.reply, run.error) == (
+            "succeeded",
+            NOW + 5,
+            "done",
+            None,
+        )
+        assert (run.model_used, run.input_tokens, run.output_tokens) == ("echo/echo", 12, 34)
+        assert await store.session_turns("hook:test", limit=10) == [
+            Turn("user", "do it"),
+            Turn("assistant", "done"),
+        ]
+        (event,) = await store.pending_events("main", limit=10)
+        assert (event.event_id, event.text, event.trusted, event.created_at) == (
+            "sum-1",
+            "run finished",
+            True,
+            NOW + 5,
+        )
+        (d,) = (await store.list_deliveries(limit=10, cursor=None, run_id=run_id)).items
+        assert (d.delivery_id, d.state, d.channel, d.to, d.text) == (
+            delivery.delivery_id,
+            "pending",
+            "slack",
+            "C123",
+            "the reply",
+        )
+        assert (d.attempts, d.message_ids, d.created_at, d.next_attempt_at) == (
+            0,
+            (),
+            NOW + 5,
+            NOW + 5,
+        )
+        # finished: no longer leased, nothing to recover
+        assert await store.recover_runs(max_attempts=5, now=NOW + 10_000) == (0, 0)
+
+    backend.run(body)
+
+
+def test_a_failed_run_records_its_error(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        (run_id,) = await add_runs(store, 1)
+        await store.claim_runs(limit=1, now=NOW)
+        await store.finish_run(
+            RunOutcome(run_id=run_id, state="failed", finished_at=NOW + 1, error="model down")
+        )
+        run = await store.get_run(run_id)
+        assert (run.state, run.error, run.reply) == ("failed", "model down", None)
+        assert await store.pending_events("main", limit=10) == []
+        assert (await store.list_deliveries(limit=10, cursor=None)).items == []
+
+    backend.run(body)
+
+
+# --- heartbeats ----------------------------------------------------------------------------------
+
+
+def heartbeat(
+    event_ids: tuple[str, ...], *, state: str, hb: str, at: float = NOW
+) -> HeartbeatOutcome:
+    return HeartbeatOutcome(
+        heartbeat_id=hb,
+        reason="wake",
+        state=state,
+        event_ids=event_ids,
+        requested_at=at - 1,
+        started_at=at,
+        finished_at=at + 2,
+        reply="HEARTBEAT_OK" if state == "succeeded" else None,
+        error=None if state == "succeeded" else "boom",
+        acknowledged=state == "succeeded",
+        model_used="echo/echo",
+        turns=(NewTurn("main", "assistant", f"reply of {hb}"),),
+    )
+
+
+def test_a_succeeded_heartbeat_consumes_its_events_and_a_failed_one_does_not(
+    backend: Backend,
+) -> None:
+    async def body(store: Any) -> None:
+        a, b, c = new_event(text="a"), new_event(text="b"), new_event(text="c")
+        await store.accept(accept_op(events=(a, b, c)))
+        await store.finish_heartbeat(heartbeat((a.event_id, b.event_id), state="failed", hb="hb-1"))
+        assert [e.text for e in await store.pending_events("main", limit=10)] == ["a", "b", "c"]
+        await store.finish_heartbeat(
+            heartbeat((a.event_id, b.event_id), state="succeeded", hb="hb-2")
+        )
+        assert [e.text for e in await store.pending_events("main", limit=10)] == ["c"]
+        listed = (await store.list_events("main", limit=10, cursor=None)).items
+        assert [(e.text, e.consumed_at) for e in listed] == [
+            ("c", None),
+            ("b", NOW + 2),
+            ("a", NOW + 2),
+        ]
+        assert await store.session_turns("main", limit=10) == [
+            Turn("assistant", "reply of hb-1"),
+            Turn("assistant", "reply of hb-2"),
+        ]
+
+    backend.run(body)
+
+
+def test_list_heartbeats_newest_first_with_every_field(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        for i in range(3):
+            await store.finish_heartbeat(
+                heartbeat(("x", "y"), state="succeeded", hb=f"hb-{i}", at=NOW + i)
+            )
+        listed = await store.list_heartbeats(limit=2)
+        assert listed == [
+            HeartbeatRecord(
+                "hb-2",
+                "wake",
+                "succeeded",
+                2,
+                NOW + 1,
+                NOW + 2,
+                NOW + 4,
+                "HEARTBEAT_OK",
+                None,
+                True,
+                "echo/echo",
+            ),
+            HeartbeatRecord(
+                "hb-1",
+                "wake",
+                "succeeded",
+                2,
+                NOW,
+                NOW + 1,
+                NOW + 3,
+                "HEARTBEAT_OK",
+                None,
+                True,
+                "echo/echo",
+            ),
+        ]
+
+    backend.run(body)
+
+
+def test_a_heartbeat_writes_its_delivery(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        delivery_id = await add_delivery(store)
+        (d,) = (await store.list_deliveries(limit=10, cursor=None)).items
+        assert d.delivery_id == delivery_id and d.heartbeat_id is not None and d.run_id is None
+        assert [h.heartbeat_id for h in await store.list_heartbeats(limit=5)] == [d.heartbeat_id]
+
+    backend.run(body)
+
+
+def test_pending_events_are_oldest_first_up_to_the_limit(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        for i in range(4):
+            await store.accept(
+                accept_op(events=(new_event(text=f"e{i}"), new_event(session="other")))
+            )
+        assert [e.text for e in await store.pending_events("main", limit=3)] == ["e0", "e1", "e2"]
+
+    backend.run(body)
+
+
+# --- transcripts and routes ----------------------------------------------------------------------
+
+
+def test_session_turns_are_the_last_ones_oldest_first(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        turns = tuple(
+            NewTurn("s1", "user" if i % 2 == 0 else "assistant", f"t{i}") for i in range(5)
+        )
+        await store.finish_heartbeat(
+            HeartbeatOutcome("hb", "wake", "succeeded", (), None, NOW, NOW, turns=turns)
+        )
+        await store.finish_heartbeat(
+            HeartbeatOutcome(
+                "hb2",
+                "wake",
+                "succeeded",
+                (),
+                None,
+                NOW,
+                NOW,
+                turns=(NewTurn("s2", "user", "other"),),
+            )
+        )
+        assert await store.session_turns("s1", limit=3) == [
+            Turn("user", "t2"),
+            Turn("assistant", "t3"),
+            Turn("user", "t4"),
+        ]
+        assert await store.session_turns("nobody", limit=3) == []
+
+    backend.run(body)
+
+
+def test_the_last_route_is_set_replaced_and_kept_when_only_if_unset(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        assert await store.last_route("main") is None
+        await store.set_last_route("main", Route("slack", "C1"), now=NOW, only_if_unset=True)
+        assert await store.last_route("main") == Route("slack", "C1")
+        await store.set_last_route("main", Route("discord", "D1"), now=NOW, only_if_unset=True)
+        assert await store.last_route("main") == Route("slack", "C1")
+        await store.set_last_route("main", Route("discord", "D1"), now=NOW)
+        assert await store.last_route("main") == Route("discord", "D1")
+        assert await store.last_route("other") is None
+
+    backend.run(body)
+
+
+def test_a_route_without_a_recipient_is_no_route(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        await store.set_last_route("main", Route("slack", ""), now=NOW)
+        assert await store.last_route("main") is None
+
+    backend.run(body)
+
+
+# --- deliveries ----------------------------------------------------------------------------------
+
+
+def test_claim_deliveries_takes_due_pending_ones_in_due_order_and_leases_them(
+    backend: Backend,
+) -> None:
+    async def body(store: Any) -> None:
+        late = await add_delivery(store, at=NOW + 50)
+        first = await add_delivery(store, at=NOW)
+        second = await add_delivery(store, at=NOW + 1)
+        await add_delivery(store, at=NOW, state="skipped")
+        claimed = await store.claim_deliveries(limit=5, now=NOW + 10, lease=30.0)
+        assert [d.delivery_id for d in claimed] == [first, second]
+        assert all(d.attempts == 1 and d.updated_at == NOW + 10 for d in claimed)
+        # leased until NOW + 40: nobody else gets them before
+        assert [
+            d.delivery_id for d in await store.claim_deliveries(limit=5, now=NOW + 39, lease=30.0)
+        ] == []
+        again = await store.claim_deliveries(limit=1, now=NOW + 40, lease=30.0)
+        assert [(d.delivery_id, d.attempts) for d in again] == [(first, 2)]
+        rest = await store.claim_deliveries(limit=5, now=NOW + 60, lease=30.0)
+        assert sorted(d.delivery_id for d in rest) == sorted([second, late])
+
+    backend.run(body)
+
+
+def test_a_retry_records_the_error_and_message_ids_and_releases_the_lease(
+    backend: Backend,
+) -> None:
+    async def body(store: Any) -> None:
+        delivery_id = await add_delivery(store)
+        await store.claim_deliveries(limit=1, now=NOW, lease=300.0)
+        await store.update_delivery(
+            delivery_id,
+            state="pending",
+            now=NOW + 1,
+            last_error="429 slow down",
+            message_ids=("m1", "m2"),
+            next_attempt_at=NOW + 20,
+        )
+        assert await store.next_delivery_due() == NOW + 20
+        assert await store.claim_deliveries(limit=1, now=NOW + 19, lease=300.0) == []
+        (d,) = await store.claim_deliveries(limit=1, now=NOW + 20, lease=300.0)
+        assert (d.state, d.attempts, d.last_error, d.message_ids) == (
+            "pending",
+            2,
+            "429 slow down",
+            ("m1", "m2"),
+        )
+        await store.update_delivery(
+            delivery_id, state="pending", now=NOW + 21, next_attempt_at=NOW + 30
+        )
+        (kept,) = (await store.list_deliveries(limit=1, cursor=None)).items
+        assert (kept.last_error, kept.message_ids, kept.updated_at) == (
+            "429 slow down",
+            ("m1", "m2"),
+            NOW + 21,
+        )
+
+    backend.run(body)
+
+
+def test_a_sent_delivery_is_never_changed_again(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        delivery_id = await add_delivery(store)
+        await store.claim_deliveries(limit=1, now=NOW, lease=30.0)
+        await store.update_delivery(delivery_id, state="sent", now=NOW + 1, message_ids=("m1",))
+        await store.update_delivery(
+            delivery_id,
+            state="failed",
+            now=NOW + 2,
+            last_error="late",
+            channel="discord",
+            reset=True,
+        )
+        (d,) = (await store.list_deliveries(limit=1, cursor=None)).items
+        assert (d.state, d.message_ids, d.last_error, d.channel, d.updated_at, d.attempts) == (
+            "sent",
+            ("m1",),
+            None,
+            "slack",
+            NOW + 1,
+            1,
+        )
+        assert await store.next_delivery_due() is None
+
+    backend.run(body)
+
+
+def test_a_fallback_resets_the_attempts_the_message_ids_and_the_channel(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        delivery_id = await add_delivery(store)
+        await store.claim_deliveries(limit=1, now=NOW, lease=30.0)
+        await store.update_delivery(delivery_id, state="pending", now=NOW + 1, message_ids=("m1",))
+        await store.claim_deliveries(limit=1, now=NOW + 1, lease=30.0)
+        await store.update_delivery(
+            delivery_id,
+            state="pending",
+            now=NOW + 2,
+            last_error="slack: gone; falling back to discord",
+            next_attempt_at=NOW + 2,
+            channel="discord",
+            to="D9",
+            fallback_channel="",
+            reset=True,
+        )
+        (d,) = (await store.list_deliveries(limit=1, cursor=None)).items
+        assert (d.channel, d.to, d.fallback_channel, d.attempts, d.message_ids) == (
+            "discord",
+            "D9",
+            None,
+            0,
+            (),
+        )
+        assert d.last_error == "slack: gone; falling back to discord"
+        (again,) = await store.claim_deliveries(limit=1, now=NOW + 2, lease=30.0)
+        assert (again.delivery_id, again.attempts, again.channel) == (delivery_id, 1, "discord")
+
+    backend.run(body)
+
+
+def test_a_failed_delivery_keeps_its_fallback_and_is_not_due(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        delivery_id = await add_delivery(store)
+        await store.update_delivery(
+            delivery_id, state="failed", now=NOW + 1, last_error="no", message_ids=("m1",)
+        )
+        (d,) = (await store.list_deliveries(limit=1, cursor=None, state="failed")).items
+        assert (d.fallback_channel, d.message_ids, d.last_error) == ("discord", ("m1",), "no")
+        assert await store.claim_deliveries(limit=1, now=NOW + 100, lease=30.0) == []
+
+    backend.run(body)
+
+
+def test_next_delivery_due_is_the_earliest_pending_one(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        assert await store.next_delivery_due() is None
+        await add_delivery(store, at=NOW + 7)
+        await add_delivery(store, at=NOW + 3)
+        await add_delivery(store, at=NOW + 1, state="skipped")
+        assert await store.next_delivery_due() == NOW + 3
+
+    backend.run(body)
+
+
+def test_recover_deliveries_frees_leases_only_where_one_process_owns_them(backend: Backend) -> None:
+    """SQLite (one process) clears every lease at start; PostgreSQL (several) leaves them to
+    expire, since a live process may hold them."""
+
+    async def body(store: Any) -> None:
+        delivery_id = await add_delivery(store)
+        await store.claim_deliveries(limit=1, now=NOW, lease=300.0)
+        recovered = await store.recover_deliveries()
+        claimable = await store.claim_deliveries(limit=1, now=NOW + 1, lease=300.0)
+        if backend.name == "sqlite":
+            assert recovered == 1
+            assert [d.delivery_id for d in claimable] == [delivery_id]
+        else:
+            assert recovered == 0
+            assert claimable == []
+            (d,) = await store.claim_deliveries(limit=1, now=NOW + 300, lease=300.0)
+            assert d.delivery_id == delivery_id
+
+    backend.run(body)
