@@ -8,6 +8,7 @@ that a heartbeat or a run can start without polling.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,6 +20,8 @@ from engine.mapping import RespondConfig
 from server.asgi import encode_json
 from server.ids import new_id
 from server.store.base import Accepted, AcceptOp, NewEvent, NewRun, RequestLogEntry, Store
+
+log = logging.getLogger("hookwise.dispatch")
 
 MAIN_SESSION = "main"
 
@@ -146,7 +149,10 @@ class Dispatcher:
         accepted = await self.store.accept(op)
         if not accepted.replayed and not accepted.conflict:
             for listener in self._listeners:
-                listener(events, runs)
+                try:
+                    listener(events, runs)
+                except Exception:  # committed is committed: the answer must still be sent
+                    log.exception("a dispatch listener failed")
         return accepted
 
     def refused(
