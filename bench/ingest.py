@@ -4,6 +4,7 @@ Run from the repository root:
 
     .venv/bin/python bench/ingest.py [--duration 15] [--connections 32] [--threads 2]
                                      [--warmup 3] [--store URL] [--workers N]
+    .venv/bin/python bench/ingest.py --matrix [--pg-url URL] [--duration 15] ...
 
 What it does, all on loopback and bounded in time:
 
@@ -21,6 +22,12 @@ What it does, all on loopback and bounded in time:
 not know them yet). Every configuration is one call of `measure(endpoint, server, load)`, so
 comparing several side by side is a loop over specs. Every process started is stopped on exit,
 error, Ctrl-C or SIGTERM.
+
+`--matrix` (issue 7) measures `/wake` and `/agent` for SQLite and PostgreSQL with 1 and 2
+processes (`--workers`) in one run, each endpoint of each configuration on a fresh store (for
+PostgreSQL a fresh database `hookwise_bench_<hex>` on the `--pg-url` server, dropped afterwards,
+also on error or Ctrl-C), and reports PostgreSQL 2 processes vs 1 process `/agent` acceptance
+against the issue-7 target (>= 1.5x).
 """
 
 from __future__ import annotations
@@ -42,12 +49,24 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.pgstore import (  # noqa: E402
+    DEFAULT_PG_URL,
+    PgError,
+    PgQuery,
+    count_rows,
+    drop_leftovers,
+    fresh_database,
+    is_postgres,
+)
+
 BIN = Path(sys.executable).parent
 HOOK_TOKEN = "bench-hook-token-0123456789abcdef-0123"
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef-0123"
@@ -59,6 +78,8 @@ TARGETS: dict[str, dict[str, float]] = {
     "wake": {"ratio": 0.15, "p99_ms": 20.0},
     "agent": {"ratio": 0.12},
 }
+# Target from issue 7: PostgreSQL, 2 processes vs 1 process, `/agent` acceptance rate.
+SCALING_TARGET = 1.5
 
 _STARTED: list[subprocess.Popen[bytes]] = []
 
@@ -82,12 +103,22 @@ class EndpointSpec:
 
 @dataclass(frozen=True)
 class ServerSpec:
-    """Which server to start: the raw ceiling app or hookwise (with optional pass-through flags)."""
+    """Which server to start: the raw ceiling app or hookwise (with optional pass-through flags).
+
+    With `fresh_database_on` (a PostgreSQL URL), each start gets a new database on that server,
+    passed as `--store`, and dropped when the server has stopped.
+    """
 
     name: str
     kind: Literal["ceiling", "hookwise"]
     store: str | None = None
     workers: int | None = None
+    fresh_database_on: str | None = None
+
+    @property
+    def store_kind(self) -> str:
+        postgres = is_postgres(self.store) or self.fresh_database_on is not None
+        return "postgresql" if postgres else "sqlite"
 
 
 @dataclass(frozen=True)
@@ -131,6 +162,8 @@ class Result:
     admin_check: str | None = None
     stored_rows: int | None = None
     expect_table: str | None = None
+    store: str | None = None  # "sqlite" or "postgresql" (hookwise only)
+    workers: int | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -143,16 +176,39 @@ def _track(proc: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, wait, then SIGKILL: the process is gone when this returns."""
+    """SIGTERM, wait, then SIGKILL: the process and its workers are gone when this returns."""
     if proc.poll() is None:
+        children = child_tree(proc.pid)
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        kill_survivors(children)
     if proc in _STARTED:
         _STARTED.remove(proc)
+
+
+def _cmdline(pid: int) -> bytes | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+
+
+def child_tree(pid: int) -> dict[int, bytes]:
+    """The descendants of `pid` (not `pid` itself) with their command lines."""
+    tree = {p: _cmdline(p) for p in _descendants(pid)[1:]}
+    return {p: cmd for p, cmd in tree.items() if cmd}
+
+
+def kill_survivors(children: dict[int, bytes]) -> None:
+    """SIGKILL descendants that outlived their parent (same pid and same command line)."""
+    for pid, cmd in children.items():
+        if _cmdline(pid) == cmd:
+            with suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def stop_all() -> None:
@@ -185,6 +241,7 @@ class RunningServer:
     url: str
     workdir: Path
     state_dir: Path | None = None
+    store_url: str | None = None  # the `--store` passed, if any
 
 
 def _start_ceiling(workdir: Path) -> RunningServer:
@@ -290,7 +347,7 @@ def _start_hookwise(spec: ServerSpec, workdir: Path) -> RunningServer:
         raise BenchError(f"hookwise did not start (exit {proc.poll()}):\n{log_text}")
     threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
     url = line.split(b"listening on ", 1)[1].split()[0].decode()
-    return RunningServer(proc, url, workdir, state_dir)
+    return RunningServer(proc, url, workdir, state_dir, spec.store)
 
 
 def _read_ready_line(proc: subprocess.Popen[bytes]) -> bytes:
@@ -313,8 +370,14 @@ def _read_ready_line(proc: subprocess.Popen[bytes]) -> bytes:
 
 @contextmanager
 def running(spec: ServerSpec) -> Iterator[RunningServer]:
-    """Start the server for `spec` in a temporary directory; stop it and clean up on exit."""
-    with tempfile.TemporaryDirectory(prefix=f"hookwise-bench-{spec.name}-") as tmp:
+    """Start the server for `spec` in a temporary directory (and a fresh database if asked);
+    stop it and clean up (directory, database) on exit."""
+    with ExitStack() as stack:
+        if spec.fresh_database_on is not None:
+            spec = replace(spec, store=stack.enter_context(fresh_database(spec.fresh_database_on)))
+        tmp = stack.enter_context(
+            tempfile.TemporaryDirectory(prefix=f"hookwise-bench-{spec.name}-")
+        )
         workdir = Path(tmp)
         if spec.kind == "ceiling":
             server = _start_ceiling(workdir)
@@ -494,11 +557,26 @@ def admin_check(server: RunningServer, endpoint: EndpointSpec) -> str:
     return f"ok ({path} newest {ident}" + (f", state {state})" if state else ")")
 
 
-def stored_rows(state_dir: Path | None, table: str | None) -> int | None:
-    """Row count of `table` in the stopped server's SQLite store (None if there is none)."""
-    if state_dir is None or table is None:
+def check_postgres(url: str) -> None:
+    """BenchError unless PostgreSQL at `url` answers."""
+    try:
+        PgQuery(url).close()
+    except PgError as e:
+        raise BenchError(str(e)) from e
+
+
+def stored_rows(server: RunningServer, table: str | None) -> int | None:
+    """Row count of `table` in the server's store: a query on PostgreSQL, else the SQLite file
+    (None if there is no such store or table)."""
+    if table is None or server.state_dir is None:
         return None
-    db = state_dir / "hookwise.db"
+    if is_postgres(server.store_url):
+        assert server.store_url is not None
+        return count_rows(server.store_url, table)
+    if server.store_url and server.store_url.startswith("sqlite:///"):
+        db = Path(server.store_url.removeprefix("sqlite:///"))
+    else:
+        db = server.state_dir / "hookwise.db"
     if not db.exists():
         return None
     conn = sqlite3.connect(db, timeout=10)
@@ -512,8 +590,10 @@ def stored_rows(state_dir: Path | None, table: str | None) -> int | None:
 
 
 def measure(endpoint: EndpointSpec, spec: ServerSpec, load: LoadSpec) -> Result:
-    """Fresh server, warm-up, measured wrk run, peak RSS, admin check, stored-row count."""
+    """Fresh server, warm-up, measured wrk run, peak RSS, admin check, stored-row count (rows
+    gained during the warm-up and the run, so a store given with `--store` may hold older rows)."""
     with running(spec) as server:
+        rows_before = stored_rows(server, endpoint.expect_table) or 0
         warm = run_wrk(server.url, endpoint, load, load.warmup_s)
         cpu_before = cpu_seconds(server.proc.pid)
         started = time.monotonic()
@@ -524,8 +604,11 @@ def measure(endpoint: EndpointSpec, spec: ServerSpec, load: LoadSpec) -> Result:
         check = admin_check(server, endpoint) if spec.kind == "hookwise" else None
         result = Result(spec.name, endpoint.name, stats, warm, rss, cpu_pct, check)
         result.expect_table = endpoint.expect_table
-        _stop(server.proc)  # count rows on a closed store, before the temp dir goes
-        result.stored_rows = stored_rows(server.state_dir, endpoint.expect_table)
+        if spec.kind == "hookwise":
+            result.store, result.workers = spec.store_kind, spec.workers or 1
+        _stop(server.proc)  # count rows on a closed store, before the temp dir/database goes
+        rows_after = stored_rows(server, endpoint.expect_table)
+        result.stored_rows = None if rows_after is None else rows_after - rows_before
     result.notes = _notes(result)
     return result
 
@@ -628,9 +711,42 @@ def render_checks(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def bench_json(results: list[Result], ceiling: Result | None, machine: dict[str, Any]) -> str:
+def scaling_figure(results: list[Result], base: str, scaled: str, endpoint: str) -> dict[str, Any]:
+    """`scaled` vs `base` requests/s on `endpoint` (issue 7: PostgreSQL 2 vs 1 process /agent)."""
+    rps = {r.server: r.stats.rps for r in results if r.endpoint == endpoint}
+    base_rps, scaled_rps = rps.get(base), rps.get(scaled)
+    factor = scaled_rps / base_rps if base_rps and scaled_rps is not None else None
+    return {
+        "endpoint": endpoint,
+        "base": base,
+        "scaled": scaled,
+        "base_rps": base_rps,
+        "scaled_rps": scaled_rps,
+        "factor": factor,
+        "target": SCALING_TARGET,
+        "pass": factor is not None and factor >= SCALING_TARGET,
+    }
+
+
+def render_scaling(figure: dict[str, Any]) -> str:
+    factor = figure["factor"]
+    return (
+        f"issue 7: {figure['scaled']} vs {figure['base']} /{figure['endpoint']} acceptance: "
+        f"{figure['scaled_rps'] or 0:,.0f} / {figure['base_rps'] or 0:,.0f} req/s = "
+        f"{(f'{factor:.2f}x' if factor is not None else '?')} "
+        f"(target >= {figure['target']:.1f}x): {'PASS' if figure['pass'] else 'FAIL'}"
+    )
+
+
+def bench_json(
+    results: list[Result],
+    ceiling: Result | None,
+    machine: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+) -> str:
     payload = {
         "machine": machine,
+        **(extra or {}),
         "results": [
             {
                 **asdict(r),
@@ -654,24 +770,63 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="wrk threads")
     p.add_argument("--store", help="passed to `hookwise serve --store` (only if given)")
     p.add_argument("--workers", type=int, help="passed to `hookwise serve --workers`")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--matrix",
+        action="store_true",
+        help="issue 7: SQLite and PostgreSQL x 1 and 2 processes, side by side",
+    )
+    p.add_argument(
+        "--pg-url",
+        default=DEFAULT_PG_URL,
+        help=f"with --matrix: PostgreSQL server for the fresh databases (default {DEFAULT_PG_URL})",
+    )
+    args = p.parse_args(argv)
+    if args.matrix and (args.store is not None or args.workers is not None):
+        p.error("--matrix chooses the stores and workers itself: drop --store/--workers")
+    return args
+
+
+def matrix_specs(pg_url: str) -> list[ServerSpec]:
+    """Issue 7: SQLite and PostgreSQL, 1 and 2 processes; a fresh PostgreSQL database each time."""
+    return [
+        ServerSpec(f"{store}-{n}p", "hookwise", workers=n, fresh_database_on=pg)
+        for store, pg in (("sqlite", None), ("postgres", pg_url))
+        for n in (1, 2)
+    ]
+
+
+def _describe(spec: ServerSpec) -> str:
+    """The `hookwise serve` flags of `spec`, for the report."""
+    args = " ".join(_passthrough_args(spec)) or "(defaults: SQLite, 1 worker)"
+    if spec.fresh_database_on is not None:
+        args += " --store <fresh database>"
+    return args
 
 
 def run(args: argparse.Namespace) -> int:
     load = LoadSpec(args.duration, args.warmup, args.connections, args.threads)
-    hookwise = ServerSpec("hookwise", "hookwise", store=args.store, workers=args.workers)
+    if args.matrix:
+        specs = matrix_specs(args.pg_url)
+        check_cli_flags(ServerSpec("check", "hookwise", store=args.pg_url, workers=2))
+        check_postgres(args.pg_url)
+    else:
+        specs = [ServerSpec("hookwise", "hookwise", store=args.store, workers=args.workers)]
+        check_cli_flags(specs[0])
     ceiling_spec = ServerSpec("ceiling", "ceiling")
-    check_cli_flags(hookwise)
     ensure_wrk()
     machine = machine_info()
+    if args.matrix:
+        configs = "; ".join(f"{spec.name}: {_describe(spec)}" for spec in specs)
+    else:
+        configs = _describe(specs[0])
     print(
         f"load: wrk -t{load.threads} -c{load.connections}, {load.warmup_s}s warm-up + "
-        f"{load.duration_s}s per run, loopback; hookwise args: "
-        f"{' '.join(_passthrough_args(hookwise)) or '(defaults: SQLite, 1 worker)'}",
+        f"{load.duration_s}s per run, loopback; hookwise args: {configs}",
         flush=True,
     )
+    plan = [(CEILING_ENDPOINT, ceiling_spec)] + [(e, s) for s in specs for e in (WAKE, AGENT)]
     results: list[Result] = []
-    for endpoint, spec in ((CEILING_ENDPOINT, ceiling_spec), (WAKE, hookwise), (AGENT, hookwise)):
+    for endpoint, spec in plan:
         print(f"measuring {spec.name} {endpoint.path} ...", flush=True)
         results.append(measure(endpoint, spec, load))
     ceiling = results[0]
@@ -682,7 +837,11 @@ def run(args: argparse.Namespace) -> int:
     )
     print(render_table(results, ceiling))
     print(render_checks(results))
-    print(bench_json(results, ceiling, machine))
+    extra: dict[str, Any] = {}
+    if args.matrix:
+        extra["issue7"] = scaling_figure(results, "postgres-1p", "postgres-2p", AGENT.name)
+        print(render_scaling(extra["issue7"]))
+    print(bench_json(results, ceiling, machine, extra))
     failed = any(r.notes for r in results)
     return 1 if failed else 0
 
@@ -693,7 +852,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
     try:
         return run(args)
-    except BenchError as e:
+    except (BenchError, PgError) as e:
         print(f"bench: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -701,6 +860,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         stop_all()
+        for line in drop_leftovers():
+            print(f"bench: {line}", file=sys.stderr)
 
 
 if __name__ == "__main__":
