@@ -15,7 +15,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
@@ -162,7 +162,9 @@ class SQLiteStore:
     def __init__(self, path: Path, *, synchronous: str = "full", readers: int = 2) -> None:
         self.path = Path(path)
         self._synchronous = synchronous.upper()
-        self._writer = GroupCommitWriter(self._connect_writer, name="hookwise-sqlite-writer")
+        self._writer = GroupCommitWriter(
+            self._connect_writer, name="hookwise-sqlite-writer", exclusive=self._write_lock
+        )
         self._readers = ThreadPoolExecutor(
             max_workers=readers, thread_name_prefix="hookwise-sqlite-read"
         )
@@ -171,6 +173,7 @@ class SQLiteStore:
         self._subscribers: dict[str, list[Callable[[], None]]] = {}
         self._signal_task: asyncio.Task[None] | None = None
         self._leases: dict[str, int] = {}
+        self._lock_fd: int | None = None
         self._checkpointer = threading.Thread(
             target=self._checkpoint_forever, name="hookwise-sqlite-checkpoint", daemon=True
         )
@@ -200,6 +203,18 @@ class SQLiteStore:
             fcntl.flock(lock, fcntl.LOCK_UN)
             os.close(lock)
         return conn
+
+    @contextlib.contextmanager
+    def _write_lock(self) -> Iterator[None]:
+        """An exclusive lock across processes, held for one write transaction (see the writer)."""
+        if self._lock_fd is None:
+            path = self.path.with_name(self.path.name + ".write.lock")
+            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _checkpoint_forever(self) -> None:
         """Copy the WAL into the database file when the writer is quiet, off the commit path.
@@ -262,6 +277,9 @@ class SQLiteStore:
         if self._checkpointer.is_alive():
             self._checkpointer.join()
         self._readers.shutdown(wait=True)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     # the request path -------------------------------------------------------------------------
 

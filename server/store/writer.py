@@ -44,14 +44,23 @@ def _settle(results: list[tuple[asyncio.Future[Any], Any, BaseException | None]]
 
 
 class GroupCommitWriter:
-    """A thread that runs write jobs against one DB-API connection, committing per batch.
+    """A thread that runs write jobs against one SQLite connection, committing per batch.
 
-    `connect` is called in the writer thread; `begin`, `savepoint`, `release`, `rollback_to` and
-    `commit` are the SQL dialect's statements, so the same writer serves any DB-API driver.
+    `connect` is called in the writer thread. `exclusive`, when given, is entered around every
+    batch: with several processes on one database it is a blocking inter-process lock, so that a
+    writer waits its turn without SQLite's busy handler (which sleeps in growing steps and turns
+    contention into long stalls).
     """
 
-    def __init__(self, connect: Callable[[], Any], *, name: str = "hookwise-writer") -> None:
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        *,
+        name: str = "hookwise-writer",
+        exclusive: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+    ) -> None:
         self._connect = connect
+        self._exclusive = exclusive or contextlib.nullcontext
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -107,7 +116,8 @@ class GroupCommitWriter:
                         stop = True
                         break
                     batch.append(item)
-                self._run_batch(conn, batch)
+                with self._exclusive():
+                    self._run_batch(conn, batch)
                 self.last_batch_at = time.monotonic()
                 if stop:
                     return
