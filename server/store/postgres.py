@@ -238,6 +238,83 @@ async def _accept(conn: asyncpg.Connection, op: AcceptOp) -> Accepted:
     raise RuntimeError(f"idempotency key {op.idempotency_key!r} kept vanishing")
 
 
+class _BulkAccept:
+    """Requests without an idempotency key, written together by one writer job."""
+
+    __slots__ = ("futures", "ops")
+
+    def __init__(self) -> None:
+        self.ops: list[AcceptOp] = []
+        self.futures: list[asyncio.Future[Accepted]] = []
+
+    def add(self, op: AcceptOp) -> asyncio.Future[Accepted]:
+        fut: asyncio.Future[Accepted] = asyncio.get_running_loop().create_future()
+        self.ops.append(op)
+        self.futures.append(fut)
+        return fut
+
+    def settle(self, job: asyncio.Future[list[BaseException | None]]) -> None:
+        error = job.exception() if not job.cancelled() else asyncio.CancelledError()
+        errors = job.result() if error is None else [error] * len(self.ops)
+        for op, fut, err in zip(self.ops, self.futures, errors, strict=True):
+            if fut.done():
+                continue
+            if err is not None:
+                fut.set_exception(err)
+            else:
+                fut.set_result(Accepted(status=op.status, body=op.body))
+
+
+async def _bulk_accept(conn: asyncpg.Connection, ops: list[AcceptOp]) -> list[BaseException | None]:
+    """The events, runs and log lines of many requests: one INSERT per table. When that fails
+    (a duplicate id, say), each request is written on its own, so only the bad one fails."""
+    try:
+        async with conn.transaction():  # a savepoint inside the batch's transaction
+            await _bulk_insert(conn, ops)
+        return [None] * len(ops)
+    except asyncpg.PostgresError:
+        if len(ops) == 1:
+            raise
+    errors: list[BaseException | None] = []
+    for op in ops:
+        try:
+            async with conn.transaction():
+                await _bulk_insert(conn, [op])
+            errors.append(None)
+        except asyncpg.PostgresError as e:
+            errors.append(e)
+    return errors
+
+
+async def _bulk_insert(conn: asyncpg.Connection, ops: list[AcceptOp]) -> None:
+    events = [(*_event_row(e), op.now) for op in ops for e in op.events]
+    runs = [(*_run_row(r), op.now) for op in ops for r in op.runs]
+    if events:
+        await conn.execute(_BULK_EVENTS, *_columns(events, 7))
+    if runs:
+        await conn.execute(_BULK_RUNS, *_columns(runs, 15))
+    await conn.execute(_BULK_LOG, *_columns([_log_args(op.log) for op in ops], 8))
+
+
+_BULK_EVENTS = (
+    "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
+    " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],"
+    " $6::bool[], $7::float8[])"
+)
+_BULK_RUNS = (
+    "INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
+    " channel, recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe,"
+    " created_at) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],"
+    " $5::text[], $6::text[], $7::bool[], $8::text[], $9::text[], $10::text[], $11::text[],"
+    " $12::float8[], $13::text[], $14::bool[], $15::float8[])"
+)
+_BULK_LOG = (
+    "INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
+    " SELECT * FROM unnest($1::float8[], $2::text[], $3::integer[], $4::text[], $5::integer[],"
+    " $6::text[], $7::text[], $8::text[])"
+)
+
+
 async def _stored_answer(conn: asyncpg.Connection, op: AcceptOp) -> Accepted | None:
     """The answer to a key already taken: a replay (with its log line) or a conflict; None if
     the key is gone (pruned in between)."""
@@ -693,6 +770,7 @@ class PostgresStore:
         self._pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
         self._writer = _GroupCommitWriter(lambda: self._connect("writer"))
+        self._bulk: _BulkAccept | None = None
         self._callbacks: dict[str, list[Callable[[], None]]] = {}
         self._listen_conn: asyncpg.Connection | None = None
         self._listen_lost = asyncio.Event()
@@ -772,7 +850,24 @@ class PostgresStore:
     # the request path -------------------------------------------------------------------------
 
     async def accept(self, op: AcceptOp) -> Accepted:
-        return await self._writer.submit(lambda conn: _accept(conn, op))
+        """Requests with an idempotency key run one statement each (the key decides what is
+        written); the others waiting together are written as one group, three statements in
+        all, so a batch costs a few round trips rather than one per request."""
+        if op.idempotency_key is not None:
+            return await self._writer.submit(lambda conn: _accept(conn, op))
+        group = self._bulk
+        if group is None:
+            group = self._bulk = _BulkAccept()
+
+            async def job(
+                conn: asyncpg.Connection, group: _BulkAccept = group
+            ) -> list[BaseException | None]:
+                if self._bulk is group:
+                    self._bulk = None  # sealed: later requests start the next group
+                return await _bulk_accept(conn, group.ops)
+
+            self._writer.submit(job).add_done_callback(group.settle)
+        return await group.add(op)
 
     def log_request(self, entry: RequestLogEntry) -> None:
         self._writer.submit_nowait(lambda conn: _insert_log(conn, entry))
