@@ -55,6 +55,8 @@ class Runtime:
         self.shared = shared
         self.leader = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._signalling: set[str] = set()
+        self._signal_again: set[str] = set()
         defaults = config.agents.defaults
         delivery = config.delivery
         self.deliveries = DeliveryWorker(
@@ -98,7 +100,29 @@ class Runtime:
         if self.leader:
             self.heartbeats.request(reason)
         else:
-            self._spawn(self._store.notify("heartbeat"))
+            self._signal("heartbeat")
+
+    def _signal(self, topic: str) -> None:
+        """Tell the other processes, coalescing: while one notification is on its way, more
+        requests for the same topic make exactly one more, not one each."""
+        if topic in self._signalling:
+            self._signal_again.add(topic)
+            return
+        self._signalling.add(topic)
+
+        async def send() -> None:
+            try:
+                while True:
+                    self._signal_again.discard(topic)
+                    await self._store.notify(topic)
+                    if topic not in self._signal_again:
+                        return
+            except Exception:
+                log.exception("signalling %s failed", topic)
+            finally:
+                self._signalling.discard(topic)
+
+        self._spawn(send())
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -110,7 +134,7 @@ class Runtime:
         if runs:
             self.runs.notify()
             if self.shared:
-                self._spawn(self._store.notify("runs"))
+                self._signal("runs")
         if any(e.mode == "now" for e in events):
             self.request_heartbeat("wake")
 
