@@ -189,19 +189,14 @@ class SQLiteStore:
 
     def _connect_writer(self) -> sqlite3.Connection:
         conn = self._connect()
-        conn.execute("PRAGMA journal_mode = WAL")
+        # Several processes may open the store at once: the one holding the write lock switches
+        # it to WAL and migrates; the others wait (SQLite may refuse a journal-mode change with
+        # "database is locked" at once, without waiting, while another connection writes).
+        with self._write_lock():
+            conn.execute("PRAGMA journal_mode = WAL")
+            migrate(conn)
         # Checkpoints run on their own thread (see _checkpoint_forever), never inside a commit.
         conn.execute("PRAGMA wal_autocheckpoint = 0")
-        # several processes may open the store at once: one migrates, the others wait for it
-        lock = os.open(
-            self.path.with_name(self.path.name + ".migrate.lock"), os.O_RDWR | os.O_CREAT, 0o600
-        )
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            migrate(conn)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            os.close(lock)
         return conn
 
     @contextlib.contextmanager
