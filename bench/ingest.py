@@ -498,10 +498,13 @@ def parse_wrk(text: str) -> WrkStats:
     return stats
 
 
-def run_wrk(url: str, endpoint: EndpointSpec, load: LoadSpec, duration_s: int) -> WrkStats:
-    """One wrk run against `url + endpoint.path`; raises BenchError if wrk fails."""
+def run_wrk(
+    url: str, endpoint: EndpointSpec, load: LoadSpec, duration_s: int, lua: str | None = None
+) -> WrkStats:
+    """One wrk run against `url + endpoint.path` (with the given Lua script, or one that POSTs
+    the endpoint's body); raises BenchError if wrk fails."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(_lua_script(endpoint))
+        script.write(lua if lua is not None else _lua_script(endpoint))
     cmd = [
         "wrk",
         f"-t{load.threads}",

@@ -46,6 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import ingest
 from ingest import (
     ADMIN_TOKEN,
     BIN,
@@ -56,7 +57,6 @@ from ingest import (
     WrkStats,
     ensure_wrk,
     machine_info,
-    parse_wrk,
 )
 
 START_TIMEOUT_S = 30.0
@@ -140,34 +140,11 @@ end
 
 
 def run_wrk(url: str, endpoint: EndpointSpec, load: LoadSpec, duration_s: int) -> WrkStats:
-    """One `wrk --latency` run against `url + endpoint.path`; BenchError if wrk fails."""
+    """One `wrk --latency` run with a fresh `@N@` per request (see `LUA`)."""
     body = json.dumps(endpoint.body, separators=(",", ":"))
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(LUA % {"token": HOOK_TOKEN, "body": body})
-    cmd = [
-        "wrk",
-        f"-t{load.threads}",
-        f"-c{load.connections}",
-        f"-d{duration_s}s",
-        "--timeout",
-        "5s",
-        "--latency",
-        "-s",
-        script.name,
-        url + endpoint.path,
-    ]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 30)
-    except subprocess.TimeoutExpired as e:
-        raise BenchError(f"wrk did not finish within {duration_s + 30}s") from e
-    finally:
-        Path(script.name).unlink()
-    if done.returncode != 0:
-        raise BenchError(f"wrk failed ({done.returncode}):\n{done.stderr}{done.stdout}")
-    stats = parse_wrk(done.stdout)
-    if stats.requests == 0:
-        raise BenchError(f"wrk reported no requests:\n{done.stdout}")
-    return stats
+    return ingest.run_wrk(
+        url, endpoint, load, duration_s, lua=LUA % {"token": HOOK_TOKEN, "body": body}
+    )
 
 
 @dataclass
