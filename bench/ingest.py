@@ -114,6 +114,8 @@ class ServerSpec:
     store: str | None = None
     workers: int | None = None
     fresh_database_on: str | None = None
+    #: an OpenAI-compatible server to use as the default model (see bench/remote_model.py)
+    model_url: str | None = None
 
     @property
     def store_kind(self) -> str:
@@ -282,11 +284,18 @@ def _start_ceiling(workdir: Path) -> RunningServer:
     raise BenchError(f"the ceiling app did not start:\n{log_text}")
 
 
-def _hookwise_config(path: Path) -> None:
-    config = {
+def _hookwise_config(path: Path, model_url: str | None = None) -> None:
+    config: dict[str, Any] = {
         "hooks": {"enabled": True, "token": HOOK_TOKEN, "path": "/hooks"},
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
     }
+    if model_url is not None:
+        from remote_model import API_KEY
+
+        config["models"] = {
+            "providers": {"remote": {"api": "openai", "baseUrl": model_url, "apiKey": API_KEY}}
+        }
+        config["agents"] = {"defaults": {"model": "remote/bench"}}
     path.write_text(json.dumps(config, indent=2), encoding="utf-8")
 
 
@@ -323,7 +332,7 @@ def _drain(stream: Any) -> None:
 def _start_hookwise(spec: ServerSpec, workdir: Path) -> RunningServer:
     config_path = workdir / "hookwise.json"
     state_dir = workdir / "state"
-    _hookwise_config(config_path)
+    _hookwise_config(config_path, spec.model_url)
     stderr = open(workdir / "hookwise.stderr.log", "wb")  # noqa: SIM115 - handed to the child
     cmd = [
         str(BIN / "hookwise"),
@@ -783,6 +792,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_PG_URL,
         help=f"with --matrix: PostgreSQL server for the fresh databases (default {DEFAULT_PG_URL})",
     )
+    p.add_argument(
+        "--model-latency",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="run the agent runs on a loopback OpenAI-compatible model that answers after this "
+        "delay (as a remote provider does) instead of the built-in echo model, whose instant "
+        "runs compete with the HTTP path for the cores",
+    )
     args = p.parse_args(argv)
     if args.matrix and (args.store is not None or args.workers is not None):
         p.error("--matrix chooses the stores and workers itself: drop --store/--workers")
@@ -807,13 +825,26 @@ def _describe(spec: ServerSpec) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.model_latency is None:
+        return _run(args, None)
+    from remote_model import RemoteModel
+
+    with RemoteModel(args.model_latency) as model:
+        return _run(args, model.base_url)
+
+
+def _run(args: argparse.Namespace, model_url: str | None) -> int:
     load = LoadSpec(args.duration, args.warmup, args.connections, args.threads)
     if args.matrix:
-        specs = matrix_specs(args.pg_url)
+        specs = [replace(s, model_url=model_url) for s in matrix_specs(args.pg_url)]
         check_cli_flags(ServerSpec("check", "hookwise", store=args.pg_url, workers=2))
         check_postgres(args.pg_url)
     else:
-        specs = [ServerSpec("hookwise", "hookwise", store=args.store, workers=args.workers)]
+        specs = [
+            ServerSpec(
+                "hookwise", "hookwise", store=args.store, workers=args.workers, model_url=model_url
+            )
+        ]
         check_cli_flags(specs[0])
     ceiling_spec = ServerSpec("ceiling", "ceiling")
     ensure_wrk()
@@ -822,9 +853,14 @@ def run(args: argparse.Namespace) -> int:
         configs = "; ".join(f"{spec.name}: {_describe(spec)}" for spec in specs)
     else:
         configs = _describe(specs[0])
+    model = (
+        "echo (built in)"
+        if model_url is None
+        else f"a loopback OpenAI-compatible model answering after {args.model_latency:g} s"
+    )
     print(
         f"load: wrk -t{load.threads} -c{load.connections}, {load.warmup_s}s warm-up + "
-        f"{load.duration_s}s per run, loopback; hookwise args: {configs}",
+        f"{load.duration_s}s per run, loopback; hookwise args: {configs}; model: {model}",
         flush=True,
     )
     plan = [(CEILING_ENDPOINT, ceiling_spec)] + [(e, s) for s in specs for e in (WAKE, AGENT)]

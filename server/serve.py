@@ -5,6 +5,11 @@ socket once, starts N worker processes that inherit it (each with its own event 
 accepting on the same port), forwards SIGTERM/SIGINT/SIGHUP to them, and restarts a worker that
 dies (giving up when workers keep dying). Workers share the store; see `server.runtime.core` for
 how they divide the work.
+
+One shared listening socket rather than one per worker (SO_REUSEPORT): while a worker restarts,
+connections wait in the shared queue for the others instead of being reset. The price is that
+the kernel does not spread long-lived keep-alive connections evenly (a benchmark's 32 persistent
+connections may cluster on one worker); many short connections from many senders even out.
 """
 
 from __future__ import annotations
