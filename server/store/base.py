@@ -9,7 +9,7 @@ operations that arrive together in one transaction (group commit).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -179,6 +179,19 @@ class Page:
 
     items: Sequence[Any]
     next_cursor: str | None
+
+
+def page_of(rows: Sequence[Any], limit: int, convert: Callable[[Any], Any]) -> Page:
+    """A page from `limit + 1` rows, newest first, whose first column is the sequence number:
+    the extra row only says that there is a next page, whose cursor is the last item's number."""
+    items = [convert(r) for r in rows[:limit]]
+    next_cursor = str(rows[limit - 1][0]) if len(rows) > limit else None
+    return Page(items=items, next_cursor=next_cursor)
+
+
+def cursor_value(cursor: str | None) -> int:
+    """The sequence number a listing continues below (everything when there is no cursor)."""
+    return 2**62 if cursor is None else int(cursor)
 
 
 class Store(Protocol):

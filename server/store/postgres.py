@@ -45,6 +45,8 @@ from server.store.base import (
     RunOutcome,
     RunRecord,
     Turn,
+    cursor_value,
+    page_of,
 )
 from server.store.sqlite_runtime import (
     DELIVERY_COLUMNS,
@@ -131,18 +133,6 @@ def _run_record(row: asyncpg.Record) -> RunRecord:
 
 def _event_record(row: asyncpg.Record) -> EventRecord:
     return EventRecord(*row)
-
-
-def _page(rows: list[Any], limit: int, convert: Callable[[Any], Any]) -> Page:
-    items = [convert(r) for r in rows[:limit]]
-    next_cursor = str(rows[limit - 1][0]) if len(rows) > limit else None
-    return Page(items=items, next_cursor=next_cursor)
-
-
-def _cursor_value(cursor: str | None) -> int:
-    if cursor is None:
-        return 2**62
-    return int(cursor)
 
 
 # --- write statements (each runs inside the writer's transaction) -------------------------------
@@ -897,20 +887,20 @@ class PostgresStore:
             f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = $1 AND seq < $2"
             " ORDER BY seq DESC LIMIT $3",
             session,
-            _cursor_value(cursor),
+            cursor_value(cursor),
             limit + 1,
         )
-        return _page(rows, limit, _event_record)
+        return page_of(rows, limit, _event_record)
 
     async def list_runs(self, *, limit: int, cursor: str | None, state: str | None) -> Page:
         rows = await self._readers.fetch(
             f"SELECT {RUN_COLUMNS} FROM runs WHERE seq < $1"
             " AND ($2::text IS NULL OR state = $2) ORDER BY seq DESC LIMIT $3",
-            _cursor_value(cursor),
+            cursor_value(cursor),
             state,
             limit + 1,
         )
-        return _page(rows, limit, _run_record)
+        return page_of(rows, limit, _run_record)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         row = await self._readers.fetchrow(
@@ -922,10 +912,10 @@ class PostgresStore:
         rows = await self._readers.fetch(
             "SELECT seq, at, path, status, client, size, action, rule_id, code FROM request_log"
             " WHERE seq < $1 ORDER BY seq DESC LIMIT $2",
-            _cursor_value(cursor),
+            cursor_value(cursor),
             limit + 1,
         )
-        return _page(rows, limit, lambda r: RequestLogEntry(*list(r)[1:]))
+        return page_of(rows, limit, lambda r: RequestLogEntry(*list(r)[1:]))
 
     # the runtime ------------------------------------------------------------------------------
 
@@ -1033,12 +1023,12 @@ class PostgresStore:
             f"SELECT seq, {DELIVERY_COLUMNS} FROM deliveries WHERE seq < $1"
             " AND ($2::text IS NULL OR run_id = $2) AND ($3::text IS NULL OR state = $3)"
             " ORDER BY seq DESC LIMIT $4",
-            _cursor_value(cursor),
+            cursor_value(cursor),
             run_id,
             state,
             limit + 1,
         )
-        return _page(rows, limit, lambda r: delivery_record(tuple(r)[1:]))
+        return page_of(rows, limit, lambda r: delivery_record(tuple(r)[1:]))
 
     # cross-process signals: LISTEN/NOTIFY -----------------------------------------------------
 

@@ -34,6 +34,8 @@ from server.store.base import (
     RunOutcome,
     RunRecord,
     Turn,
+    cursor_value,
+    page_of,
 )
 from server.store.writer import GroupCommitWriter
 
@@ -142,18 +144,6 @@ def _accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
         )
     _insert_log(cur, op.log)
     return Accepted(status=op.status, body=op.body)
-
-
-def _page(rows: list[Any], limit: int, convert: Callable[[Any], Any]) -> Page:
-    items = [convert(r) for r in rows[:limit]]
-    next_cursor = str(rows[limit - 1][0]) if len(rows) > limit else None
-    return Page(items=items, next_cursor=next_cursor)
-
-
-def _cursor_value(cursor: str | None) -> int:
-    if cursor is None:
-        return 2**62
-    return int(cursor)
 
 
 class SQLiteStore:
@@ -305,21 +295,21 @@ class SQLiteStore:
             rows = conn.execute(
                 f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? AND seq < ?"
                 " ORDER BY seq DESC LIMIT ?",
-                (session, _cursor_value(cursor), limit + 1),
+                (session, cursor_value(cursor), limit + 1),
             ).fetchall()
-            return _page(rows, limit, _event_record)
+            return page_of(rows, limit, _event_record)
 
         return await self._read(fn)
 
     async def list_runs(self, *, limit: int, cursor: str | None, state: str | None) -> Page:
         def fn(conn: sqlite3.Connection) -> Page:
             sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE seq < ?"
-            args: list[Any] = [_cursor_value(cursor)]
+            args: list[Any] = [cursor_value(cursor)]
             if state is not None:
                 sql += " AND state = ?"
                 args.append(state)
             rows = conn.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1)).fetchall()
-            return _page(rows, limit, _run_record)
+            return page_of(rows, limit, _run_record)
 
         return await self._read(fn)
 
@@ -337,9 +327,9 @@ class SQLiteStore:
             rows = conn.execute(
                 "SELECT seq, at, path, status, client, size, action, rule_id, code FROM request_log"
                 " WHERE seq < ? ORDER BY seq DESC LIMIT ?",
-                (_cursor_value(cursor), limit + 1),
+                (cursor_value(cursor), limit + 1),
             ).fetchall()
-            return _page(rows, limit, lambda r: RequestLogEntry(*r[1:]))
+            return page_of(rows, limit, lambda r: RequestLogEntry(*r[1:]))
 
         return await self._read(fn)
 
@@ -445,7 +435,7 @@ class SQLiteStore:
     ) -> Page:
         def fn(conn: sqlite3.Connection) -> Page:
             sql = f"SELECT seq, {rt.DELIVERY_COLUMNS} FROM deliveries WHERE seq < ?"
-            args: list[Any] = [_cursor_value(cursor)]
+            args: list[Any] = [cursor_value(cursor)]
             if run_id is not None:
                 sql += " AND run_id = ?"
                 args.append(run_id)
@@ -453,7 +443,7 @@ class SQLiteStore:
                 sql += " AND state = ?"
                 args.append(state)
             rows = conn.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1)).fetchall()
-            return _page(rows, limit, lambda r: rt.delivery_record(r[1:]))
+            return page_of(rows, limit, lambda r: rt.delivery_record(r[1:]))
 
         return await self._read(fn)
 
