@@ -181,6 +181,40 @@ class Page:
     next_cursor: str | None
 
 
+def event_row(e: NewEvent) -> tuple[Any, ...]:
+    """`e` in the column order both stores write an event: event_id, session, text, source,
+    mode, trusted."""
+    return (e.event_id, e.session, e.text, e.source, e.mode, e.trusted)
+
+
+def run_row(r: NewRun) -> tuple[Any, ...]:
+    """`r` in the column order both stores write a run: run_id, session_key, name, message,
+    rule_id, wake_mode, deliver, channel, recipient, model, thinking, timeout_seconds,
+    fallback_channel, allow_unsafe."""
+    return (
+        r.run_id,
+        r.session_key,
+        r.name,
+        r.message,
+        r.rule_id,
+        r.wake_mode,
+        r.deliver,
+        r.channel,
+        r.to,
+        r.model,
+        r.thinking,
+        r.timeout_seconds,
+        r.fallback_channel,
+        r.allow_unsafe_external_content,
+    )
+
+
+def log_row(e: RequestLogEntry) -> tuple[Any, ...]:
+    """`e` in the column order of the request log: at, path, status, client, size, action,
+    rule_id, code."""
+    return (e.at, e.path, e.status, e.client, e.size, e.action, e.rule_id, e.code)
+
+
 def page_of(rows: Sequence[Any], limit: int, convert: Callable[[Any], Any]) -> Page:
     """A page from `limit + 1` rows, newest first, whose first column is the sequence number:
     the extra row only says that there is a next page, whose cursor is the last item's number."""

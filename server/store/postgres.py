@@ -1,14 +1,14 @@
 """The PostgreSQL store: the `Store` for several gateway processes sharing one database.
 
 Same tables, records, orderings and cursors as `server.store.sqlite`; what differs is what several
-processes need. Writes go through one asyncio task per process (`_GroupCommitWriter`) that runs
-the waiting jobs in one transaction and commits once; a job that fails rolls back alone. A
-request's writes are one statement: its idempotency key is taken with `INSERT ... ON CONFLICT`,
-so two processes given the same key at once create one row (the unique index makes the second
-wait for the first, which it then replays). Runs and deliveries are claimed with
-`FOR UPDATE SKIP LOCKED` and leased; a dead process's work is taken over once its lease has
-expired, so `recover_deliveries` does nothing here. Reads use a connection pool and never wait
-behind a commit.
+processes need. Accepted requests are written by the accept lane (`server.store.postgres_accept`):
+a group of requests in one statement that commits alone, a few groups in flight at once; an
+idempotency key is taken with `INSERT ... ON CONFLICT`, so two processes given the same key at
+once create one row. Every other write (the runtime's) goes through one asyncio task per process
+(`_GroupCommitWriter`) that runs the waiting jobs in one transaction and commits once; a job that
+fails rolls back alone. Runs and deliveries are claimed with `FOR UPDATE SKIP LOCKED` and
+leased; a dead process's work is taken over once its lease has expired, so `recover_deliveries`
+does nothing here. Reads use a connection pool and never wait behind a commit.
 
 Cross-process signals live here too: `notify`/`subscribe` (LISTEN/NOTIFY on a dedicated
 connection that is re-established when it drops), `try_lead`/`resign` (a session-level advisory
@@ -37,7 +37,6 @@ from server.store.base import (
     HeartbeatRecord,
     NewDelivery,
     NewEvent,
-    NewRun,
     NewTurn,
     Page,
     RequestLogEntry,
@@ -46,7 +45,15 @@ from server.store.base import (
     RunRecord,
     Turn,
     cursor_value,
+    event_row,
     page_of,
+)
+from server.store.postgres_accept import (
+    CONNECTION_LOST,
+    MAX_RETRIES,
+    RETRYABLE,
+    AcceptLane,
+    insert_log,
 )
 from server.store.sqlite_runtime import (
     DELIVERY_COLUMNS,
@@ -65,7 +72,6 @@ Job = Callable[[asyncpg.Connection], Awaitable[T]]
 # collides with a leadership lock.
 MIGRATION_LOCK = 0x686F6F6B77697365
 MAX_BATCH = 1024
-MAX_RETRIES = 3
 LISTEN_PING_EVERY = 30.0
 PING_TIMEOUT = 5.0
 RECONNECT_DELAY = (0.1, 5.0)
@@ -75,8 +81,6 @@ KEEPALIVES = {
     "tcp_keepalives_count": "3",
 }
 _TOPIC = re.compile(r"^[a-z0-9_]+$")
-_RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
-_CONNECTION_LOST = (OSError, asyncpg.exceptions.InterfaceError, asyncpg.PostgresConnectionError)
 
 _EVENT_COLUMNS = "seq, event_id, session, text, source, mode, trusted, created_at, consumed_at"
 
@@ -138,195 +142,13 @@ def _event_record(row: asyncpg.Record) -> EventRecord:
 # --- write statements (each runs inside the writer's transaction) -------------------------------
 
 
-async def _insert_log(conn: asyncpg.Connection, e: RequestLogEntry) -> None:
-    await conn.execute(
-        "INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        *_log_args(e),
-    )
-
-
-# Everything a request writes, in one statement (one round trip): its idempotency key ($30,
-# skipped when NULL), then, only when the key was taken (or there is none), its events and runs
-# from column arrays and its log line. Returns whether the key was taken.
-#
-# A fresh key is inserted. When another transaction is inserting the same key, the unique index
-# makes this one wait for its outcome. A key older than the window is taken over; the `WHERE` is
-# re-checked after a concurrent update, so only one process takes it over. A key not taken stays
-# locked by this transaction, so it cannot vanish before `_stored_answer` reads it.
-_ACCEPT = (
-    "WITH taken AS ("
-    " INSERT INTO idempotency_keys AS k (key, fingerprint, status, body, created_at)"
-    " SELECT $30::text, $31::text, $32::integer, $33::bytea, $1::float8 WHERE $30 IS NOT NULL"
-    " ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint,"
-    " status = excluded.status, body = excluded.body, created_at = excluded.created_at"
-    " WHERE k.created_at <= $34::float8 RETURNING true"
-    "), fresh AS (SELECT $30 IS NULL OR EXISTS (SELECT FROM taken) AS yes"
-    "), new_events AS ("
-    " INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
-    " SELECT e.*, $1::float8 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[],"
-    " $6::text[], $7::bool[]) AS e, fresh WHERE fresh.yes"
-    "), new_runs AS ("
-    " INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
-    " channel, recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe,"
-    " created_at)"
-    " SELECT r.*, $1::float8 FROM unnest($8::text[], $9::text[], $10::text[], $11::text[],"
-    " $12::text[], $13::text[], $14::bool[], $15::text[], $16::text[], $17::text[], $18::text[],"
-    " $19::float8[], $20::text[], $21::bool[]) AS r, fresh WHERE fresh.yes"
-    "), new_log AS ("
-    " INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
-    " SELECT $22, $23, $24, $25, $26, $27, $28, $29 FROM fresh WHERE fresh.yes"
-    ") SELECT yes FROM fresh"
-)
-
-
-def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
-    """Rows as column arrays (for `unnest`)."""
-    return [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
-
-
-def _log_args(e: RequestLogEntry) -> tuple[Any, ...]:
-    return (e.at, e.path, e.status, e.client, e.size, e.action, e.rule_id, e.code)
-
-
-def _event_row(e: NewEvent) -> tuple[Any, ...]:
-    return (e.event_id, e.session, e.text, e.source, e.mode, e.trusted)
-
-
-def _run_row(r: NewRun) -> tuple[Any, ...]:
-    return (
-        r.run_id,
-        r.session_key,
-        r.name,
-        r.message,
-        r.rule_id,
-        r.wake_mode,
-        r.deliver,
-        r.channel,
-        r.to,
-        r.model,
-        r.thinking,
-        r.timeout_seconds,
-        r.fallback_channel,
-        r.allow_unsafe_external_content,
-    )
-
-
-async def _accept(conn: asyncpg.Connection, op: AcceptOp) -> Accepted:
-    events = _columns([_event_row(e) for e in op.events], 6)
-    runs = _columns([_run_row(r) for r in op.runs], 14)
-    key = (op.idempotency_key, op.fingerprint, op.status, op.body)
-    for _ in range(MAX_RETRIES):
-        window_start = op.now - op.idempotency_window
-        if await conn.fetchval(
-            _ACCEPT, op.now, *events, *runs, *_log_args(op.log), *key, window_start
-        ):
-            return Accepted(status=op.status, body=op.body)
-        stored = await _stored_answer(conn, op)
-        if stored is not None:
-            return stored
-    raise RuntimeError(f"idempotency key {op.idempotency_key!r} kept vanishing")
-
-
-class _BulkAccept:
-    """Requests without an idempotency key, written together by one writer job."""
-
-    __slots__ = ("futures", "ops")
-
-    def __init__(self) -> None:
-        self.ops: list[AcceptOp] = []
-        self.futures: list[asyncio.Future[Accepted]] = []
-
-    def add(self, op: AcceptOp) -> asyncio.Future[Accepted]:
-        fut: asyncio.Future[Accepted] = asyncio.get_running_loop().create_future()
-        self.ops.append(op)
-        self.futures.append(fut)
-        return fut
-
-    def settle(self, job: asyncio.Future[list[BaseException | None]]) -> None:
-        error = job.exception() if not job.cancelled() else asyncio.CancelledError()
-        errors = job.result() if error is None else [error] * len(self.ops)
-        for op, fut, err in zip(self.ops, self.futures, errors, strict=True):
-            if fut.done():
-                continue
-            if err is not None:
-                fut.set_exception(err)
-            else:
-                fut.set_result(Accepted(status=op.status, body=op.body))
-
-
-async def _bulk_accept(conn: asyncpg.Connection, ops: list[AcceptOp]) -> list[BaseException | None]:
-    """The events, runs and log lines of many requests: one INSERT per table. When that fails
-    (a duplicate id, say), each request is written on its own, so only the bad one fails."""
-    try:
-        async with conn.transaction():  # a savepoint inside the batch's transaction
-            await _bulk_insert(conn, ops)
-        return [None] * len(ops)
-    except asyncpg.PostgresError:
-        if len(ops) == 1:
-            raise
-    errors: list[BaseException | None] = []
-    for op in ops:
-        try:
-            async with conn.transaction():
-                await _bulk_insert(conn, [op])
-            errors.append(None)
-        except asyncpg.PostgresError as e:
-            errors.append(e)
-    return errors
-
-
-async def _bulk_insert(conn: asyncpg.Connection, ops: list[AcceptOp]) -> None:
-    events = [(*_event_row(e), op.now) for op in ops for e in op.events]
-    runs = [(*_run_row(r), op.now) for op in ops for r in op.runs]
-    if events:
-        await conn.execute(_BULK_EVENTS, *_columns(events, 7))
-    if runs:
-        await conn.execute(_BULK_RUNS, *_columns(runs, 15))
-    await conn.execute(_BULK_LOG, *_columns([_log_args(op.log) for op in ops], 8))
-
-
-_BULK_EVENTS = (
-    "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
-    " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],"
-    " $6::bool[], $7::float8[])"
-)
-_BULK_RUNS = (
-    "INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
-    " channel, recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe,"
-    " created_at) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],"
-    " $5::text[], $6::text[], $7::bool[], $8::text[], $9::text[], $10::text[], $11::text[],"
-    " $12::float8[], $13::text[], $14::bool[], $15::float8[])"
-)
-_BULK_LOG = (
-    "INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
-    " SELECT * FROM unnest($1::float8[], $2::text[], $3::integer[], $4::text[], $5::integer[],"
-    " $6::text[], $7::text[], $8::text[])"
-)
-
-
-async def _stored_answer(conn: asyncpg.Connection, op: AcceptOp) -> Accepted | None:
-    """The answer to a key already taken: a replay (with its log line) or a conflict; None if
-    the key is gone (pruned in between)."""
-    row = await conn.fetchrow(
-        "SELECT fingerprint, status, body FROM idempotency_keys WHERE key = $1",
-        op.idempotency_key,
-    )
-    if row is None:
-        return None
-    if row["fingerprint"] != op.fingerprint:
-        return Accepted(status=0, body=b"", conflict=True)
-    await _insert_log(conn, op.log)
-    return Accepted(status=row["status"], body=bytes(row["body"]), replayed=True)
-
-
 async def _insert_events(
     conn: asyncpg.Connection, events: tuple[NewEvent, ...], now: float
 ) -> None:
     await conn.executemany(
         "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        [(*_event_row(e), now) for e in events],
+        [(*event_row(e), now) for e in events],
     )
 
 
@@ -652,7 +474,7 @@ class _GroupCommitWriter:
             log.exception("commit failed; %d writes refused", len(batch))
             results = [(job, None, e) for job in batch]
         for job, value, error in results:
-            if isinstance(error, (*_RETRYABLE, _Uncommitted)) and job.retries < MAX_RETRIES:
+            if isinstance(error, (*RETRYABLE, _Uncommitted)) and job.retries < MAX_RETRIES:
                 job.retries += 1
                 self._carry.append(job)
             elif isinstance(error, _Uncommitted):
@@ -699,7 +521,7 @@ class _GroupCommitWriter:
             committing = True
             await tx.commit()
             return results
-        except _CONNECTION_LOST as e:
+        except CONNECTION_LOST as e:
             if committing:
                 raise
             raise _Uncommitted() from e
@@ -712,7 +534,7 @@ class _GroupCommitWriter:
     async def _run_alone(self, conn: asyncpg.Connection, job: _Job[Any]) -> _Outcome:
         try:
             return job, await job.fn(conn), None
-        except _CONNECTION_LOST:
+        except CONNECTION_LOST:
             raise
         except Exception as e:
             return job, None, e
@@ -721,7 +543,7 @@ class _GroupCommitWriter:
         try:
             async with conn.transaction():
                 value = await job.fn(conn)
-        except _CONNECTION_LOST:
+        except CONNECTION_LOST:
             raise
         except Exception as e:
             return job, None, e
@@ -760,7 +582,7 @@ class PostgresStore:
         self._pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
         self._writer = _GroupCommitWriter(lambda: self._connect("writer"))
-        self._bulk: _BulkAccept | None = None
+        self._accepts = AcceptLane(lambda: self._connect("accept"))
         self._callbacks: dict[str, list[Callable[[], None]]] = {}
         self._listen_conn: asyncpg.Connection | None = None
         self._listen_lost = asyncio.Event()
@@ -812,6 +634,7 @@ class PostgresStore:
                 server_settings=self._server_settings("read"),
             )
             await self._writer.start()
+            await self._accepts.start()
             await self._listen()
         except BaseException:
             await self.close()
@@ -828,6 +651,7 @@ class PostgresStore:
                 await self._listen_task
         for task in list(self._pending):
             task.cancel()
+        await self._accepts.stop()
         await self._writer.stop()
         for conn in (self._listen_conn, self._lead_conn):
             if conn is not None:
@@ -840,27 +664,12 @@ class PostgresStore:
     # the request path -------------------------------------------------------------------------
 
     async def accept(self, op: AcceptOp) -> Accepted:
-        """Requests with an idempotency key run one statement each (the key decides what is
-        written); the others waiting together are written as one group, three statements in
-        all, so a batch costs a few round trips rather than one per request."""
-        if op.idempotency_key is not None:
-            return await self._writer.submit(lambda conn: _accept(conn, op))
-        group = self._bulk
-        if group is None:
-            group = self._bulk = _BulkAccept()
-
-            async def job(
-                conn: asyncpg.Connection, group: _BulkAccept = group
-            ) -> list[BaseException | None]:
-                if self._bulk is group:
-                    self._bulk = None  # sealed: later requests start the next group
-                return await _bulk_accept(conn, group.ops)
-
-            self._writer.submit(job).add_done_callback(group.settle)
-        return await group.add(op)
+        """Write a request's key, events, runs and log line with the next group of the accept
+        lane (see `server.store.postgres_accept`); returns once they are committed."""
+        return await self._accepts.submit(op)
 
     def log_request(self, entry: RequestLogEntry) -> None:
-        self._writer.submit_nowait(lambda conn: _insert_log(conn, entry))
+        self._writer.submit_nowait(lambda conn: insert_log(conn, entry))
 
     async def prune(self, *, now: float, idempotency_window: float, log_retention: float) -> None:
         """Forget expired idempotency keys, old log lines, and the throttle records whose count
@@ -1141,7 +950,7 @@ class PostgresStore:
                 got = await conn.fetchval(
                     "SELECT pg_try_advisory_lock(hashtext($1))", self._lead_key(name)
                 )
-            except (*_CONNECTION_LOST, asyncpg.PostgresError, TimeoutError):
+            except (*CONNECTION_LOST, asyncpg.PostgresError, TimeoutError):
                 log.warning("leadership %s: the database is unreachable", name, exc_info=True)
                 self._drop_lead_connection()
                 return False

@@ -35,7 +35,10 @@ from server.store.base import (
     RunRecord,
     Turn,
     cursor_value,
+    event_row,
+    log_row,
     page_of,
+    run_row,
 )
 from server.store.writer import GroupCommitWriter
 
@@ -87,7 +90,7 @@ def _insert_log(cur: sqlite3.Cursor, e: RequestLogEntry) -> None:
     cur.execute(
         "INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (e.at, e.path, e.status, e.client, e.size, e.action, e.rule_id, e.code),
+        log_row(e),
     )
 
 
@@ -111,36 +114,14 @@ def _accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
         cur.executemany(
             "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                (e.event_id, e.session, e.text, e.source, e.mode, int(e.trusted), op.now)
-                for e in op.events
-            ],
+            [(*event_row(e), op.now) for e in op.events],
         )
     if op.runs:
         cur.executemany(
             "INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
             " channel, recipient, model, thinking, timeout_seconds, fallback_channel,"
             " allow_unsafe, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    r.run_id,
-                    r.session_key,
-                    r.name,
-                    r.message,
-                    r.rule_id,
-                    r.wake_mode,
-                    int(r.deliver),
-                    r.channel,
-                    r.to,
-                    r.model,
-                    r.thinking,
-                    r.timeout_seconds,
-                    r.fallback_channel,
-                    int(r.allow_unsafe_external_content),
-                    op.now,
-                )
-                for r in op.runs
-            ],
+            [(*run_row(r), op.now) for r in op.runs],
         )
     _insert_log(cur, op.log)
     return Accepted(status=op.status, body=op.body)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -10,7 +11,7 @@ from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory):
+def gw(start_module_gateway: Callable[..., GatewayProcess]) -> GatewayProcess:
     config = {
         "hooks": {"enabled": True, "token": HOOK_TOKEN},
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
@@ -25,10 +26,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory):
         },
         "channels": {"telegram": {"botToken": "123:abc"}},
     }
-    g = GatewayProcess(config, tmp_path_factory.mktemp("agent"))
-    g.start()
-    yield g
-    g.stop()
+    return start_module_gateway(config, name="agent")
 
 
 def _run(gw: GatewayProcess, run_id: str) -> dict:

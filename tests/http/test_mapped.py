@@ -5,7 +5,7 @@ the shipped examples: test_mapped_examples.py; reload: test_reload.py."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -107,7 +107,7 @@ MAPPINGS: list[dict[str, Any]] = [
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+def gw(start_module_gateway: Callable[..., GatewayProcess]) -> GatewayProcess:
     config = {
         "hooks": {
             "enabled": True,
@@ -119,10 +119,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
         "agents": {"defaults": {"models": {"openai/gpt-4o": {"alias": "gpt"}}}},
         "channels": {"telegram": {"botToken": "123:abc"}},
     }
-    g = GatewayProcess(config, tmp_path_factory.mktemp("mapped"))
-    g.start()
-    yield g
-    g.stop()
+    return start_module_gateway(config, name="mapped")
 
 
 # ------------------------------------------------------------------------------- accepted

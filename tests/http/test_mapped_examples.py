@@ -5,7 +5,7 @@ monitoring alert (Python transform routing by severity)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,7 +24,7 @@ def sample(name: str, **changes: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+def gw(start_module_gateway: Callable[..., GatewayProcess]) -> GatewayProcess:
     config = {
         "hooks": {
             "enabled": True,
@@ -34,10 +34,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
         },
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
     }
-    g = GatewayProcess(config, tmp_path_factory.mktemp("examples"))
-    g.start()
-    yield g
-    g.stop()
+    return start_module_gateway(config, name="examples")
 
 
 def test_github_pull_request_starts_a_review_run(gw: GatewayProcess) -> None:

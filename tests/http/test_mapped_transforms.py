@@ -3,7 +3,7 @@ limits, skip, switching the action's kind) and Python modules from `hooks.transf
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -97,7 +97,9 @@ MAPPINGS: list[dict[str, Any]] = [
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+def gw(
+    tmp_path_factory: pytest.TempPathFactory, start_module_gateway: Callable[..., GatewayProcess]
+) -> GatewayProcess:
     workdir = tmp_path_factory.mktemp("transforms")
     tdir = workdir / "transforms"
     tdir.mkdir()
@@ -113,10 +115,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
         },
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
     }
-    g = GatewayProcess(config, workdir / "gw")
-    g.start()
-    yield g
-    g.stop()
+    return start_module_gateway(config, workdir=workdir / "gw")
 
 
 def _healthy(gw: GatewayProcess) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +30,16 @@ def mapping(rule_id: str, path: str, **more: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def launch(tmp_path: Path) -> Iterator[Launch]:
+def launch(start_gateway: Callable[..., GatewayProcess]) -> Launch:
     """Start a gateway with the given config and extra `serve` flags; stopped afterwards."""
-    started: list[GatewayProcess] = []
+    count = 0
 
     def start(config: dict[str, Any], *extra_args: str) -> GatewayProcess:
-        gw = GatewayProcess(config, tmp_path / f"gw{len(started)}", extra_args=list(extra_args))
-        started.append(gw)
-        return gw.start()
+        nonlocal count
+        count += 1
+        return start_gateway(config, name=f"gw{count}", extra_args=list(extra_args))
 
-    yield start
-    for gw in started:
-        gw.stop()
+    return start
 
 
 def rewrite(gw: GatewayProcess, **hooks: Any) -> None:

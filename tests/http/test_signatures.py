@@ -12,7 +12,7 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -44,7 +44,9 @@ RULES = [
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+def gw(
+    tmp_path_factory: pytest.TempPathFactory, start_module_gateway: Callable[..., GatewayProcess]
+) -> GatewayProcess:
     workdir = tmp_path_factory.mktemp("signatures")
     (workdir / "rules" / "secrets").mkdir(parents=True)
     (workdir / "rules" / "secrets" / "svix").write_text(SW_SECRET + "\n")
@@ -62,10 +64,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
         ],
     )
     env = {"GITHUB_WEBHOOK_SECRET": GITHUB_SECRET, "STRIPE_WEBHOOK_SECRET": STRIPE_SECRET}
-    g = GatewayProcess(config, workdir, env=env)
-    g.start()
-    yield g
-    g.stop()
+    return start_module_gateway(config, env=env, workdir=workdir)
 
 
 def _mac(key: bytes, data: bytes) -> bytes:

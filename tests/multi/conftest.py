@@ -7,42 +7,18 @@ skipped with the reason when no PostgreSQL answers there.
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
-PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-def _pg(sql: str) -> None:
-    import asyncpg
-
-    async def run() -> None:
-        conn = await asyncpg.connect(PG_ADMIN_URL, timeout=5)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
+from tests.support.postgres import fresh_database
 
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test."""
-    try:
-        import server.store.postgres  # noqa: F401
-    except ImportError as e:  # pragma: no cover - the PostgreSQL store is part of the project
-        pytest.fail(f"the PostgreSQL store does not import: {e}")
-    name = f"hookwise_test_{uuid.uuid4().hex[:12]}"
-    try:
-        _pg(f'CREATE DATABASE "{name}"')
-    except OSError as e:
-        pytest.skip(f"no PostgreSQL server on 127.0.0.1:5432 ({e})")
-    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    _pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
