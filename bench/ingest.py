@@ -162,6 +162,8 @@ class Result:
     peak_rss_kib: int | None
     server_cpu_pct: float | None
     admin_check: str | None = None
+    #: the whole machine's busy share during the measured run (server, store, wrk, kernel)
+    machine_busy_pct: float | None = None
     stored_rows: int | None = None
     expect_table: str | None = None
     store: str | None = None  # "sqlite" or "postgresql" (hookwise only)
@@ -433,6 +435,19 @@ def peak_rss_kib(pid: int) -> int | None:
     return total if found else None
 
 
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs so far, from /proc/stat (idle and iowait are not busy)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal (guest is in user)
+    return total - fields[3] - fields[4], total
+
+
+def busy_pct(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+    """The machine's busy share between two `machine_ticks()` readings, in percent."""
+    total = after[1] - before[1]
+    return 100.0 * (after[0] - before[0]) / total if total > 0 else None
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of the process tree so far."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -608,13 +623,15 @@ def measure(endpoint: EndpointSpec, spec: ServerSpec, load: LoadSpec) -> Result:
         rows_before = stored_rows(server, endpoint.expect_table) or 0
         warm = run_wrk(server.url, endpoint, load, load.warmup_s)
         cpu_before = cpu_seconds(server.proc.pid)
+        machine_before = machine_ticks()
         started = time.monotonic()
         stats = run_wrk(server.url, endpoint, load, load.duration_s)
         elapsed = time.monotonic() - started
+        machine = busy_pct(machine_before, machine_ticks())
         cpu_pct = 100.0 * (cpu_seconds(server.proc.pid) - cpu_before) / elapsed
         rss = peak_rss_kib(server.proc.pid)
         check = admin_check(server, endpoint) if spec.kind == "hookwise" else None
-        result = Result(spec.name, endpoint.name, stats, warm, rss, cpu_pct, check)
+        result = Result(spec.name, endpoint.name, stats, warm, rss, cpu_pct, check, machine)
         result.expect_table = endpoint.expect_table
         if spec.kind == "hookwise":
             result.store, result.workers = spec.store_kind, spec.workers or 1
@@ -688,20 +705,33 @@ def _ratio(result: Result, ceiling: Result | None) -> float | None:
     return result.stats.rps / ceiling.stats.rps
 
 
+def machine_us_per_request(result: Result) -> float | None:
+    """Machine CPU time per acknowledged request (every process and the kernel), in µs."""
+    if result.machine_busy_pct is None or not result.stats.rps:
+        return None
+    cores = os.cpu_count() or 1
+    return result.machine_busy_pct / 100.0 * cores * 1e6 / result.stats.rps
+
+
 def render_table(results: list[Result], ceiling: Result | None) -> str:
     header = (
         f"{'server/endpoint':<22} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'peak RSS':>9} {'srv CPU':>8} {'non-2xx':>8} {'ratio':>6}  target"
+        f"{'peak RSS':>9} {'srv CPU':>8} {'machine':>8} {'µs/req':>7} {'non-2xx':>8} "
+        f"{'ratio':>6}  target"
     )
     lines = [header, "-" * (len(header) + 30)]
     for r in results:
         ratio = _ratio(r, ceiling)
         rss = f"{r.peak_rss_kib / 1024:.0f} MiB" if r.peak_rss_kib else "?"
         cpu = f"{r.server_cpu_pct:.0f}%" if r.server_cpu_pct is not None else "?"
+        busy = f"{r.machine_busy_pct:.0f}%" if r.machine_busy_pct is not None else "?"
+        per_req = machine_us_per_request(r)
+        us = f"{per_req:.0f}" if per_req is not None else "?"
         label = r.endpoint if r.endpoint == "ceiling" else f"{r.server} /{r.endpoint}"
         lines.append(
             f"{label:<22} {r.stats.rps:>9,.0f} {_fmt_ms(r.stats.p50_ms):>8} "
-            f"{_fmt_ms(r.stats.p99_ms):>8} {rss:>9} {cpu:>8} {r.stats.non_2xx:>8} "
+            f"{_fmt_ms(r.stats.p99_ms):>8} {rss:>9} {cpu:>8} {busy:>8} {us:>7} "
+            f"{r.stats.non_2xx:>8} "
             f"{(f'{ratio:.3f}' if ratio is not None else '1.000'):>6}  {_target_text(r, ratio)}"
         )
     return "\n".join(lines)
@@ -725,10 +755,21 @@ def render_checks(results: list[Result]) -> str:
 
 def scaling_figure(results: list[Result], base: str, scaled: str, endpoint: str) -> dict[str, Any]:
     """`scaled` vs `base` requests/s on `endpoint` (issue 7: PostgreSQL 2 vs 1 process /agent)."""
-    rps = {r.server: r.stats.rps for r in results if r.endpoint == endpoint}
-    base_rps, scaled_rps = rps.get(base), rps.get(scaled)
+    by_server = {r.server: r for r in results if r.endpoint == endpoint}
+    base_r, scaled_r = by_server.get(base), by_server.get(scaled)
+    base_rps = base_r.stats.rps if base_r else None
+    scaled_rps = scaled_r.stats.rps if scaled_r else None
     factor = scaled_rps / base_rps if base_rps and scaled_rps is not None else None
+    # What the whole machine could carry at the base's machine CPU per request: the most any
+    # number of processes can reach here unless a request gets cheaper.
+    base_busy = base_r.machine_busy_pct if base_r else None
+    machine_bound = base_rps * 100.0 / base_busy if base_rps and base_busy else None
     return {
+        "base_machine_busy_pct": base_busy,
+        "scaled_machine_busy_pct": scaled_r.machine_busy_pct if scaled_r else None,
+        "base_us_per_request": machine_us_per_request(base_r) if base_r else None,
+        "scaled_us_per_request": machine_us_per_request(scaled_r) if scaled_r else None,
+        "machine_bound_rps": machine_bound,
         "endpoint": endpoint,
         "base": base,
         "scaled": scaled,
@@ -742,11 +783,21 @@ def scaling_figure(results: list[Result], base: str, scaled: str, endpoint: str)
 
 def render_scaling(figure: dict[str, Any]) -> str:
     factor = figure["factor"]
-    return (
+    line = (
         f"issue 7: {figure['scaled']} vs {figure['base']} /{figure['endpoint']} acceptance: "
         f"{figure['scaled_rps'] or 0:,.0f} / {figure['base_rps'] or 0:,.0f} req/s = "
         f"{(f'{factor:.2f}x' if factor is not None else '?')} "
         f"(target >= {figure['target']:.1f}x): {'PASS' if figure['pass'] else 'FAIL'}"
+    )
+    bound, base_rps = figure["machine_bound_rps"], figure["base_rps"]
+    if bound is None or not base_rps:
+        return line
+    return (
+        f"{line}\n  machine: {figure['base']} keeps it {figure['base_machine_busy_pct']:.0f}% busy "
+        f"({figure['base_us_per_request']:.0f} µs of machine CPU per request), "
+        f"{figure['scaled']} {figure['scaled_machine_busy_pct']:.0f}% "
+        f"({figure['scaled_us_per_request']:.0f} µs); at {figure['base']}'s cost per request the "
+        f"whole machine carries at most {bound:,.0f} req/s = {bound / base_rps:.2f}x"
     )
 
 

@@ -2,7 +2,7 @@
 
 Same tables, records, orderings and cursors as `server.store.sqlite`; what differs is what several
 processes need. Accepted requests are written by the accept lane (`server.store.postgres_accept`):
-a group of requests in one statement that commits alone, a few groups in flight at once; an
+a group of requests in one statement that commits alone, the next group forming meanwhile; an
 idempotency key is taken with `INSERT ... ON CONFLICT`, so two processes given the same key at
 once create one row. Every other write (the runtime's) goes through one asyncio task per process
 (`_GroupCommitWriter`) that runs the waiting jobs in one transaction and commits once; a job that
