@@ -573,6 +573,12 @@ def _settle(job: _Job[Any], value: Any, error: BaseException | None) -> None:
 # --- the store ----------------------------------------------------------------------------------
 
 
+async def _no_session_state(_conn: asyncpg.Connection) -> None:
+    """The read pool's reset: nothing to undo. Pooled connections only run single statements
+    in autocommit (no LISTEN, locks, SET or open transaction; those have connections of their
+    own), so asyncpg's default reset would cost a round trip per use for nothing."""
+
+
 class PostgresStore:
     """The `Store` on a PostgreSQL database (optionally in its own `schema`)."""
 
@@ -632,6 +638,7 @@ class PostgresStore:
                 min_size=min(2, self._pool_size),
                 max_size=self._pool_size,
                 server_settings=self._server_settings("read"),
+                reset=_no_session_state,
             )
             await self._writer.start()
             await self._accepts.start()
