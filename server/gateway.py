@@ -119,6 +119,8 @@ class Gateway:
         )
         #: several processes share the store: PostgreSQL, or several workers on one SQLite file
         self.shared = workers > 1 or not isinstance(self.store, SQLiteStore)
+        if isinstance(self.store, SQLiteStore):
+            self.store.lock_use(shared=self.shared)  # StoreInUse: refused before serving
         self.dispatcher = Dispatcher(self.store, idempotency_window=float(hooks.idempotency_window))
         self.rules: Any = compile_rules(loaded) if hooks.enabled else None
         self.hooks: HookEndpoint | None = None

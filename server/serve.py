@@ -86,6 +86,7 @@ def _run_process(args: argparse.Namespace) -> int:
 
     from server.app import create_app
     from server.gateway import Gateway
+    from server.store.sqlite import StoreInUse
 
     loaded = load(args.config)
     if loaded is None:
@@ -96,6 +97,9 @@ def _run_process(args: argparse.Namespace) -> int:
         )
     except ConfigError as e:
         print_problems(f"{args.config}: the rules", e)
+        return 1
+    except StoreInUse as e:
+        print(f"hookwise: {e}", file=sys.stderr)
         return 1
     app = create_app(gateway)
     if args.socket_fd is not None:

@@ -127,6 +127,10 @@ def _accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
     return Accepted(status=op.status, body=op.body)
 
 
+class StoreInUse(Exception):
+    """The SQLite file is used by another hookwise process that does not share it with us."""
+
+
 class SQLiteStore:
     """The `Store` on one SQLite file."""
 
@@ -145,6 +149,7 @@ class SQLiteStore:
         self._signal_task: asyncio.Task[None] | None = None
         self._leases: dict[str, int] = {}
         self._lock_fd: int | None = None
+        self._use_fd: int | None = None
         self._checkpointer = threading.Thread(
             target=self._checkpoint_forever, name="hookwise-sqlite-checkpoint", daemon=True
         )
@@ -226,6 +231,28 @@ class SQLiteStore:
 
     # lifecycle --------------------------------------------------------------------------------
 
+    def lock_use(self, *, shared: bool) -> None:
+        """Claim the database for this process for as long as it lives.
+
+        A lone process holds `<db>.use.lock` exclusively; the workers of one `--workers N` hold
+        it shared (they divide the work through leases and signals). Any other combination is
+        refused with `StoreInUse`: a second lone process would take the first one's running
+        runs for its own and lead a second heartbeat.
+        """
+        path = self.path.with_name(self.path.name + ".use.lock")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreInUse(
+                f"another hookwise process is using {self.path}: run several processes on one "
+                "SQLite file with `hookwise serve --workers N`, or put them on PostgreSQL "
+                "(--store postgresql://...)"
+            ) from None
+        self._use_fd = fd
+
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer.start(asyncio.get_running_loop())
@@ -243,9 +270,10 @@ class SQLiteStore:
         if self._checkpointer.is_alive():
             self._checkpointer.join()
         self._readers.shutdown(wait=True)
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        for fd in (self._lock_fd, self._use_fd):
+            if fd is not None:
+                os.close(fd)
+        self._lock_fd = self._use_fd = None
 
     # the request path -------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
 from tests.support.wait import eventually
@@ -80,19 +81,22 @@ def leader_pids(gw: GatewayProcess) -> list[int]:
     return [int(p) for p in re.findall(r"process (\d+) now leads the heartbeat", gw.stderr())]
 
 
-def test_runs_spread_over_workers_are_each_executed_exactly_once(start_gateway, backend) -> None:
-    gw = start_gateway(config(), extra_args=[*backend, "--workers", "2"])
-    ids = post_many(gw.url, 300)
-    assert len(set(ids)) == 300
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_thousand_runs_spread_over_workers_are_each_executed_exactly_once(
+    start_gateway, backend, workers
+) -> None:
+    gw = start_gateway(config(), extra_args=[*backend, "--workers", str(workers)])
+    ids = post_many(gw.url, 1000)
+    assert len(set(ids)) == 1000
     runs = eventually(
         lambda: (
             (rs := all_runs(gw))
             and all(r["state"] == "succeeded" for r in rs)
-            and len(rs) == 300
+            and len(rs) == 1000
             and rs
         ),
-        timeout=60,
-        what="all 300 runs to succeed",
+        timeout=120,
+        what="all 1,000 runs to succeed",
     )
     assert {r["runId"] for r in runs} == set(ids)
     assert all(r["attempts"] == 1 for r in runs)
