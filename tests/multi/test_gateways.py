@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.fakes.model_server import ModelServer
-from tests.multi.test_workers import AUTH, all_events, all_runs, config
+from tests.multi.test_workers import AUTH, all_events, all_runs, config, with_fake_model
 from tests.support.gateway import GatewayProcess
 from tests.support.wait import eventually
 
@@ -90,16 +90,7 @@ def test_a_gateway_killed_mid_run_loses_nothing(start_gateway, shared_store) -> 
     with ModelServer() as models:
         # two runs at a time per process: four slow runs in flight means each holds two
         cfg = config(leaseGraceSeconds=1, maxAttempts=3, maxConcurrentRuns=2)
-        cfg["models"] = {
-            "providers": {
-                "fake": {
-                    "api": "openai",
-                    "baseUrl": models.openai_base_url,
-                    "apiKey": models.api_key,
-                    "maxRetries": 0,
-                }
-            }
-        }
+        cfg = with_fake_model(cfg, models)
         doomed, survivor = gateways(start_gateway, 2, shared_store, cfg)
         models.slow(60, times=4)
         ids = post_round_robin([doomed, survivor], 4, threads=1, timeoutSeconds=3, model="fake/m")

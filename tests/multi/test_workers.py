@@ -26,6 +26,22 @@ def config(**defaults: Any) -> dict[str, Any]:
     }
 
 
+def with_fake_model(cfg: dict[str, Any], models: Any) -> dict[str, Any]:
+    """`cfg` with the provider `fake` on a fake model server (no retries); heartbeats stay on
+    the echo model."""
+    cfg["models"] = {
+        "providers": {
+            "fake": {
+                "api": "openai",
+                "baseUrl": models.openai_base_url,
+                "apiKey": models.api_key,
+                "maxRetries": 0,
+            }
+        }
+    }
+    return cfg
+
+
 def all_runs(gw: GatewayProcess) -> list[dict]:
     out, cursor = [], None
     while True:
@@ -165,17 +181,7 @@ def test_a_killed_worker_is_restarted_and_its_runs_are_taken_over(start_gateway,
     from tests.fakes.model_server import ModelServer
 
     with ModelServer() as models:
-        cfg = config(leaseGraceSeconds=1, maxAttempts=3)  # heartbeats stay on echo
-        cfg["models"] = {
-            "providers": {
-                "fake": {
-                    "api": "openai",
-                    "baseUrl": models.openai_base_url,
-                    "apiKey": models.api_key,
-                    "maxRetries": 0,
-                }
-            }
-        }
+        cfg = with_fake_model(config(leaseGraceSeconds=1, maxAttempts=3), models)
         gw = start_gateway(cfg, extra_args=[*backend, "--workers", "2"])
         models.slow(60, times=1)
         [run_id] = post_many(gw.url, 1, threads=1, timeoutSeconds=3, model="fake/m")
