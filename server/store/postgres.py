@@ -53,6 +53,7 @@ from server.store.postgres_accept import (
     MAX_RETRIES,
     RETRYABLE,
     AcceptLane,
+    columns,
     insert_log,
 )
 from server.store.sqlite_runtime import (
@@ -222,10 +223,50 @@ async def _claim_runs(
     )
 
 
+# A run's ending in one statement: its state, its transcript turns (column arrays), the summary
+# event for the main session and the delivery of its reply (each written when its id is given).
+_FINISH_RUN = (
+    "WITH done AS ("
+    " UPDATE runs SET state = $1, finished_at = $2, reply = $3, error = $4, model_used = $5,"
+    " input_tokens = $6::bigint, output_tokens = $7::bigint, lease_until = NULL"
+    " WHERE run_id = $8"
+    "), turns_added AS ("
+    " INSERT INTO turns (session_key, role, content, run_id, created_at)"
+    " SELECT t.session_key, t.role, t.content, t.run_id, $2 FROM unnest($9::text[],"
+    " $10::text[], $11::text[], $12::text[]) WITH ORDINALITY AS t(session_key, role, content,"
+    " run_id, n) ORDER BY t.n"
+    "), summary AS ("
+    " INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
+    " SELECT $13::text, $14::text, $15::text, $16::text, $17::text, $18::bool, $2"
+    " WHERE $13::text IS NOT NULL"
+    ") INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
+    " fallback_channel, text, state, last_error, created_at, updated_at, next_attempt_at)"
+    " SELECT $19::text, $20::text, $21::text, $22::text, $23::text, $24::text, $25::text,"
+    " $26::text, $27::text, $2, $2, $2 WHERE $19::text IS NOT NULL"
+)
+
+
 async def _finish_run(conn: asyncpg.Connection, o: RunOutcome) -> None:
+    turns = columns([(t.session_key, t.role, t.content, t.run_id) for t in o.turns], 4)
+    e, d = o.summary, o.delivery
+    summary = (None,) * 6 if e is None else event_row(e)
+    delivery = (
+        (None,) * 9
+        if d is None
+        else (
+            d.delivery_id,
+            d.run_id,
+            d.heartbeat_id,
+            d.channel,
+            d.to,
+            d.fallback_channel,
+            d.text,
+            d.state,
+            d.last_error,
+        )
+    )
     await conn.execute(
-        "UPDATE runs SET state = $1, finished_at = $2, reply = $3, error = $4, model_used = $5,"
-        " input_tokens = $6, output_tokens = $7, lease_until = NULL WHERE run_id = $8",
+        _FINISH_RUN,
         o.state,
         o.finished_at,
         o.reply,
@@ -234,12 +275,10 @@ async def _finish_run(conn: asyncpg.Connection, o: RunOutcome) -> None:
         o.input_tokens,
         o.output_tokens,
         o.run_id,
+        *turns,
+        *summary,
+        *delivery,
     )
-    await _insert_turns(conn, o.turns, o.finished_at)
-    if o.summary is not None:
-        await _insert_events(conn, (o.summary,), o.finished_at)
-    if o.delivery is not None:
-        await _insert_delivery(conn, o.delivery, o.finished_at)
 
 
 async def _finish_heartbeat(conn: asyncpg.Connection, o: HeartbeatOutcome) -> None:
