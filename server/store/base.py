@@ -209,6 +209,22 @@ def run_row(r: NewRun) -> tuple[Any, ...]:
     )
 
 
+def delivery_row(d: NewDelivery) -> tuple[Any, ...]:
+    """`d` in the column order both stores write a delivery: delivery_id, run_id, heartbeat_id,
+    channel, recipient, fallback_channel, text, state, last_error."""
+    return (
+        d.delivery_id,
+        d.run_id,
+        d.heartbeat_id,
+        d.channel,
+        d.to,
+        d.fallback_channel,
+        d.text,
+        d.state,
+        d.last_error,
+    )
+
+
 def log_row(e: RequestLogEntry) -> tuple[Any, ...]:
     """`e` in the column order of the request log: at, path, status, client, size, action,
     rule_id, code."""

@@ -45,6 +45,7 @@ from server.store.base import (
     RunRecord,
     Turn,
     cursor_value,
+    delivery_row,
     event_row,
     page_of,
 )
@@ -167,15 +168,7 @@ async def _insert_delivery(conn: asyncpg.Connection, d: NewDelivery, now: float)
         "INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
         " fallback_channel, text, state, last_error, created_at, updated_at, next_attempt_at)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $10)",
-        d.delivery_id,
-        d.run_id,
-        d.heartbeat_id,
-        d.channel,
-        d.to,
-        d.fallback_channel,
-        d.text,
-        d.state,
-        d.last_error,
+        *delivery_row(d),
         now,
     )
 
@@ -250,21 +243,7 @@ async def _finish_run(conn: asyncpg.Connection, o: RunOutcome) -> None:
     turns = columns([(t.session_key, t.role, t.content, t.run_id) for t in o.turns], 4)
     e, d = o.summary, o.delivery
     summary = (None,) * 6 if e is None else event_row(e)
-    delivery = (
-        (None,) * 9
-        if d is None
-        else (
-            d.delivery_id,
-            d.run_id,
-            d.heartbeat_id,
-            d.channel,
-            d.to,
-            d.fallback_channel,
-            d.text,
-            d.state,
-            d.last_error,
-        )
-    )
+    delivery = (None,) * 9 if d is None else delivery_row(d)
     await conn.execute(
         _FINISH_RUN,
         o.state,

@@ -20,6 +20,7 @@ from server.store.base import (
     Route,
     RunOutcome,
     Turn,
+    delivery_row,
 )
 
 RUN_COLUMNS = (
@@ -69,20 +70,7 @@ def insert_delivery(cur: sqlite3.Cursor, d: NewDelivery, now: float) -> None:
         "INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
         " fallback_channel, text, state, last_error, created_at, updated_at, next_attempt_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            d.delivery_id,
-            d.run_id,
-            d.heartbeat_id,
-            d.channel,
-            d.to,
-            d.fallback_channel,
-            d.text,
-            d.state,
-            d.last_error,
-            now,
-            now,
-            now,
-        ),
+        (*delivery_row(d), now, now, now),
     )
 
 
