@@ -36,7 +36,6 @@ from server.store.base import (
     HeartbeatOutcome,
     HeartbeatRecord,
     NewDelivery,
-    NewEvent,
     NewTurn,
     Page,
     RequestLogEntry,
@@ -142,16 +141,6 @@ def _event_record(row: asyncpg.Record) -> EventRecord:
 
 
 # --- write statements (each runs inside the writer's transaction) -------------------------------
-
-
-async def _insert_events(
-    conn: asyncpg.Connection, events: tuple[NewEvent, ...], now: float
-) -> None:
-    await conn.executemany(
-        "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        [(*event_row(e), now) for e in events],
-    )
 
 
 async def _insert_turns(conn: asyncpg.Connection, turns: tuple[NewTurn, ...], now: float) -> None:

@@ -46,7 +46,7 @@ log = logging.getLogger("hookwise.store")
 
 MAX_GROUP = 1024
 MAX_RETRIES = 3
-RECONNECT_DELAY = 0.1
+RETRY_DELAY = 0.1  # after a failed connect, before the group is tried again
 RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
 CONNECTION_LOST = (OSError, asyncpg.exceptions.InterfaceError, asyncpg.PostgresConnectionError)
 
@@ -273,7 +273,7 @@ class AcceptLane:
             conn = await self._connection()
         except Exception as e:
             log.warning("no connection for the accept lane: %r", e)
-            await asyncio.sleep(RECONNECT_DELAY)
+            await asyncio.sleep(RETRY_DELAY)
             self._retry(group, e)
             return
         ops = [p.op for p in group]
