@@ -21,11 +21,11 @@ from typing import Any
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 
-from engine.convert import structure
-from engine.mapping import MappingConfig
-from engine.request import InboundRequest
-from engine.rules import RuleSet
-from engine.transforms import TransformContext, TransformLimits
+from hookwise.engine.convert import structure
+from hookwise.engine.mapping import MappingConfig
+from hookwise.engine.request import InboundRequest
+from hookwise.engine.rules import RuleSet
+from hookwise.engine.transforms import TransformContext, TransformLimits
 
 MESSAGE = {
     "id": "18f2c3a4b5d6e7f8",

@@ -1,5 +1,5 @@
 """Mapped-hook benchmark: `POST /hooks/gmail` (the gmail preset, a templated mapping) next to
-`POST /hooks/wake`, over HTTP with wrk, on loopback. The in-process figures are `engine.py`'s.
+`POST /hooks/wake`, over HTTP with wrk, on loopback. The in-process figures are `hookwise.engine.py`'s.
 
 Run from the repository root:
 

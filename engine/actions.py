@@ -13,9 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import attrs
-
-from engine.channels import CHANNEL_IDS, LAST, canonical_channel
-from engine.errors import RequestError
+from hookwise.engine.channels import CHANNEL_IDS, LAST, canonical_channel
+from hookwise.engine.errors import RequestError
 
 WakeMode = Literal["now", "next-heartbeat"]
 WAKE_MODES: tuple[str, ...] = ("now", "next-heartbeat")

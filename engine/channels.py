@@ -1,6 +1,6 @@
 """Channel identifiers: the eight known ids, their aliases, and the `last` pseudo-channel.
 
-How each channel is reached lives in `server.channels`; the engine only needs to know which
+How each channel is reached lives in `hookwise.server.channels`; the engine only needs to know which
 names are channels, so that a payload naming an unknown one is refused at the door.
 """
 

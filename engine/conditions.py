@@ -36,10 +36,9 @@ import re
 from typing import Any, Protocol
 
 import attrs
-
-from engine.errors import ConfigError, ConfigIssue
-from engine.extract import JsonPathError, compile_jsonpath
-from engine.request import InboundRequest
+from hookwise.engine.errors import ConfigError, ConfigIssue
+from hookwise.engine.extract import JsonPathError, compile_jsonpath
+from hookwise.engine.request import InboundRequest
 
 _SUBJECTS = ("jsonpath", "header", "query")
 _TESTS = ("equals", "in", "regex", "exists")

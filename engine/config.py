@@ -2,7 +2,7 @@
 
 One file, YAML, JSON or JSON5 (chosen by extension), is read once, `${ENV_NAME}` references in
 string values are resolved, and the data is structured into frozen attrs models (see
-`engine.convert` for the key conventions). Every problem is reported with its key path; rules
+`hookwise.engine.convert` for the key conventions). Every problem is reported with its key path; rules
 that involve several keys (an enabled hook interface needs a token, the hook token must differ
 from the gateway token, ...) are checked here too. Nothing here touches the network.
 """
@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
-
-from engine.convert import converter, structure
-from engine.durations import Duration
-from engine.errors import ConfigError, ConfigIssue
-from engine.gmail_config import GmailConfig
-from engine.mapping import MappingConfig
+from hookwise.engine.convert import converter, structure
+from hookwise.engine.durations import Duration
+from hookwise.engine.errors import ConfigError, ConfigIssue
+from hookwise.engine.gmail_config import GmailConfig
+from hookwise.engine.mapping import MappingConfig
 
 MIN_TOKEN_LENGTH = 24
 

@@ -26,8 +26,7 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 from cattrs.gen import make_dict_structure_fn, override
-
-from engine.errors import ConfigError, ConfigIssue
+from hookwise.engine.errors import ConfigError, ConfigIssue
 
 T = TypeVar("T")
 

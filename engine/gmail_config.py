@@ -4,7 +4,7 @@ The block names one IMAP account (Gmail by default, any IMAP server works), the 
 in with, the folder ("label") to watch, and the knobs of the watch loop. Credentials come in one
 of three forms for each kind: inline (usually a `${ENV}` reference the config loader resolved),
 a file, or a command whose standard output is the secret. Files and commands are resolved by the
-watcher (`server.gmail.secrets`), never here: the engine only holds data.
+watcher (`hookwise.server.gmail.secrets`), never here: the engine only holds data.
 
 Cross-key rules are checked in `__attrs_post_init__`, so the loader reports them at
 `hooks.gmail` like any other problem.
@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Literal
 
 import attrs
-
-from engine.durations import Duration
+from hookwise.engine.durations import Duration
 
 GMAIL_IMAP_HOST = "imap.gmail.com"
 MAX_IDLE_SECONDS = 29 * 60

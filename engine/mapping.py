@@ -2,9 +2,9 @@
 
 Field names follow OpenClaw's mappings so that an OpenClaw mapping loads unchanged, plus hookwise's
 own `match.when`, `extract`, `respond`, `forEach` and `verify`. Compilation (templates, JSONPaths,
-conditions, transforms, signature verifiers) happens in `engine.rules`.
+conditions, transforms, signature verifiers) happens in `hookwise.engine.rules`.
 
-Structuring follows `engine.convert`: snake_case attrs fields, camelCase keys, strict types,
+Structuring follows `hookwise.engine.convert`: snake_case attrs fields, camelCase keys, strict types,
 unknown keys refused. One shorthand: an `extract` entry may be a bare JSONPath string
 (`subject: $.messages[0].subject`) or a mapping (`{path: $.labels[*].name, all: true}`).
 """
@@ -14,9 +14,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import attrs
-
-from engine.convert import converter
-from engine.durations import Duration
+from hookwise.engine.convert import converter
+from hookwise.engine.durations import Duration
 
 
 @attrs.frozen

@@ -15,9 +15,8 @@ from __future__ import annotations
 import re
 
 import attrs
-
-from engine.config import AgentDefaults
-from engine.errors import ConfigError, ConfigIssue, RequestError
+from hookwise.engine.config import AgentDefaults
+from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
 
 _MODEL_REF = re.compile(r"[^\s/]+/\S+")
 

@@ -9,7 +9,7 @@ Order and identity:
 
 Matching: `match.path` equals the request's sub-path (slashes trimmed on both); `match.source`
 equals the payload's `source` when that is a string; `match.when` holds (see
-`engine.conditions`). A missing part matches anything.
+`hookwise.engine.conditions`). A missing part matches anything.
 
 Evaluation (`RuleSet.evaluate`) produces `ActionSpec`s: the raw fields of a direct `/wake` or
 `/agent` payload, not yet validated. Templates fill `text` (`textTemplate`) or `message`
@@ -28,7 +28,7 @@ merged over it: keys of the action's kind replace the templated ones (a null val
 templated one, like OpenClaw), other keys are ignored. `kind` may switch between wake and agent;
 then nothing templated carries over and the dict must supply the new kind's fields.
 
-`verify` checks the request's HMAC signature (`engine.signatures`) on the raw body, first thing in
+`verify` checks the request's HMAC signature (`hookwise.engine.signatures`) on the raw body, first thing in
 `evaluate` and only for the selected rule: nothing is extracted, rendered or transformed for a
 request whose signature does not verify. Its secret (`secret`, or `secretFile` relative to the
 folder of the file holding the rule) is resolved at compile time. `${NAME}` references in rule
@@ -38,7 +38,7 @@ environment itself), as the config loader does for `hooks.mappings`.
 `respond` gives the caller a fixed answer: its status (2xx) and headers as written, string values
 of its body rendered as templates. It is returned whenever the rule matched, skipped or not.
 
-Errors (`engine.errors.RequestError`, always naming the rule, never quoting the payload):
+Errors (`hookwise.engine.errors.RequestError`, always naming the rule, never quoting the payload):
 401 `invalid_signature` (missing, malformed or wrong signature, or a stale signed timestamp),
 400 `missing_value` (a `| required` value is absent), 400 `template_error`, 500
 `transform_failed` (raised, bad result, memory limit), 504 `transform_timeout`, 503
@@ -54,16 +54,14 @@ from typing import Any, Literal
 
 import attrs
 import yaml
-
-import engine
-from engine.actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
-from engine.conditions import Condition, compile_when
-from engine.config import _resolve_env as resolve_env
-from engine.convert import structure
-from engine.errors import ConfigError, ConfigIssue, RequestError
-from engine.extract import JsonPath, JsonPathError, compile_jsonpath
-from engine.mapping import ExtractConfig, MappingConfig, RespondConfig
-from engine.render import (
+from hookwise.engine.actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
+from hookwise.engine.conditions import Condition, compile_when
+from hookwise.engine.config import _resolve_env as resolve_env
+from hookwise.engine.convert import structure
+from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
+from hookwise.engine.extract import JsonPath, JsonPathError, compile_jsonpath
+from hookwise.engine.mapping import ExtractConfig, MappingConfig, RespondConfig
+from hookwise.engine.render import (
     RESERVED_NAMES,
     MissingValueError,
     Template,
@@ -75,9 +73,9 @@ from engine.render import (
     visible_headers,
     visible_query,
 )
-from engine.request import InboundRequest
-from engine.signatures import SignatureError, Verifier, compile_verifier
-from engine.transforms import (
+from hookwise.engine.request import InboundRequest
+from hookwise.engine.signatures import SignatureError, Verifier, compile_verifier
+from hookwise.engine.transforms import (
     KEEP,
     Transform,
     TransformBusy,
@@ -130,9 +128,8 @@ class Outcome:
 
 
 def _presets_dir() -> Path:
-    here = Path(engine.__file__).resolve().parent
-    repo = here.parent / "rules" / "presets"
-    return repo if repo.is_dir() else here / "_rules" / "presets"
+    # `rules/` sits beside `engine/` both in the repository and installed (`hookwise/rules`).
+    return Path(__file__).resolve().parent.parent / "rules" / "presets"
 
 
 def available_presets() -> list[str]:

@@ -24,10 +24,10 @@ import asyncio
 import concurrent.futures
 from typing import Any
 
-from engine.errors import RequestError
-from engine.request import InboundRequest
-from engine.rules import Outcome, RuleSet
-from engine.transforms import TransformError
+from hookwise.engine.errors import RequestError
+from hookwise.engine.request import InboundRequest
+from hookwise.engine.rules import Outcome, RuleSet
+from hookwise.engine.transforms import TransformError
 
 
 def explain(ruleset: RuleSet, request: InboundRequest) -> dict[str, Any]:

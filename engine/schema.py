@@ -1,6 +1,6 @@
 """JSON Schema from the config models, so the schema editors use can never drift from the code.
 
-`python -m engine.schema > schemas/config.schema.json` writes the config file's schema; a test
+`python -m hookwise.engine.schema > schemas/config.schema.json` writes the config file's schema; a test
 regenerates it and compares. Descriptions come from the models' docstrings.
 """
 
@@ -14,9 +14,8 @@ import typing
 from typing import Any, Literal, get_args, get_origin
 
 import attrs
-
-from engine.convert import data_key
-from engine.durations import Duration
+from hookwise.engine.convert import data_key
+from hookwise.engine.durations import Duration
 
 DURATION = {
     "oneOf": [
@@ -91,7 +90,7 @@ def _class_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_schema() -> dict[str, Any]:
-    from engine.config import Config
+    from hookwise.engine.config import Config
 
     defs: dict[str, Any] = {}
     root = _class_schema(Config, defs)

@@ -1,6 +1,6 @@
 """Signature verification of mapped hooks: the providers' HMAC schemes, compiled once per rule.
 
-A mapping's `verify` block (`engine.mapping.VerifyConfig`) names a scheme and a secret; at load,
+A mapping's `verify` block (`hookwise.engine.mapping.VerifyConfig`) names a scheme and a secret; at load,
 `compile_verifier` resolves the secret (`secret`, or `secretFile` relative to the folder of the
 file that holds the rule) and checks the options. Per request, `Verifier.verify` checks the raw
 body exactly as received, before templates and transforms, and raises `SignatureError` when the
@@ -33,9 +33,8 @@ from datetime import datetime
 from pathlib import Path
 
 import attrs
-
-from engine.errors import ConfigError, ConfigIssue
-from engine.mapping import VerifyConfig
+from hookwise.engine.errors import ConfigError, ConfigIssue
+from hookwise.engine.mapping import VerifyConfig
 
 SCHEMES = ("github", "stripe", "standard-webhooks", "hmac-sha256")
 DEFAULT_TOLERANCE = 300.0

@@ -11,14 +11,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from hookwise.server.admin import AdminController
+from hookwise.server.auth import TokenCheck
+from hookwise.server.errors import EXCEPTION_HANDLERS
+from hookwise.server.gateway import Gateway
 from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.types import Receive, Scope, Send
-
-from server.admin import AdminController
-from server.auth import TokenCheck
-from server.errors import EXCEPTION_HANDLERS
-from server.gateway import Gateway
 
 
 @get("/healthz", sync_to_thread=False)

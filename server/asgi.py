@@ -11,9 +11,8 @@ import asyncio
 from collections.abc import Iterable
 
 import msgspec
+from hookwise.engine.errors import RequestError
 from litestar.types import Receive, Send
-
-from engine.errors import RequestError
 
 _JSON = (b"content-type", b"application/json")
 encode_json = msgspec.json.Encoder().encode

@@ -11,20 +11,20 @@ import logging
 import sys
 from typing import Any
 
-from engine.config import LoadedConfig
-from engine.errors import ConfigError
+from hookwise.engine.config import LoadedConfig
+from hookwise.engine.errors import ConfigError
 
 log = logging.getLogger("hookwise")
 
 
 def _load(path: str) -> LoadedConfig | None:
-    from server.serve import load
+    from hookwise.server.serve import load
 
     return load(path)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from server.serve import serve
+    from hookwise.server.serve import serve
 
     if args.workers < 1:
         print("hookwise: --workers must be at least 1", file=sys.stderr)
@@ -35,12 +35,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_config_check(args: argparse.Namespace) -> int:
     """Everything `serve` would check at start-up, without starting: the config, the channels,
     the model providers and allowlist, the rules, and rules naming unconfigured channels."""
-    from engine.models import ModelPolicy
-    from server.channels.registry import load_channels
-    from server.gateway import compile_rules
-    from server.rules_cli import unconfigured_channel_issues
-    from server.runtime.providers.registry import Providers
-    from server.serve import print_problems
+    from hookwise.engine.models import ModelPolicy
+    from hookwise.server.channels.registry import load_channels
+    from hookwise.server.gateway import compile_rules
+    from hookwise.server.rules_cli import unconfigured_channel_issues
+    from hookwise.server.runtime.providers.registry import Providers
+    from hookwise.server.serve import print_problems
 
     loaded = _load(args.config)
     if loaded is None:
@@ -144,13 +144,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_optional_commands(sub: Any) -> None:
     try:
-        from server.rules_cli import add_cli as add_rules
+        from hookwise.server.rules_cli import add_cli as add_rules
     except ImportError:
         pass
     else:
         add_rules(sub)
     try:
-        from server.gmail.cli import add_cli as add_gmail
+        from hookwise.server.gmail.cli import add_cli as add_gmail
     except ImportError:
         pass
     else:

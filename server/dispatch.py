@@ -14,12 +14,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
-
-from engine.actions import Action, AgentAction, WakeAction
-from engine.mapping import RespondConfig
-from server.asgi import encode_json
-from server.ids import new_id
-from server.store.base import Accepted, AcceptOp, NewEvent, NewRun, RequestLogEntry, Store
+from hookwise.engine.actions import Action, AgentAction, WakeAction
+from hookwise.engine.mapping import RespondConfig
+from hookwise.server.asgi import encode_json
+from hookwise.server.ids import new_id
+from hookwise.server.store.base import Accepted, AcceptOp, NewEvent, NewRun, RequestLogEntry, Store
 
 log = logging.getLogger("hookwise.dispatch")
 

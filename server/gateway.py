@@ -16,13 +16,13 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.actions import ValidationPolicy
-from engine.config import Config, LoadedConfig, load_config
-from engine.errors import ConfigError, ConfigIssue
-from server.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
-from server.dispatch import Dispatcher
-from server.hooks import HookEndpoint, HookSettings
-from server.store.sqlite import SQLiteStore
+from hookwise.engine.actions import ValidationPolicy
+from hookwise.engine.config import Config, LoadedConfig, load_config
+from hookwise.engine.errors import ConfigError, ConfigIssue
+from hookwise.server.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
+from hookwise.server.dispatch import Dispatcher
+from hookwise.server.hooks import HookEndpoint, HookSettings
+from hookwise.server.store.sqlite import SQLiteStore
 
 log = logging.getLogger("hookwise")
 
@@ -35,8 +35,8 @@ def compile_rules(loaded: LoadedConfig) -> Any:
     """Compile the mapped-hook rules of a configuration (custom mappings, rule files, presets)."""
     import os
 
-    from engine.rules import RuleSet
-    from engine.transforms import TransformLimits
+    from hookwise.engine.rules import RuleSet
+    from hookwise.engine.transforms import TransformLimits
 
     hooks = loaded.config.hooks
     limits = hooks.transform_limits
@@ -62,8 +62,8 @@ def validation_policy(
     config: Config, channels: Mapping[str, Any] | None = None
 ) -> ValidationPolicy:
     """What request validation needs: the model allowlist and the configured channels."""
-    from engine.models import ModelPolicy
-    from server.channels.registry import load_channels
+    from hookwise.engine.models import ModelPolicy
+    from hookwise.server.channels.registry import load_channels
 
     if channels is None:
         channels = load_channels(config.channels)
@@ -85,7 +85,7 @@ def open_store(url: str | None, *, state_dir: Path, synchronous: str = "full") -
     """The store a URL names: `postgresql://...`, `sqlite:///path`, or None for
     `<state dir>/hookwise.db`."""
     if url and url.startswith(("postgres://", "postgresql://")):
-        from server.store.postgres import PostgresStore
+        from hookwise.server.store.postgres import PostgresStore
 
         return PostgresStore(url)
     if url and url.startswith("sqlite:///"):
@@ -110,7 +110,7 @@ class Gateway:
         self.config = loaded.config
         self.state_dir = Path(state_dir)
         hooks = self.config.hooks
-        from server.channels.registry import load_channels
+        from hookwise.server.channels.registry import load_channels
 
         self.channels = load_channels(self.config.channels)
         url = store_url or self.config.store.url
@@ -147,7 +147,7 @@ class Gateway:
         self._tasks: list[asyncio.Task[None]] = []
         #: the port the service listens on (set by the CLI once bound); the mail watcher posts there
         self.listen_port: int | None = None
-        from server.runtime.core import Runtime
+        from hookwise.server.runtime.core import Runtime
 
         self.runtime = Runtime(
             self.config,
@@ -203,7 +203,7 @@ class Gateway:
         if self.listen_port is None and not gmail.hook_url:
             log.warning("mail watcher not started: the listening port is unknown")
             return
-        from server.gmail.watcher import run_watcher
+        from hookwise.server.gmail.watcher import run_watcher
 
         async def watch() -> None:
             try:

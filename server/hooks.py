@@ -17,15 +17,26 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 import attrs
+from hookwise.engine.actions import (
+    Action,
+    ValidationPolicy,
+    validate_action,
+    validate_agent,
+    validate_wake,
+)
+from hookwise.engine.errors import RequestError
+from hookwise.engine.request import InboundRequest
+from hookwise.server.asgi import content_length, read_body, send_error, send_json
+from hookwise.server.auth import (
+    AuthThrottle,
+    SharedAuthThrottle,
+    TokenCheck,
+    client_key,
+    presented_token,
+)
+from hookwise.server.dispatch import Dispatcher, RequestMeta, respond_body
+from hookwise.server.payload import content_type, parse_payload
 from litestar.types import Receive, Scope, Send
-
-from engine.actions import Action, ValidationPolicy, validate_action, validate_agent, validate_wake
-from engine.errors import RequestError
-from engine.request import InboundRequest
-from server.asgi import content_length, read_body, send_error, send_json
-from server.auth import AuthThrottle, SharedAuthThrottle, TokenCheck, client_key, presented_token
-from server.dispatch import Dispatcher, RequestMeta, respond_body
-from server.payload import content_type, parse_payload
 
 log = logging.getLogger("hookwise.hooks")
 

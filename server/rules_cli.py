@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-
-from engine.actions import Action, ValidationPolicy, validate_action
-from engine.channels import CHANNEL_IDS, LAST, canonical_channel
-from engine.config import LoadedConfig, load_config
-from engine.errors import ConfigError, ConfigIssue, RequestError
-from engine.mapping import MappingConfig
-from engine.request import InboundRequest
+from hookwise.engine.actions import Action, ValidationPolicy, validate_action
+from hookwise.engine.channels import CHANNEL_IDS, LAST, canonical_channel
+from hookwise.engine.config import LoadedConfig, load_config
+from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
+from hookwise.engine.mapping import MappingConfig
+from hookwise.engine.request import InboundRequest
 
 __all__ = ["add_cli", "explain_with_validation", "unconfigured_channel_issues"]
 
@@ -99,9 +98,9 @@ def _action_json(action: Action) -> dict[str, Any]:
 def explain_with_validation(
     ruleset: Any, request: InboundRequest, policy: ValidationPolicy
 ) -> dict[str, Any]:
-    """`engine.ruletool.explain` plus what the hook endpoint does next: validate every action
+    """`hookwise.engine.ruletool.explain` plus what the hook endpoint does next: validate every action
     (as a mapping's, `internal=True`) and work out the status the server would answer with."""
-    from engine.ruletool import explain
+    from hookwise.engine.ruletool import explain
 
     report = explain(ruleset, request)
     actions: list[dict[str, Any]] = []
@@ -154,7 +153,7 @@ def _pairs(values: Iterable[str], sep: str, what: str) -> dict[str, str]:
 
 
 def _request(args: argparse.Namespace) -> InboundRequest:
-    from server.payload import parse_payload
+    from hookwise.server.payload import parse_payload
 
     headers = {k.lower(): v for k, v in _pairs(args.header, ":", "--header").items()}
     query = _pairs(args.query, "=", "--query")
@@ -178,7 +177,7 @@ def _request(args: argparse.Namespace) -> InboundRequest:
 
 
 def cmd_rules_test(args: argparse.Namespace) -> int:
-    from server.gateway import compile_rules, validation_policy
+    from hookwise.server.gateway import compile_rules, validation_policy
 
     loaded = _load(args.config)
     if loaded is None:
@@ -207,7 +206,7 @@ def _configured_channels(loaded: LoadedConfig) -> set[str]:
 
 def _rule_locations(ruleset: Any) -> list[tuple[str, str | None, str, MappingConfig]]:
     """(rule id, file, key path, mapping) for every compiled rule. A rule's `origin` is
-    `hooks.mappings[i]` or `<file>[i]` (`engine.rules`)."""
+    `hooks.mappings[i]` or `<file>[i]` (`hookwise.engine.rules`)."""
     out = []
     for rule in ruleset.rules:
         origin: str = rule.origin
@@ -238,7 +237,7 @@ def unconfigured_channel_issues(loaded: LoadedConfig, *, ruleset: Any = None) ->
     if ruleset is not None:
         locations = _rule_locations(ruleset)
     else:
-        from server.gateway import compile_rules
+        from hookwise.server.gateway import compile_rules
 
         try:
             compiled = compile_rules(loaded)
@@ -277,7 +276,7 @@ def unconfigured_channel_issues(loaded: LoadedConfig, *, ruleset: Any = None) ->
 
 
 def cmd_rules_check(args: argparse.Namespace) -> int:
-    from server.gateway import compile_rules
+    from hookwise.server.gateway import compile_rules
 
     loaded = _load(args.config)
     if loaded is None:

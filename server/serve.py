@@ -3,7 +3,7 @@
 With one worker, the process binds the socket and serves. With several, a supervisor binds the
 socket once, starts N worker processes that inherit it (each with its own event loop, all
 accepting on the same port), forwards SIGTERM/SIGINT/SIGHUP to them, and restarts a worker that
-dies (giving up when workers keep dying). Workers share the store; see `server.runtime.core` for
+dies (giving up when workers keep dying). Workers share the store; see `hookwise.server.runtime.core` for
 how they divide the work.
 
 One shared listening socket rather than one per worker (SO_REUSEPORT): while a worker restarts,
@@ -27,8 +27,8 @@ import threading
 import time
 from pathlib import Path
 
-from engine.config import LoadedConfig, load_config
-from engine.errors import ConfigError
+from hookwise.engine.config import LoadedConfig, load_config
+from hookwise.engine.errors import ConfigError
 
 log = logging.getLogger("hookwise")
 
@@ -72,7 +72,7 @@ def _shown(sock: socket.socket) -> tuple[str, int]:
 
 def serve(args: argparse.Namespace) -> int:
     """`hookwise serve`."""
-    from server import logs
+    from hookwise.server import logs
 
     logs.configure(args.log_level)
     if args.workers > 1 and args.socket_fd is None:
@@ -83,10 +83,9 @@ def serve(args: argparse.Namespace) -> int:
 def _run_process(args: argparse.Namespace) -> int:
     import uvicorn
     import uvloop
-
-    from server.app import create_app
-    from server.gateway import Gateway
-    from server.store.sqlite import StoreInUse
+    from hookwise.server.app import create_app
+    from hookwise.server.gateway import Gateway
+    from hookwise.server.store.sqlite import StoreInUse
 
     loaded = load(args.config)
     if loaded is None:
@@ -127,7 +126,7 @@ def _run_process(args: argparse.Namespace) -> int:
         loop.add_signal_handler(signal.SIGHUP, gateway.reload)
         watcher = None
         if args.watch:
-            from server.watch import watch
+            from hookwise.server.watch import watch
 
             watcher = asyncio.create_task(watch(gateway), name="hookwise-watch")
         serving = asyncio.create_task(server.serve(sockets=[sock]))
@@ -155,7 +154,7 @@ class _Worker:
         cmd = [
             sys.executable,
             "-m",
-            "server.cli",
+            "hookwise.server.cli",
             "serve",
             "--config",
             args.config,
@@ -200,7 +199,7 @@ def _supervise(args: argparse.Namespace) -> int:
     if loaded is None:
         return 1
     if loaded.config.hooks.enabled:
-        from server.gateway import compile_rules
+        from hookwise.server.gateway import compile_rules
 
         try:
             compile_rules(loaded).close()

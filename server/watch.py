@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from engine.config import LoadedConfig, load_config
-from engine.errors import ConfigError
+from hookwise.engine.config import LoadedConfig, load_config
+from hookwise.engine.errors import ConfigError
 
 log = logging.getLogger("hookwise.watch")
 

@@ -6,9 +6,9 @@ A mapping's `transform.module` names a file inside `hooks.transformsDir`:
   host access (no `require`, `process`, `fetch`, `import`, timers or WebAssembly), intrinsics
   frozen so a call cannot pollute prototypes for the next one. Module text (`export default`,
   `export function`, `export const`) is turned into a script once, at load. Each transform keeps a
-  small pool of pre-compiled contexts that calls reuse; see `engine.transforms.js`.
+  small pool of pre-compiled contexts that calls reuse; see `hookwise.engine.transforms.js`.
 - `.py` modules are trusted operator code: imported once at load, NOT sandboxed, but each call is
-  time-bounded (the request fails with 504 when it overruns); see `engine.transforms.python`.
+  time-bounded (the request fails with 504 when it overruns); see `hookwise.engine.transforms.python`.
 - `.ts`: refused at load; compile it to `.js` first.
 
 The call contract is the same for both: the transform receives the request (`payload`,
@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
-
-from engine.mapping import TransformConfig
+from hookwise.engine.mapping import TransformConfig
 
 
 @attrs.frozen
@@ -152,7 +151,7 @@ class TransformHost:
         self._js_host: Any = None
 
     def load(self, config: TransformConfig) -> Transform:
-        from engine.transforms._paths import resolve_module
+        from hookwise.engine.transforms._paths import resolve_module
 
         if self._dir is None:
             raise TransformLoadError("a transform needs hooks.transformsDir to be set")
@@ -171,13 +170,13 @@ class TransformHost:
         suffix = path.suffix.lower()
         transform: Transform
         if suffix in (".js", ".mjs", ".cjs"):
-            from engine.transforms.js import JsHost, JsTransform
+            from hookwise.engine.transforms.js import JsHost, JsTransform
 
             if self._js_host is None:
                 self._js_host = JsHost()
             transform = JsTransform.load(self._js_host, path, config.export, limits)
         elif suffix == ".py":
-            from engine.transforms.python import PyTransform
+            from hookwise.engine.transforms.python import PyTransform
 
             transform = PyTransform.load(path, config.export, limits)
         else:

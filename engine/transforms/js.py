@@ -34,9 +34,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from py_mini_racer import JSEvalException, JSOOMException, MiniRacer
-
-from engine.transforms import (
+from hookwise.engine.transforms import (
     KEEP,
     TransformBusy,
     TransformContext,
@@ -45,7 +43,8 @@ from engine.transforms import (
     TransformLoadError,
     TransformTimedOut,
 )
-from engine.transforms.jsmodule import ModuleSyntaxError, module_to_script
+from hookwise.engine.transforms.jsmodule import ModuleSyntaxError, module_to_script
+from py_mini_racer import JSEvalException, JSOOMException, MiniRacer
 
 _MIB = 1024 * 1024
 _LOAD_TIMEOUT_S = 5.0

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from engine.transforms import (
+from hookwise.engine.transforms import (
     TransformContext,
     TransformFailed,
     TransformLimits,

@@ -5,8 +5,8 @@
 retry. Adapters live one per module; plugins add more through the `hookwise.channels` entry points.
 """
 
-from server.channels.base import Channel, DeliveryError, SendResult
-from server.channels.registry import (
+from hookwise.server.channels.base import Channel, DeliveryError, SendResult
+from hookwise.server.channels.registry import (
     ALIASES,
     ChannelSpec,
     available_channels,

@@ -4,7 +4,7 @@ This module is the whole surface a channel plugin may depend on: the `Channel` p
 delivery worker calls, the `SendResult` and `DeliveryError` it gets back, config parsing with key
 paths (`parse_config`), and the HTTP helpers that turn transport failures and error answers into
 `DeliveryError`s classified as retryable or permanent. It also re-exports the text splitter and
-markdown converters from `server.channels.format`, so plugins need import nothing else.
+markdown converters from `hookwise.server.channels.format`, so plugins need import nothing else.
 
 Error messages never contain credentials: they are built from the channel's id, the HTTP status
 and the API's own error text, never from a URL or a request.
@@ -21,10 +21,9 @@ from urllib.parse import urlsplit
 
 import attrs
 import httpx
-
-from engine.convert import data_key, structure
-from engine.errors import ConfigError, ConfigIssue
-from server.channels.format import (
+from hookwise.engine.convert import data_key, structure
+from hookwise.engine.errors import ConfigError, ConfigIssue
+from hookwise.server.channels.format import (
     markdown_to_plain,
     markdown_to_slack,
     markdown_to_telegram_html,
@@ -101,7 +100,7 @@ class Channel(Protocol):
 def parse_config(config: Mapping[str, Any], cls: type[T], path: str) -> T:
     """Structure a `channels.<id>` mapping into the frozen attrs class `cls`.
 
-    Besides `engine.convert.structure`'s checks (required and unknown keys, strict types), every
+    Besides `hookwise.engine.convert.structure`'s checks (required and unknown keys, strict types), every
     string must be non-blank and every field whose name ends in `url` must be an absolute http(s)
     URL; its trailing slash is removed. Raises `ConfigError` listing each problem with its key path.
     """

@@ -16,8 +16,7 @@ from typing import Any, Literal
 
 import attrs
 import httpx
-
-from server.channels.base import (
+from hookwise.server.channels.base import (
     ChannelBase,
     SendResult,
     check_default_to,

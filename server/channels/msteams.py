@@ -19,8 +19,7 @@ from urllib.parse import quote
 
 import attrs
 import httpx
-
-from server.channels.base import (
+from hookwise.server.channels.base import (
     ChannelBase,
     ConfigError,
     ConfigIssue,

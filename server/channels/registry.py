@@ -3,7 +3,7 @@
 Seven channels are built in; more come from plugins, found through the Python entry-point group
 `hookwise.channels` (the entry point's name is the channel id, its object a `Channel` class).
 Mattermost is such a plugin. A plugin cannot replace a built-in channel. Aliases (`imsg`,
-`teams`, from `engine.channels.ALIASES`) are accepted wherever a channel id is.
+`teams`, from `hookwise.engine.channels.ALIASES`) are accepted wherever a channel id is.
 
 `load_channels(config)` builds the channels configured under `channels`, raising `ConfigError`
 with every problem and its key path (`channels.telegram.botToken: required key is missing`).
@@ -17,17 +17,16 @@ from importlib.metadata import entry_points
 from typing import Any, Literal
 
 import attrs
-
-from engine.channels import ALIASES
-from engine.errors import ConfigError, ConfigIssue
-from server.channels.base import Channel
-from server.channels.discord import DiscordChannel
-from server.channels.imessage import IMessageChannel
-from server.channels.msteams import MSTeamsChannel
-from server.channels.signal import SignalChannel
-from server.channels.slack import SlackChannel
-from server.channels.telegram import TelegramChannel
-from server.channels.whatsapp import WhatsAppChannel
+from hookwise.engine.channels import ALIASES
+from hookwise.engine.errors import ConfigError, ConfigIssue
+from hookwise.server.channels.base import Channel
+from hookwise.server.channels.discord import DiscordChannel
+from hookwise.server.channels.imessage import IMessageChannel
+from hookwise.server.channels.msteams import MSTeamsChannel
+from hookwise.server.channels.signal import SignalChannel
+from hookwise.server.channels.slack import SlackChannel
+from hookwise.server.channels.telegram import TelegramChannel
+from hookwise.server.channels.whatsapp import WhatsAppChannel
 
 ENTRY_POINT_GROUP = "hookwise.channels"
 

@@ -14,8 +14,7 @@ from typing import Any
 
 import attrs
 import httpx
-
-from server.channels.base import (
+from hookwise.server.channels.base import (
     ChannelBase,
     DeliveryError,
     SendResult,

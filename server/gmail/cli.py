@@ -1,6 +1,6 @@
 """The `hookwise webhooks gmail setup|run` subcommands (argparse), registered by `add_cli`.
 
-`server.cli` calls `add_cli(webhooks_subparsers)`: it adds `gmail` with `setup` and `run` under
+`hookwise.server.cli` calls `add_cli(webhooks_subparsers)`: it adds `gmail` with `setup` and `run` under
 the given subparsers action. Each leaf parser sets `func`, a handler taking the parsed namespace
 and returning the process exit status.
 """
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.gmail_config import GMAIL_IMAP_HOST
+from hookwise.engine.gmail_config import GMAIL_IMAP_HOST
 
 DEFAULT_CONFIG = "hookwise.yaml"
 DEFAULT_PORT = 8787
@@ -143,7 +143,7 @@ def _config_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup_command(args: argparse.Namespace) -> int:
-    from server.gmail.setup import SetupError, run_setup
+    from hookwise.server.gmail.setup import SetupError, run_setup
 
     try:
         report = run_setup(
@@ -170,9 +170,9 @@ def _setup_command(args: argparse.Namespace) -> int:
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    from engine.config import load_config
-    from engine.errors import ConfigError
-    from server.gmail.watcher import WatcherError, run_watcher
+    from hookwise.engine.config import load_config
+    from hookwise.engine.errors import ConfigError
+    from hookwise.server.gmail.watcher import WatcherError, run_watcher
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

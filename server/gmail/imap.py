@@ -5,7 +5,7 @@ parses FETCH/SELECT/LIST answers into Python values, has LOGIN, AUTHENTICATE XOA
 and RFC 2177 IDLE, and knows Gmail's X-GM-* attributes. The async alternative, `aioimaplib`,
 hands back raw response lines that we would have to parse ourselves. A blocking client is fine
 here: the watcher holds one connection and drives it from one dedicated worker thread, so every
-call below is made from that thread, one at a time (`server.gmail.watcher` owns the thread).
+call below is made from that thread, one at a time (`hookwise.server.gmail.watcher` owns the thread).
 
 IDLE waits are taken in short slices (`idle_wait(timeout)`), so the watcher can stop, and so a
 connection the server closed is noticed at once: `imapclient.idle_check` swallows EOF, which we
@@ -24,11 +24,10 @@ from datetime import date, datetime
 from typing import Any, Literal
 
 import attrs
+from hookwise.engine.gmail_config import GmailConfig
+from hookwise.server.gmail.secrets import Credential
 from imapclient import IMAPClient
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError
-
-from engine.gmail_config import GmailConfig
-from server.gmail.secrets import Credential
 
 SKIPPED_SPECIAL_USE = (b"\\Junk", b"\\Trash", b"\\Drafts", b"\\Sent")
 """RFC 6154 special-use flags of folders the watcher never watches."""

@@ -5,7 +5,7 @@
       -> on news (or at each re-issue): catch up again -> IDLE ...
 
 Catching up fetches every UID above the checkpoint in ascending order, parses it, POSTs it (one
-message per POST, see `server.gmail.poster`) and advances the checkpoint once the gateway took
+message per POST, see `hookwise.server.gmail.poster`) and advances the checkpoint once the gateway took
 it. Drafts (the \\Draft flag) and, on Gmail, messages labelled Spam/Trash/Draft/Sent are skipped;
 so are folders that are spam, trash, drafts or sent mail (by name or special-use flag).
 
@@ -32,9 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from engine.gmail_config import GmailConfig
-from server.gmail.checkpoint import Checkpoint, CheckpointError, CheckpointStore, utcnow
-from server.gmail.imap import (
+from hookwise.engine.gmail_config import GmailConfig
+from hookwise.server.gmail.checkpoint import Checkpoint, CheckpointError, CheckpointStore, utcnow
+from hookwise.server.gmail.imap import (
     FetchedMessage,
     FolderState,
     ImapAuthError,
@@ -43,9 +43,9 @@ from server.gmail.imap import (
     ImapFolderError,
     Mailbox,
 )
-from server.gmail.parse import idempotency_key, message_id_of, parse_message
-from server.gmail.poster import Backoff, Poster, Stopped, sleep_or_stop
-from server.gmail.secrets import SecretError, resolve_credential
+from hookwise.server.gmail.parse import idempotency_key, message_id_of, parse_message
+from hookwise.server.gmail.poster import Backoff, Poster, Stopped, sleep_or_stop
+from hookwise.server.gmail.secrets import SecretError, resolve_credential
 
 log = logging.getLogger("hookwise.gmail")
 

@@ -22,14 +22,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.config import Config
-from engine.models import ModelPolicy
-from server.runtime.deliveries import DeliveryWorker
-from server.runtime.heartbeat import Heartbeats
-from server.runtime.providers.registry import Providers
-from server.runtime.routing import Router
-from server.runtime.runs import RunWorkers
-from server.store.base import NewEvent, NewRun, Route
+from hookwise.engine.config import Config
+from hookwise.engine.models import ModelPolicy
+from hookwise.server.runtime.deliveries import DeliveryWorker
+from hookwise.server.runtime.heartbeat import Heartbeats
+from hookwise.server.runtime.providers.registry import Providers
+from hookwise.server.runtime.routing import Router
+from hookwise.server.runtime.runs import RunWorkers
+from hookwise.server.store.base import NewEvent, NewRun, Route
 
 log = logging.getLogger("hookwise.runtime")
 

@@ -21,9 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
-
-from server.channels.base import Channel, DeliveryError
-from server.store.base import DeliveryRecord, Route
+from hookwise.server.channels.base import Channel, DeliveryError
+from hookwise.server.store.base import DeliveryRecord, Route
 
 log = logging.getLogger("hookwise.deliveries")
 

@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from server.ids import new_id
-from server.runtime.ack import is_ack
-from server.runtime.prompts import MAIN_SYSTEM, heartbeat_prompt
-from server.runtime.providers.base import ChatMessage, ProviderError
-from server.store.base import HeartbeatOutcome, NewTurn
+from hookwise.server.ids import new_id
+from hookwise.server.runtime.ack import is_ack
+from hookwise.server.runtime.prompts import MAIN_SYSTEM, heartbeat_prompt
+from hookwise.server.runtime.providers.base import ChatMessage, ProviderError
+from hookwise.server.store.base import HeartbeatOutcome, NewTurn
 
 log = logging.getLogger("hookwise.heartbeat")
 

@@ -10,9 +10,9 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from server.runtime.ack import TOKEN
-from server.runtime.external import wrap_external
-from server.store.base import EventRecord
+from hookwise.server.runtime.ack import TOKEN
+from hookwise.server.runtime.external import wrap_external
+from hookwise.server.store.base import EventRecord
 
 RUN_SYSTEM = (
     "You are an AI agent handling an event that arrived through a webhook, in an isolated "

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.channels import LAST, PHONE_BASED
-from server.ids import new_id
-from server.store.base import NewDelivery
+from hookwise.engine.channels import LAST, PHONE_BASED
+from hookwise.server.ids import new_id
+from hookwise.server.store.base import NewDelivery
 
 MAIN = "main"
 

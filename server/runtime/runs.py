@@ -20,12 +20,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from server.ids import new_id
-from server.runtime.ack import is_ack
-from server.runtime.external import wrap_external
-from server.runtime.prompts import RUN_SYSTEM, safe_name, summary_line
-from server.runtime.providers.base import ChatMessage, ProviderError, ProviderTimeout
-from server.store.base import NewDelivery, NewEvent, NewTurn, RunOutcome, RunRecord
+from hookwise.server.ids import new_id
+from hookwise.server.runtime.ack import is_ack
+from hookwise.server.runtime.external import wrap_external
+from hookwise.server.runtime.prompts import RUN_SYSTEM, safe_name, summary_line
+from hookwise.server.runtime.providers.base import ChatMessage, ProviderError, ProviderTimeout
+from hookwise.server.store.base import NewDelivery, NewEvent, NewTurn, RunOutcome, RunRecord
 
 log = logging.getLogger("hookwise.runs")
 

@@ -1,6 +1,6 @@
 """The durable store: the interface the service uses, and its SQLite implementation."""
 
-from server.store.base import (
+from hookwise.server.store.base import (
     Accepted,
     AcceptOp,
     EventRecord,

@@ -1,7 +1,7 @@
 """The PostgreSQL store: the `Store` for several gateway processes sharing one database.
 
-Same tables, records, orderings and cursors as `server.store.sqlite`; what differs is what several
-processes need. Accepted requests are written by the accept lane (`server.store.postgres_accept`):
+Same tables, records, orderings and cursors as `hookwise.server.store.sqlite`; what differs is what several
+processes need. Accepted requests are written by the accept lane (`hookwise.server.store.postgres_accept`):
 a group of requests in one statement that commits alone, the next group forming meanwhile; an
 idempotency key is taken with `INSERT ... ON CONFLICT`, so two processes given the same key at
 once create one row. Every other write (the runtime's) goes through one asyncio task per process
@@ -27,8 +27,7 @@ from importlib import resources
 from typing import Any, Generic, TypeVar
 
 import asyncpg
-
-from server.store.base import (
+from hookwise.server.store.base import (
     Accepted,
     AcceptOp,
     DeliveryRecord,
@@ -48,7 +47,7 @@ from server.store.base import (
     event_row,
     page_of,
 )
-from server.store.postgres_accept import (
+from hookwise.server.store.postgres_accept import (
     CONNECTION_LOST,
     MAX_RETRIES,
     RETRYABLE,
@@ -56,7 +55,7 @@ from server.store.postgres_accept import (
     columns,
     insert_log,
 )
-from server.store.sqlite_runtime import (
+from hookwise.server.store.sqlite_runtime import (
     DELIVERY_COLUMNS,
     HEARTBEAT_COLUMNS,
     RUN_COLUMNS,
@@ -90,7 +89,7 @@ _EVENT_COLUMNS = "seq, event_id, session, text, source, mode, trusted, created_a
 
 
 def _migrations() -> list[tuple[int, str]]:
-    folder = resources.files("server.store") / "migrations" / "postgres"
+    folder = resources.files("hookwise.server.store") / "migrations" / "postgres"
     out = []
     for entry in folder.iterdir():
         name = entry.name
@@ -679,7 +678,7 @@ class PostgresStore:
 
     async def accept(self, op: AcceptOp) -> Accepted:
         """Write a request's key, events, runs and log line with the next group of the accept
-        lane (see `server.store.postgres_accept`); returns once they are committed."""
+        lane (see `hookwise.server.store.postgres_accept`); returns once they are committed."""
         return await self._accepts.submit(op)
 
     def log_request(self, entry: RequestLogEntry) -> None:

@@ -32,8 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
-
-from server.store.base import (
+from hookwise.server.store.base import (
     Accepted,
     AcceptOp,
     RequestLogEntry,

@@ -1,6 +1,6 @@
 """The SQLite store: WAL mode, migrations, a group-commit writer and a pool of readers.
 
-The embedded default. One writer thread commits batches (`server.store.writer`); reads run on a
+The embedded default. One writer thread commits batches (`hookwise.server.store.writer`); reads run on a
 small thread pool, each thread with its own read-only connection, so the admin API never waits
 behind a commit. `synchronous=FULL` by default: an acknowledged request survives a power cut,
 not only a process crash.
@@ -21,8 +21,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from server.store import sqlite_runtime as rt
-from server.store.base import (
+from hookwise.server.store import sqlite_runtime as rt
+from hookwise.server.store.base import (
     Accepted,
     AcceptOp,
     DeliveryRecord,
@@ -40,7 +40,7 @@ from server.store.base import (
     page_of,
     run_row,
 )
-from server.store.writer import GroupCommitWriter
+from hookwise.server.store.writer import GroupCommitWriter
 
 T = TypeVar("T")
 
@@ -50,7 +50,7 @@ WAL_FORCE_BYTES = 256 * 1024 * 1024
 
 
 def _migrations() -> list[tuple[int, str]]:
-    folder = resources.files("server.store") / "migrations" / "sqlite"
+    folder = resources.files("hookwise.server.store") / "migrations" / "sqlite"
     out = []
     for entry in folder.iterdir():
         name = entry.name

@@ -1,7 +1,7 @@
 """SQLite statements for the runtime: claiming and finishing runs, heartbeats, deliveries, routes.
 
 Each function takes a cursor inside the writer's transaction (writes) or a read connection
-(reads); `server.store.sqlite.SQLiteStore` wraps them into the `Store` interface.
+(reads); `hookwise.server.store.sqlite.SQLiteStore` wraps them into the `Store` interface.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 import sqlite3
 from typing import Any
 
-from server.store.base import (
+from hookwise.server.store.base import (
     DeliveryRecord,
     HeartbeatOutcome,
     HeartbeatRecord,

@@ -11,15 +11,14 @@ import asyncio
 import attrs
 import httpx
 import pytest
-
-from server.channels import DeliveryError, load_channels
+from hookwise.server.channels import DeliveryError, load_channels
 
 
 @attrs.frozen
 class Case:
     channel: str
     to: str
-    fake_recipient: str  # how the fake sees `to`, for `server.missing`
+    fake_recipient: str  # how the fake sees `to`, for `hookwise.server.missing`
     credential: str  # config key holding the secret
     missing_text: str
     missing_status: int

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-
-from server.channels.base import retry_after_header
-from server.channels.format import (
+from hookwise.server.channels.base import retry_after_header
+from hookwise.server.channels.format import (
     markdown_to_plain,
     markdown_to_slack,
     markdown_to_telegram_html,

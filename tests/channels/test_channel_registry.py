@@ -6,11 +6,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-
-from engine.errors import ConfigError
-from server.channels import available_channels, canonical_id, load_channels
-from server.channels.base import Channel
-from server.channels.registry import BUILTIN
+from hookwise.engine.errors import ConfigError
+from hookwise.server.channels import available_channels, canonical_id, load_channels
+from hookwise.server.channels.base import Channel
+from hookwise.server.channels.registry import BUILTIN
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -191,7 +190,7 @@ def test_a_plugin_cannot_replace_a_built_in_channel(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     assert available_channels()["telegram"].origin == "builtin"
     assert type(load_channels({"telegram": TELEGRAM})["telegram"]).__module__ == (
-        "server.channels.telegram"
+        "hookwise.server.channels.telegram"
     )
 
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from server.channels import load_channels
+from hookwise.server.channels import load_channels
 
 
 def signal(server):

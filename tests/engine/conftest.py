@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from engine.convert import structure
-from engine.mapping import MappingConfig
-from engine.request import InboundRequest
-from engine.rules import Outcome, RuleSet
-from engine.transforms import TransformLimits
+from hookwise.engine.convert import structure
+from hookwise.engine.mapping import MappingConfig
+from hookwise.engine.request import InboundRequest
+from hookwise.engine.rules import Outcome, RuleSet
+from hookwise.engine.transforms import TransformLimits
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 5, 1, 12, 30, 0, tzinfo=UTC)

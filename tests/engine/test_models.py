@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from engine.config import load_data
-from engine.errors import ConfigError, RequestError
-from engine.models import ModelPolicy
+from hookwise.engine.config import load_data
+from hookwise.engine.errors import ConfigError, RequestError
+from hookwise.engine.models import ModelPolicy
 
 
 def policy(defaults: dict) -> ModelPolicy:

@@ -10,12 +10,18 @@ import attrs
 import jsonschema
 import pytest
 import yaml
+from hookwise.engine.convert import data_key
+from hookwise.engine.errors import ConfigError
+from hookwise.engine.mapping import (
+    ExtractConfig,
+    MappingConfig,
+    MatchConfig,
+    RespondConfig,
+    TransformConfig,
+)
+from hookwise.engine.rules import ActionSpec, RuleSet
+from hookwise.engine.ruletool import explain
 
-from engine.convert import data_key
-from engine.errors import ConfigError
-from engine.mapping import ExtractConfig, MappingConfig, MatchConfig, RespondConfig, TransformConfig
-from engine.rules import ActionSpec, RuleSet
-from engine.ruletool import explain
 from tests.engine.conftest import REPO, Rules, make_request
 
 RULE_FILES = sorted((REPO / "rules").rglob("*.yaml"))

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hookwise.engine.errors import ConfigError, RequestError
+from hookwise.engine.rules import ActionSpec
+from hookwise.engine.transforms import TransformLimits
+from hookwise.engine.transforms.jsmodule import ModuleSyntaxError, module_to_script
 
-from engine.errors import ConfigError, RequestError
-from engine.rules import ActionSpec
-from engine.transforms import TransformLimits
-from engine.transforms.jsmodule import ModuleSyntaxError, module_to_script
 from tests.engine.conftest import Rules, make_request, run
 
 FAST = TransformLimits(timeout_ms=200, memory_mb=32, pool_size=1)
@@ -500,9 +500,9 @@ def test_close_frees_the_contexts(rules: Rules, write_transform: Any) -> None:
 def test_compile_and_evaluate_from_inside_a_running_loop(
     transforms_dir: Path, write_transform: Any
 ) -> None:
-    from engine.convert import structure
-    from engine.mapping import MappingConfig
-    from engine.rules import RuleSet
+    from hookwise.engine.convert import structure
+    from hookwise.engine.mapping import MappingConfig
+    from hookwise.engine.rules import RuleSet
 
     write_transform("t.js", "export default () => ({ message: 'in loop' });")
 

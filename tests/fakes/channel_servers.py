@@ -3,14 +3,14 @@
 Each fake listens on 127.0.0.1 (random port) in a background thread and implements the part of
 its API hookwise uses: the auth check (a wrong credential gets the API's real 401 or error body),
 validation of the request body, success answers in the API's real shape with message ids, error
-answers for unknown recipients (`server.missing.add(id)`), and scriptable failures:
+answers for unknown recipients (`hookwise.server.missing.add(id)`), and scriptable failures:
 
     server.rate_limit(times=2, retry_after=1)   # next 2 sends answer the API's 429
     server.fail(times=1)                        # next send answers the API's 5xx
     server.script(Reply(400, {...}))            # next send answers exactly this
 
-Every request is recorded in `server.requests` (method, path, query, lower-cased headers, body),
-so tests assert the exact requests sent. `server.config()` gives a `channels.<id>` mapping that
+Every request is recorded in `hookwise.server.requests` (method, path, query, lower-cased headers, body),
+so tests assert the exact requests sent. `hookwise.server.config()` gives a `channels.<id>` mapping that
 points the channel at the fake. Use `start(name)` or the `running(name)` context manager, or the
 `channel_server` fixture in tests/channels/conftest.py.
 """

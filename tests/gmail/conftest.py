@@ -33,11 +33,10 @@ from typing import Any
 
 import attrs
 import pytest
+from hookwise.engine.convert import structure
+from hookwise.engine.gmail_config import GmailConfig
+from hookwise.server.gmail.watcher import run_watcher
 from imapclient import IMAPClient
-
-from engine.convert import structure
-from engine.gmail_config import GmailConfig
-from server.gmail.watcher import run_watcher
 
 DOVECOT = shutil.which("dovecot") or (
     "/usr/sbin/dovecot" if Path("/usr/sbin/dovecot").exists() else None

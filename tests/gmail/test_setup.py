@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hookwise.engine.config import load_config
+from hookwise.server.gmail import add_cli
+from hookwise.server.gmail.setup import SetupError, run_setup
 
-from engine.config import load_config
-from server.gmail import add_cli
-from server.gmail.setup import SetupError, run_setup
 from tests.gmail import gmail_mails as mails
 from tests.gmail.conftest import ACCOUNT, HOOK_TOKEN, PASSWORD, Dovecot, requires_dovecot, wait_for
 
@@ -240,7 +240,7 @@ def test_cli_help_texts(capsys):
 
 _RUN_SCRIPT = """
 import argparse, sys
-from server.gmail import add_cli
+from hookwise.server.gmail import add_cli
 parser = argparse.ArgumentParser(prog="hookwise webhooks")
 add_cli(parser.add_subparsers(dest="command", required=True))
 args = parser.parse_args(sys.argv[1:])

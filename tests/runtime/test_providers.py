@@ -13,10 +13,9 @@ from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
-
-from engine.config import ModelsConfig, ProviderConfig
-from engine.errors import ConfigError
-from server.runtime.providers import (
+from hookwise.engine.config import ModelsConfig, ProviderConfig
+from hookwise.engine.errors import ConfigError
+from hookwise.server.runtime.providers import (
     ChatMessage,
     Completion,
     Provider,
@@ -25,11 +24,12 @@ from server.runtime.providers import (
     ProviderTimeout,
     Usage,
 )
-from server.runtime.providers.anthropic import AnthropicProvider
-from server.runtime.providers.command import CommandProvider, render_prompt
-from server.runtime.providers.echo import EchoProvider
-from server.runtime.providers.openai import OpenAIProvider
-from server.runtime.providers.retry import RetryPolicy, parse_retry_after
+from hookwise.server.runtime.providers.anthropic import AnthropicProvider
+from hookwise.server.runtime.providers.command import CommandProvider, render_prompt
+from hookwise.server.runtime.providers.echo import EchoProvider
+from hookwise.server.runtime.providers.openai import OpenAIProvider
+from hookwise.server.runtime.providers.retry import RetryPolicy, parse_retry_after
+
 from tests.fakes.model_server import Raw, Reply, Slow
 
 SYSTEM = ChatMessage("system", "You are terse.")

@@ -18,9 +18,8 @@ from typing import Any
 
 import asyncpg
 import pytest
-
-from server.store.postgres import PostgresStore
-from server.store.sqlite import SQLiteStore
+from hookwise.server.store.postgres import PostgresStore
+from hookwise.server.store.sqlite import SQLiteStore
 
 POSTGRES_URL = os.environ.get(
     "HOOKWISE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"

@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from server.store.base import (
+from hookwise.server.store.base import (
     AcceptOp,
     HeartbeatOutcome,
     NewDelivery,

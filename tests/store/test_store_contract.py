@@ -7,7 +7,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from server.store.base import Accepted, EventRecord, Page, RequestLogEntry, RunRecord
+from hookwise.server.store.base import Accepted, EventRecord, Page, RequestLogEntry, RunRecord
+
 from tests.store.conftest import Backend
 from tests.store.support import (
     NOW,
@@ -337,7 +338,8 @@ def test_list_deliveries_pages_newest_first_and_filters(backend: Backend) -> Non
 
 
 def test_list_deliveries_filters_by_run(backend: Backend) -> None:
-    from server.store.base import RunOutcome
+    from hookwise.server.store.base import RunOutcome
+
     from tests.store.support import new_delivery
 
     async def body(store: Any) -> None:

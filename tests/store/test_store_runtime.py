@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.store.base import (
+from hookwise.server.store.base import (
     HeartbeatOutcome,
     HeartbeatRecord,
     NewEvent,
@@ -14,6 +14,7 @@ from server.store.base import (
     RunOutcome,
     Turn,
 )
+
 from tests.store.conftest import Backend
 from tests.store.support import NOW, accept_op, add_delivery, add_runs, new_delivery, new_event
 

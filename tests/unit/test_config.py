@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from engine.config import load_config, load_data, normalize_hook_path
-from engine.errors import ConfigError
+from hookwise.engine.config import load_config, load_data, normalize_hook_path
+from hookwise.engine.errors import ConfigError
 
 TOKEN = "a-hook-token-that-is-long-enough-123"
 
@@ -141,7 +140,7 @@ def test_models_allowlist_as_list_or_map() -> None:
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args],
+        [sys.executable, "-m", "hookwise.server.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from server.ids import new_id
+from hookwise.server.ids import new_id
 
 
 def test_ids_are_version_4_uuids_and_distinct() -> None:

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
-from engine.actions import ValidationPolicy, validate_agent, validate_wake
-from engine.config import load_config, read_file
-from engine.errors import ConfigError, RequestError
-from engine.schema import config_schema
+from hookwise.engine.actions import ValidationPolicy, validate_agent, validate_wake
+from hookwise.engine.config import load_config, read_file
+from hookwise.engine.errors import ConfigError, RequestError
+from hookwise.engine.schema import config_schema
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "schemas"
@@ -28,7 +27,9 @@ def _schema(name: str) -> jsonschema.protocols.Validator:
 
 def test_the_config_schema_is_generated_from_the_models() -> None:
     committed = json.loads((SCHEMAS / "config.schema.json").read_text())
-    assert committed == config_schema(), "run: python -m engine.schema > schemas/config.schema.json"
+    assert committed == config_schema(), (
+        "run: python -m hookwise.engine.schema > schemas/config.schema.json"
+    )
 
 
 @pytest.mark.parametrize("path", EXAMPLE_CONFIGS, ids=lambda p: p.name)
@@ -46,9 +47,9 @@ def test_every_example_config_validates_and_loads(path: Path, monkeypatch) -> No
     _schema("config.schema.json").validate(json.loads(json.dumps(data)))
     loaded = load_config(path)
     # the whole thing must also start: rules compile, channels and providers build
-    from server.channels.registry import load_channels
-    from server.gateway import compile_rules
-    from server.runtime.providers.registry import Providers
+    from hookwise.server.channels.registry import load_channels
+    from hookwise.server.gateway import compile_rules
+    from hookwise.server.runtime.providers.registry import Providers
 
     compile_rules(loaded).close()
     load_channels(loaded.config.channels)
@@ -67,7 +68,7 @@ INVALID_CONFIGS = [
 
 @pytest.mark.parametrize("data", INVALID_CONFIGS)
 def test_an_invalid_config_fails_both_the_schema_and_the_models(data: dict) -> None:
-    from engine.config import load_data
+    from hookwise.engine.config import load_data
 
     assert list(_schema("config.schema.json").iter_errors(data))
     with pytest.raises(ConfigError):

@@ -3,7 +3,7 @@
 Speaks Mattermost REST API v4: `POST {baseUrl}/api/v4/posts` with a bot token. `to` is a channel
 id (`channel:<id>` or the bare 26-character id). Mattermost renders markdown, so text goes as is,
 split under the server's default post limit of 16383 characters. Errors carry `message` (and an
-`id` such as `api.context.session_expired.app_error`). Depends only on `server.channels.base`.
+`id` such as `api.context.session_expired.app_error`). Depends only on `hookwise.channels`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import httpx
 
-from server.channels.base import (
+from hookwise.channels import (
     ChannelBase,
     SendResult,
     check_default_to,

@@ -3,7 +3,7 @@
 `registry.Providers` builds them from `models.providers` and resolves `<provider>/<model>`.
 """
 
-from server.runtime.providers.base import (
+from hookwise.server.runtime.providers.base import (
     THINKING_LEVELS,
     ChatMessage,
     Completion,
@@ -12,7 +12,7 @@ from server.runtime.providers.base import (
     ProviderTimeout,
     Usage,
 )
-from server.runtime.providers.registry import Providers
+from hookwise.server.runtime.providers.registry import Providers
 
 __all__ = [
     "THINKING_LEVELS",

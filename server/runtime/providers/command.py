@@ -27,15 +27,15 @@ import signal
 import time
 from collections.abc import Sequence
 
-from engine.config import ProviderConfig
-from server.runtime.providers.base import (
+from hookwise.engine.config import ProviderConfig
+from hookwise.server.runtime.providers.base import (
     ChatMessage,
     Completion,
     ProviderError,
     ProviderTimeout,
     check_thinking,
 )
-from server.runtime.providers.transport import clip
+from hookwise.server.runtime.providers.transport import clip
 
 _STDERR_LINES = 5
 _STDERR_CHARS = 500

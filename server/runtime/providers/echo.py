@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from server.runtime.external import unwrap_external
-from server.runtime.providers.base import ChatMessage, Completion, Usage
+from hookwise.server.runtime.external import unwrap_external
+from hookwise.server.runtime.providers.base import ChatMessage, Completion, Usage
 
 HEARTBEAT_TOKEN = "HEARTBEAT_OK"
 EVENT_PREFIX = "System:"

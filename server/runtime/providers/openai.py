@@ -13,17 +13,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import httpx
-
-from engine.config import ProviderConfig
-from server.runtime.providers.base import (
+from hookwise.engine.config import ProviderConfig
+from hookwise.server.runtime.providers.base import (
     ChatMessage,
     Completion,
     ProviderError,
     Usage,
     check_thinking,
 )
-from server.runtime.providers.retry import RetryPolicy
-from server.runtime.providers.transport import (
+from hookwise.server.runtime.providers.retry import RetryPolicy
+from hookwise.server.runtime.providers.transport import (
     http_error,
     json_object,
     malformed,

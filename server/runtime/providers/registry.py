@@ -13,15 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
-
-from engine.config import ModelsConfig, ProviderConfig
-from engine.errors import ConfigError, ConfigIssue
-from server.runtime.providers.anthropic import AnthropicProvider
-from server.runtime.providers.base import Provider, ProviderError
-from server.runtime.providers.command import CommandProvider
-from server.runtime.providers.echo import EchoProvider
-from server.runtime.providers.openai import OpenAIProvider
-from server.runtime.providers.retry import RetryPolicy
+from hookwise.engine.config import ModelsConfig, ProviderConfig
+from hookwise.engine.errors import ConfigError, ConfigIssue
+from hookwise.server.runtime.providers.anthropic import AnthropicProvider
+from hookwise.server.runtime.providers.base import Provider, ProviderError
+from hookwise.server.runtime.providers.command import CommandProvider
+from hookwise.server.runtime.providers.echo import EchoProvider
+from hookwise.server.runtime.providers.openai import OpenAIProvider
+from hookwise.server.runtime.providers.retry import RetryPolicy
 
 ECHO_ID = "echo"
 

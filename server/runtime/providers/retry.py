@@ -16,8 +16,7 @@ from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 import attrs
-
-from server.runtime.providers.base import ProviderError
+from hookwise.server.runtime.providers.base import ProviderError
 
 T = TypeVar("T")
 

@@ -13,9 +13,8 @@ import time
 from collections.abc import Iterable, Mapping
 
 import httpx
-
-from server.runtime.providers.base import ProviderError, ProviderTimeout
-from server.runtime.providers.retry import parse_retry_after
+from hookwise.server.runtime.providers.base import ProviderError, ProviderTimeout
+from hookwise.server.runtime.providers.retry import parse_retry_after
 
 _MAX_MESSAGE_CHARS = 500
 
