@@ -1,8 +1,8 @@
 """The Litestar application: routes, the hook mount, error handlers and the lifespan.
 
 `create_app(gateway)` mounts the hook endpoint at the configured hook path (only when hooks are
-enabled: otherwise no hook route exists and the path answers 404), serves `GET /healthz` and the
-admin API, and ties the gateway's start-up and shutdown to Litestar's lifespan.
+enabled: otherwise no hook route exists and the path answers 404), serves `GET /healthz`, the
+admin API and the web console (`/ui/`), and ties the gateway's start-up and shutdown to Litestar's lifespan.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from litestar.datastructures import State
 from litestar.types import Receive, Scope, Send
 
 from hookwise.server.admin import AdminController
-from hookwise.server.auth import TokenCheck
+from hookwise.server.auth import AuthThrottle, TokenCheck
+from hookwise.server.console import template_config
+from hookwise.server.console.auth import ConsoleAuth
+from hookwise.server.console.pages import console_router
 from hookwise.server.errors import EXCEPTION_HANDLERS
 from hookwise.server.gateway import Gateway
 
@@ -27,7 +30,7 @@ def healthz() -> dict[str, Any]:
 
 
 def create_app(gateway: Gateway) -> Litestar:
-    handlers: list[Any] = [healthz, AdminController]
+    handlers: list[Any] = [healthz, AdminController, console_router()]
     if gateway.hooks is not None:
         endpoint = gateway.hooks
 
@@ -47,7 +50,15 @@ def create_app(gateway: Gateway) -> Litestar:
         route_handlers=handlers,
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=[lifespan],
-        state=State({"gateway": gateway, "admin_token": TokenCheck(token) if token else None}),
+        state=State(
+            {
+                "gateway": gateway,
+                "admin_token": TokenCheck(token) if token else None,
+                "console_auth": ConsoleAuth(token) if token else None,
+                "console_throttle": AuthThrottle(max_failures=10, window=60.0, lockout=60.0),
+            }
+        ),
+        template_config=template_config(),
         openapi_config=None,
         logging_config=None,
         debug=False,

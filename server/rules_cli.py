@@ -103,7 +103,19 @@ def explain_with_validation(
     (as a mapping's, `internal=True`) and work out the status the server would answer with."""
     from hookwise.engine.ruletool import explain
 
-    report = explain(ruleset, request)
+    return _validated(explain(ruleset, request), policy)
+
+
+async def explain_with_validation_async(
+    ruleset: Any, request: InboundRequest, policy: ValidationPolicy
+) -> dict[str, Any]:
+    """`explain_with_validation` for callers inside an event loop (the web console)."""
+    from hookwise.engine.ruletool import explain_async
+
+    return _validated(await explain_async(ruleset, request), policy)
+
+
+def _validated(report: dict[str, Any], policy: ValidationPolicy) -> dict[str, Any]:
     actions: list[dict[str, Any]] = []
     for entry in report["actions"]:
         item: dict[str, Any] = {
