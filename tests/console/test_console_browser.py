@@ -1,0 +1,143 @@
+"""The console in a real browser (Debian's Chromium through Playwright): log in, watch hooks
+arrive, open a run, use the rule tester, and make sure nothing a payload carries runs as markup."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.support.gateway import ADMIN_TOKEN, GatewayProcess, base_config
+from tests.support.wait import eventually
+
+XSS_NAME = '"><img src=x onerror="document.title=\'pwned\'">'
+XSS_MESSAGE = "<script>document.title='pwned'</script> and <b>bold</b>"
+
+
+@pytest.fixture(scope="module")
+def gw(start_module_gateway: Any) -> GatewayProcess:
+    return start_module_gateway(base_config(presets=["gmail"]))
+
+
+def login(page: Any, gw: GatewayProcess, target: str = "/ui/") -> None:
+    page.goto(gw.url + target)
+    assert "/ui/login" in page.url
+    page.fill("input[name=token]", ADMIN_TOKEN)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(re.escape(gw.url + target) + r"$"))
+
+
+def test_logging_in_leads_to_the_page_asked_for_and_the_cookie_is_httponly_and_strict(
+    page: Any, gw: GatewayProcess, shoot: Callable[[Any, str], Any]
+) -> None:
+    page.goto(gw.url + "/ui/runs")
+    shoot(page, "login")
+    page.fill("input[name=token]", "not-the-token")
+    page.click("button[type=submit]")
+    assert page.locator("[role=alert]").inner_text() == "That is not the gateway token."
+    page.fill("input[name=token]", ADMIN_TOKEN)
+    page.click("button[type=submit]")
+    page.wait_for_url(gw.url + "/ui/runs")
+    (cookie,) = [c for c in page.context.cookies() if c["name"] == "hookwise_console"]
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict"
+    assert page.evaluate("document.cookie") == ""  # not readable from script
+
+
+def test_hooks_posted_over_http_appear_on_the_requests_page_without_a_reload(
+    page: Any, gw: GatewayProcess, shoot: Callable[[Any, str], Any]
+) -> None:
+    login(page, gw, "/ui/requests")
+    page.evaluate("window.__sameDocument = true")
+    for i in range(3):
+        assert gw.hook("wake", {"text": f"build {i} finished"}).status_code == 200
+    assert gw.hook("nope", {"x": 1}).status_code == 404
+    rows = page.locator("#request-rows tr", has_text="/hooks/nope")
+    rows.first.wait_for(timeout=10_000)
+    assert page.locator("#request-rows tr", has_text="/hooks/wake").count() >= 3
+    assert page.evaluate("window.__sameDocument") is True  # the rows came in, the page stayed
+    shoot(page, "requests")
+
+
+def test_a_run_page_shows_its_timeline_message_reply_and_session(
+    page: Any, gw: GatewayProcess, shoot: Callable[[Any, str], Any]
+) -> None:
+    r = gw.hook("agent", {"message": "summarise the deploy", "name": "Deploys"})
+    assert r.status_code == 202
+    run_id = r.json()["runId"]
+    eventually(lambda: gw.admin(f"/api/runs/{run_id}")["run"]["state"] == "succeeded")
+    login(page, gw, "/ui/runs")
+    page.click(f"a[href='/ui/runs/{run_id}']")
+    page.wait_for_url(gw.url + f"/ui/runs/{run_id}")
+    main = page.locator("main")
+    assert "succeeded" in main.locator("h1").inner_text()
+    assert "summarise the deploy" in main.inner_text()
+    timeline = page.locator("ol.timeline li").all_inner_texts()
+    assert [t.split()[0] for t in timeline] == ["queued", "running", "succeeded"]
+    shoot(page, "run")
+    page.click("dl.facts a")  # the session
+    assert "summarise the deploy" in page.locator("ol.transcript").inner_text()
+    shoot(page, "session")
+
+
+def test_the_rule_tester_shows_the_matching_rule_and_the_rendered_action(
+    page: Any, gw: GatewayProcess, shoot: Callable[[Any, str], Any]
+) -> None:
+    login(page, gw, "/ui/rules")
+    assert page.locator("table tbody tr", has_text="gmail").count() == 1
+    page.fill("input[name=path]", "gmail")
+    page.fill(
+        "textarea[name=payload]",
+        '{"source": "gmail", "messages": [{"id": "m-7", "from": "ada@example.com",'
+        ' "subject": "Invoice", "snippet": "Please pay", "body": "Due Friday"}]}',
+    )
+    page.click("form.tester button[type=submit]")
+    report = page.locator("#report")
+    report.wait_for()
+    assert "202" in report.locator("h2").first.inner_text()
+    assert "gmail" in report.locator("h2").first.inner_text()
+    text = report.inner_text()
+    assert "hook:gmail:m-7" in text
+    assert "New email from ada@example.com" in text
+    shoot(page, "rules")
+    # nothing was dispatched: the tester never creates a run
+    runs = gw.admin("/api/runs")["items"]
+    assert all(r["sessionKey"] != "hook:gmail:m-7" for r in runs)
+
+
+def test_names_and_messages_from_hooks_are_shown_as_text_never_run(
+    page: Any, gw: GatewayProcess, shoot: Callable[[Any, str], Any]
+) -> None:
+    r = gw.hook("agent", {"message": XSS_MESSAGE, "name": XSS_NAME})
+    assert r.status_code == 202
+    run_id = r.json()["runId"]
+    eventually(lambda: gw.admin(f"/api/runs/{run_id}")["run"]["state"] == "succeeded")
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    login(page, gw, "/ui/runs")
+    for target in ("/ui/runs", f"/ui/runs/{run_id}", "/ui/"):
+        page.goto(gw.url + target)
+        assert page.title().endswith("hookwise console"), target
+        assert page.locator("main img").count() == 0, target
+        assert page.locator("main script").count() == 0, target
+        assert page.locator("main b").count() == 0, target
+    page.goto(gw.url + f"/ui/runs/{run_id}")
+    assert XSS_MESSAGE in page.locator("main").inner_text()
+    page.goto(gw.url + "/ui/runs")
+    assert XSS_NAME in page.locator("main").inner_text()
+    assert dialogs == []
+    shoot(page, "runs")
+
+
+def test_the_overview_and_deliveries_pages_render(
+    page: Any, gw: GatewayProcess, shoot: Callable[[Any, str], Any]
+) -> None:
+    login(page, gw, "/ui/")
+    assert page.locator("h1").inner_text() == "Overview"
+    shoot(page, "overview")
+    page.click("nav a:has-text('Deliveries')")
+    page.wait_for_url(gw.url + "/ui/deliveries")
+    assert page.locator("h1").inner_text() == "Deliveries"
+    shoot(page, "deliveries")
