@@ -37,11 +37,15 @@ class AuthThrottleConfig:
 
 @attrs.frozen
 class TransformLimitsConfig:
-    """Per-call limits for sandboxed transforms."""
+    """Per-call limits for sandboxed transforms, and the sandbox worker processes that run them
+    (`workers` processes, each with an OS memory ceiling of `workerMemoryMb` beyond V8's start-up
+    reservations)."""
 
     timeout_ms: int = 1000
     memory_mb: int = 64
     pool_size: int = 2
+    workers: int = 2
+    worker_memory_mb: int = 512
 
 
 @attrs.frozen

@@ -52,7 +52,11 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         base_dir=loaded.base_dir,
         transforms_dir=transforms_dir,
         limits=TransformLimits(
-            timeout_ms=limits.timeout_ms, memory_mb=limits.memory_mb, pool_size=limits.pool_size
+            timeout_ms=limits.timeout_ms,
+            memory_mb=limits.memory_mb,
+            pool_size=limits.pool_size,
+            workers=limits.workers,
+            worker_memory_mb=limits.worker_memory_mb,
         ),
         env=dict(os.environ),  # `${NAME}` in rule files; read once, here, not in the engine
     )
