@@ -143,9 +143,18 @@ class GatewayAuthConfig:
 
 @attrs.frozen
 class GatewayConfig:
-    """`gateway.*`."""
+    """`gateway.*`.
+
+    `trustedProxies`: addresses or CIDRs of reverse proxies whose `X-Forwarded-For`/`Forwarded`
+    name the client (see `hookwise.server.proxies`); `maxHeaderBytes`: the request line and
+    headers together (431 beyond it, before authentication); `headerTimeoutSeconds`: how long a
+    request's line and headers may take to arrive (408, then the connection is closed).
+    """
 
     auth: GatewayAuthConfig = attrs.field(factory=GatewayAuthConfig)
+    trusted_proxies: tuple[str, ...] = ()
+    max_header_bytes: int = 32768
+    header_timeout_seconds: Duration = Duration(10)
 
 
 @attrs.frozen

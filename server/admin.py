@@ -46,7 +46,7 @@ class AdminController(Controller):
         request: Request,
         session: str = "main",
         limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,19}$"),
+        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,18}$"),
     ) -> dict[str, Any]:
         page = await request.app.state.gateway.store.list_events(
             session, limit=limit, cursor=cursor
@@ -59,7 +59,7 @@ class AdminController(Controller):
         request: Request,
         run_state: str | None = Parameter(query="state", default=None),
         limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,19}$"),
+        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,18}$"),
     ) -> dict[str, Any]:
         page = await request.app.state.gateway.store.list_runs(
             limit=limit, cursor=cursor, state=run_state
@@ -85,7 +85,7 @@ class AdminController(Controller):
         delivery_state: str | None = Parameter(query="state", default=None),
         run_id: str | None = Parameter(query="runId", default=None),
         limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,19}$"),
+        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,18}$"),
     ) -> dict[str, Any]:
         page = await request.app.state.gateway.store.list_deliveries(
             limit=limit, cursor=cursor, run_id=run_id, state=delivery_state
@@ -104,7 +104,7 @@ class AdminController(Controller):
         self,
         request: Request,
         limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,19}$"),
+        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,18}$"),
     ) -> dict[str, Any]:
         page = await request.app.state.gateway.store.request_log(limit=limit, cursor=cursor)
         items = [

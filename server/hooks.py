@@ -35,6 +35,7 @@ from hookwise.server.auth import (
     presented_token,
 )
 from hookwise.server.dispatch import Dispatcher, RequestMeta, respond_body
+from hookwise.server.logs import escape_control
 from hookwise.server.payload import content_type, parse_payload
 from litestar.types import Receive, Scope, Send
 
@@ -43,6 +44,7 @@ log = logging.getLogger("hookwise.hooks")
 MAX_IDEMPOTENCY_KEY = 256
 _ALLOW = [(b"allow", b"POST")]
 _REPLAYED = [(b"idempotent-replayed", b"true")]
+_CLOSE = [(b"connection", b"close")]
 
 
 _LOCKED_OUT = RequestError(
@@ -104,8 +106,10 @@ class HookEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         sub = _sub_path(scope, self.settings.hook_path)
         client = client_key((scope.get("client") or (None,))[0])
-        meta = RequestMeta(
-            path=self.settings.hook_path + ("/" + sub if sub else ""), client=client, size=0
+        meta = RequestMeta(  # escaped: a decoded path may hold CR/LF (server.logs)
+            path=escape_control(self.settings.hook_path + ("/" + sub if sub else "")),
+            client=client,
+            size=0,
         )
         if sub is None:
             await send_error(send, RequestError(404, "not_found", "no such endpoint"))
@@ -149,7 +153,8 @@ class HookEndpoint:
                     e.code,
                     f" (rule {e.rule_id})" if e.rule_id else "",
                 )
-            await send_error(send, e)
+            # the rest of the body is not read: close the connection after answering
+            await send_error(send, e, _CLOSE if e.status in (408, 413) else ())
         except Exception:
             log.exception("unexpected error on %s", meta.path)
             self._dispatcher.refused(meta, 500, "internal_error")

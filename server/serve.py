@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from hookwise.engine.config import LoadedConfig, load_config
 from hookwise.engine.errors import ConfigError
@@ -100,7 +101,18 @@ def _run_process(args: argparse.Namespace) -> int:
     except StoreInUse as e:
         print(f"hookwise: {e}", file=sys.stderr)
         return 1
-    app = create_app(gateway)
+    from hookwise.server.http import JsonHttpProtocol
+    from hookwise.server.proxies import TrustedProxies, parse_networks
+
+    app: Any = create_app(gateway)
+    gw = loaded.config.gateway
+    try:
+        networks = parse_networks(gw.trusted_proxies)
+    except ConfigError as e:
+        print_problems(f"{args.config}: the configuration", e)
+        return 1
+    if networks:
+        app = TrustedProxies(app, networks)
     if args.socket_fd is not None:
         sock = socket.socket(fileno=args.socket_fd)
     else:
@@ -111,7 +123,13 @@ def _run_process(args: argparse.Namespace) -> int:
         uvicorn.Config(
             app,
             loop="uvloop",
-            http="httptools",
+            # JSON for malformed requests, header size limit and read timeout (server.http)
+            http=JsonHttpProtocol.configured(
+                max_head_bytes=gw.max_header_bytes,
+                head_timeout=float(gw.header_timeout_seconds),
+            ),
+            # forwarded headers count only from gateway.trustedProxies (server.proxies)
+            proxy_headers=False,
             lifespan="on",
             access_log=False,
             log_config=None,
