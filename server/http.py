@@ -57,8 +57,9 @@ class JsonHttpProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._in_head = True
-        self._head_bytes = 0
+        self._in_head = True  # from the connection's start, or a request's end, to headers' end
+        self._pending = 0  # bytes received while in the head (bounds what the parser holds)
+        self._head_size = 0  # the request line and headers of this request, as parsed
         self._head_timer: asyncio.TimerHandle | None = None
 
     @classmethod
@@ -108,7 +109,7 @@ class JsonHttpProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         if self._in_head:
-            self._head_bytes += len(data)
+            self._pending += len(data)
         self._unset_keepalive_if_required()
         try:
             self.parser.feed_data(data)
@@ -118,22 +119,42 @@ class JsonHttpProtocol(HttpToolsProtocol):
             else:
                 self._unsupported_upgrade_warning()
         except httptools.HttpParserError:
-            self._refuse(400, "malformed_request", "the HTTP request is malformed")
+            if self._head_size > self.max_head_bytes:
+                self._too_large()
+            else:
+                self._refuse(400, "malformed_request", "the HTTP request is malformed")
             return
-        if self._in_head and self._head_bytes > self.max_head_bytes:
-            self._refuse(
-                431,
-                "headers_too_large",
-                f"the request line and headers are larger than {self.max_head_bytes} bytes",
-            )
+        if self._in_head and self._pending > self.max_head_bytes:
+            self._too_large()  # a line or header that never ends: the parser holds it so far
+
+    def _too_large(self) -> None:
+        self._refuse(
+            431,
+            "headers_too_large",
+            f"the request line and headers are larger than {self.max_head_bytes} bytes",
+        )
+
+    def _count(self, size: int) -> None:
+        self._head_size += size
+        if self._head_size > self.max_head_bytes:
+            raise _HeadTooLarge  # the parser reports it as an error; data_received answers 431
 
     def send_400_response(self, msg: str) -> None:
         self._refuse(400, "malformed_request", "the HTTP request is malformed")
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._head_size = 0
         if self._head_timer is None:
             self._start_head_timer()
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value) + 4)
+        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -143,4 +164,8 @@ class JsonHttpProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._in_head = True
-        self._head_bytes = 0
+        self._pending = 0
+
+
+class _HeadTooLarge(Exception):
+    pass

@@ -282,9 +282,9 @@ class JsModule:
             mr.eval(f"__hw_run({json.dumps(text)})", timeout=timeout_ms)
             left = max(1.0, timeout_ms - (time.monotonic() - started) * 1000)
             raw = str(mr.eval("__hw_take()", timeout=left))
-            healthy = raw.startswith(('{"value"', '{"keep"')) and not (
-                mr.was_hard_memory_limit_reached()
-            )
+            if mr.was_hard_memory_limit_reached():  # work it left behind (a promise loop) blew up
+                raise JSOOMException("memory limit reached")
+            healthy = raw.startswith(('{"value"', '{"keep"'))
             return raw
         except JSTimeoutException:
             raise TransformTimedOut(f"transform ran past its {timeout_ms} ms limit") from None
