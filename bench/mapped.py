@@ -95,7 +95,17 @@ ENDPOINTS: dict[str, EndpointSpec] = {
     "mapped-wake": EndpointSpec(
         "mapped-wake", "/hooks/ping", {"host": "db-1", "check": "disk", "value": 91}
     ),
+    # The same mapping plus a small JS transform (run in the sandbox worker processes).
+    "mapped-js": EndpointSpec(
+        "mapped-js", "/hooks/ping-js", {"host": "db-1", "check": "disk", "value": 91}
+    ),
 }
+TARGET_JS_RATIO = 0.5  # mapped-js / mapped-wake (issue 17)
+JS_TRANSFORM = """\
+export default function ({ payload, action }) {
+  return { text: action.text + (payload.value > 90 ? " [high]" : "") };
+}
+"""
 
 
 def hookwise_config() -> dict[str, Any]:
@@ -111,8 +121,16 @@ def hookwise_config() -> dict[str, Any]:
                     "match": {"path": "ping"},
                     "action": "wake",
                     "textTemplate": "{{check}} on {{host}} at {{value}}%",
-                }
+                },
+                {
+                    "id": "ping-js",
+                    "match": {"path": "ping-js"},
+                    "action": "wake",
+                    "textTemplate": "{{check}} on {{host}} at {{value}}%",
+                    "transform": {"module": "ping.js"},
+                },
             ],
+            "transformsDir": "transforms",
         },
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
     }
@@ -153,6 +171,7 @@ class Measured:
     stats: WrkStats
     warmup: WrkStats
     stored: str
+    cpu_us_per_request: float | None = None  # the server and its worker processes
 
 
 # ------------------------------------------------------------------------------------ server
@@ -178,10 +197,13 @@ def _ready_line(proc: subprocess.Popen[bytes]) -> bytes:
 
 
 @contextmanager
-def hookwise() -> Iterator[str]:
-    """A fresh hookwise on a free loopback port in a temporary directory; yields its URL."""
+def hookwise() -> Iterator[tuple[str, int]]:
+    """A fresh hookwise on a free loopback port in a temporary directory; yields its URL and
+    process id."""
     with tempfile.TemporaryDirectory(prefix="hookwise-bench-mapped-") as tmp:
         workdir = Path(tmp)
+        (workdir / "transforms").mkdir()
+        (workdir / "transforms" / "ping.js").write_text(JS_TRANSFORM, encoding="utf-8")
         config = workdir / "hookwise.json"
         config.write_text(json.dumps(hookwise_config(), indent=2), encoding="utf-8")
         log = workdir / "stderr.log"
@@ -207,7 +229,7 @@ def hookwise() -> Iterator[str]:
             line = _ready_line(proc)
             if b"listening on" not in line:
                 raise BenchError(f"hookwise did not start:\n{log.read_text(errors='replace')}")
-            yield line.split(b"listening on ", 1)[1].split()[0].decode()
+            yield line.split(b"listening on ", 1)[1].split()[0].decode(), proc.pid
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -226,7 +248,7 @@ def _admin(url: str, path: str) -> dict[str, Any]:
 
 def _stored(url: str, endpoint: str) -> str:
     """What the newest stored row says, as a check that the requests did what they should."""
-    if endpoint in ("wake", "mapped-wake"):
+    if endpoint in ("wake", "mapped-wake", "mapped-js"):
         items = _admin(url, "/api/events?limit=1")["items"]
         return f"newest event: {items[0]['source']}" if items else "NO EVENTS"
     items = _admin(url, "/api/runs?limit=1")["items"]
@@ -237,10 +259,14 @@ def _stored(url: str, endpoint: str) -> str:
 
 
 def measure(endpoint: EndpointSpec, load: LoadSpec) -> Measured:
-    with hookwise() as url:
+    with hookwise() as (url, pid):
         warm = run_wrk(url, endpoint, load, load.warmup_s)
+        cpu_before = ingest.cpu_seconds(pid)
         stats = run_wrk(url, endpoint, load, load.duration_s)
-        return Measured(endpoint.name, stats, warm, _stored(url, endpoint.name))
+        cpu = ingest.cpu_seconds(pid) - cpu_before
+        requests = stats.rps * load.duration_s
+        per_request = 1e6 * cpu / requests if requests else None
+        return Measured(endpoint.name, stats, warm, _stored(url, endpoint.name), per_request)
 
 
 # ------------------------------------------------------------------------------------ report
@@ -251,13 +277,17 @@ def _ms(value: float | None) -> str:
 
 
 def report(results: dict[str, Measured]) -> tuple[str, float | None]:
-    lines = [f"{'endpoint':<34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}  stored"]
-    lines.append("-" * 90)
+    lines = [
+        f"{'endpoint':<34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'CPU µs/req':>10} "
+        f"{'non-2xx':>8}  stored"
+    ]
+    lines.append("-" * 101)
     for m in results.values():
         label = f"{m.endpoint} ({ENDPOINTS[m.endpoint].path})"
+        cpu = f"{m.cpu_us_per_request:,.0f}" if m.cpu_us_per_request is not None else "?"
         lines.append(
             f"{label:<34} {m.stats.rps:>9,.0f} {_ms(m.stats.p50_ms):>8} {_ms(m.stats.p99_ms):>8} "
-            f"{m.stats.non_2xx + m.warmup.non_2xx:>8}  {m.stored}"
+            f"{cpu:>10} {m.stats.non_2xx + m.warmup.non_2xx:>8}  {m.stored}"
         )
     ratio = None
     if "wake" in results and "gmail" in results and results["wake"].stats.rps:
@@ -265,6 +295,14 @@ def report(results: dict[str, Measured]) -> tuple[str, float | None]:
         verdict = "PASS" if ratio >= TARGET_RATIO else "FAIL"
         lines.append(
             f"ratio gmail : wake = {ratio:.3f} (issue 3's target >= {TARGET_RATIO}: {verdict})"
+        )
+    js, plain = results.get("mapped-js"), results.get("mapped-wake")
+    if js is not None and plain is not None and plain.stats.rps:
+        ratio_js = js.stats.rps / plain.stats.rps
+        verdict = "PASS" if ratio_js >= TARGET_JS_RATIO else "FAIL"
+        lines.append(
+            f"ratio mapped-js : mapped-wake = {ratio_js:.3f} "
+            f"(issue 17's target >= {TARGET_JS_RATIO}: {verdict})"
         )
     for a, b in (("mapped-wake", "wake"), ("gmail", "agent"), ("gmail", "agent-gmail")):
         if a in results and b in results and results[b].stats.rps:
@@ -324,6 +362,7 @@ def run(args: argparse.Namespace) -> int:
                 "p50_ms": m.stats.p50_ms,
                 "p99_ms": m.stats.p99_ms,
                 "non_2xx": m.stats.non_2xx,
+                "cpu_us_per_request": m.cpu_us_per_request,
             }
             for n, m in results.items()
         },

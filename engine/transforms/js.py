@@ -8,10 +8,10 @@ Two halves:
   memory, threw, returned something unusable or left its promise pending is discarded (closed)
   and replaced by a fresh one, never reused.
 
-A call is two evaluations under one deadline: `__hw_run(input)` starts the function (an async
-one settles in microtasks, which V8 runs right after that evaluation), then `__hw_take()` reads
-the settled outcome. A promise still pending then can never settle (timers, I/O and WebAssembly
-are removed), so it fails at once.
+A call is one evaluation, `__hw_run(input)`, which returns the outcome of a synchronous function;
+an async one settles in microtasks, which V8 runs right after that evaluation, and a second
+evaluation under the same deadline, `__hw_take()`, reads the settled outcome. A promise still
+pending then can never settle (timers, I/O and WebAssembly are removed), so it fails at once.
 
 The sandbox: no `require`, `process`, `fetch`, `import`, timers, `WebAssembly`, `WeakRef`; the
 heap is capped (`set_hard_memory_limit`); the built-in prototypes and namespaces (`Object`,
@@ -129,15 +129,16 @@ _LOCKDOWN = r"""
     defineProperty(g, "__hw_run", { value: function (text) {
       slot = '{"pending":true}';
       let r;
-      try { r = fn(parse(text)); } catch (e) { slot = fail(e); return; }
+      try { r = fn(parse(text)); } catch (e) { slot = null; return fail(e); }
       let thenable;
       try { thenable = r !== null && typeof r === "object" ? r.then : undefined; }
-      catch (e) { slot = fail(e); return; }
+      catch (e) { slot = null; return fail(e); }
       if (typeof thenable === "function") {
         apply(then, resolve(r), [(v) => { slot = ok(v); }, (e) => { slot = fail(e); }]);
-      } else {
-        slot = ok(r);
+        return null;  // settles in microtasks: read it with __hw_take()
       }
+      slot = null;
+      return ok(r);
     } });
     defineProperty(g, "__hw_take", { value: function () {
       const s = slot; slot = null; return s;
@@ -279,9 +280,11 @@ class JsModule:
         healthy = False
         started = time.monotonic()
         try:
-            mr.eval(f"__hw_run({json.dumps(text)})", timeout=timeout_ms)
-            left = max(1.0, timeout_ms - (time.monotonic() - started) * 1000)
-            raw = str(mr.eval("__hw_take()", timeout=left))
+            raw = mr.eval(f"__hw_run({json.dumps(text)})", timeout=timeout_ms)
+            if raw is None:  # an async function: its outcome settled (or not) in microtasks
+                left = max(1.0, timeout_ms - (time.monotonic() - started) * 1000)
+                raw = mr.eval("__hw_take()", timeout=left)
+            raw = str(raw)
             if mr.was_hard_memory_limit_reached():  # work it left behind (a promise loop) blew up
                 raise JSOOMException("memory limit reached")
             healthy = raw.startswith(('{"value"', '{"keep"'))
