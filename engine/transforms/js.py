@@ -8,10 +8,12 @@ Two halves:
   memory, threw, returned something unusable or left its promise pending is discarded (closed)
   and replaced by a fresh one, never reused.
 
-A call is one evaluation, `__hw_run(input)`, which returns the outcome of a synchronous function;
-an async one settles in microtasks, which V8 runs right after that evaluation, and a second
-evaluation under the same deadline, `__hw_take()`, reads the settled outcome. A promise still
-pending then can never settle (timers, I/O and WebAssembly are removed), so it fails at once.
+A call is two evaluations under one deadline: `__hw_run(input)` runs the function (and returns
+the outcome of a synchronous one); microtasks (an async function's continuation, or work a sync
+one queued) run after it, and the second evaluation, `__hw_take()`, starts only once they are
+done, so work left behind is caught by the time and memory limits too; it reads an async
+function's settled outcome. A promise still pending then can never settle (timers, I/O and
+WebAssembly are removed), so it fails at once.
 
 The sandbox: no `require`, `process`, `fetch`, `import`, timers, `WebAssembly`, `WeakRef`; the
 heap is capped (`set_hard_memory_limit`); the built-in prototypes and namespaces (`Object`,
@@ -281,10 +283,11 @@ class JsModule:
         started = time.monotonic()
         try:
             raw = mr.eval(f"__hw_run({json.dumps(text)})", timeout=timeout_ms)
-            if raw is None:  # an async function: its outcome settled (or not) in microtasks
-                left = max(1.0, timeout_ms - (time.monotonic() - started) * 1000)
-                raw = mr.eval("__hw_take()", timeout=left)
-            raw = str(raw)
+            # Always a second evaluation: V8 runs the microtasks the call left (an async
+            # function's continuation, or work a sync one queued) before it, under the deadline.
+            left = max(1.0, timeout_ms - (time.monotonic() - started) * 1000)
+            settled = mr.eval("__hw_take()", timeout=left)
+            raw = str(settled if raw is None else raw)
             if mr.was_hard_memory_limit_reached():  # work it left behind (a promise loop) blew up
                 raise JSOOMException("memory limit reached")
             healthy = raw.startswith(('{"value"', '{"keep"'))
