@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from py_mini_racer import JSEvalException, JSOOMException, MiniRacer
+
 from hookwise.engine.transforms import (
     KEEP,
     TransformContext,
