@@ -28,8 +28,8 @@ Module-level state lives per context: keep transforms stateless.
 
 from __future__ import annotations
 
+import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -225,24 +225,31 @@ def _decode(raw: Any) -> Any:
 
 
 class JsModule:
-    """A module's warm V8 contexts inside one worker process (one call at a time)."""
+    """A module's warm V8 contexts inside one worker process (one call at a time). Runs on the
+    worker's event loop: its contexts are created there, so each evaluation is one hop to V8's
+    thread and back (`eval_cancelable`), with the deadline as an asyncio timeout."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self._script: str = spec["script"]
         self._export: str | None = spec["export"]
         self._memory_mb: int = spec["memory_mb"]
         self._size: int = spec["pool_size"]
-        self._ready: list[Any] = [self._new_context() for _ in range(self._size)]
+        self._ready: list[Any] = []
 
-    def _new_context(self) -> Any:
-        from py_mini_racer import MiniRacer
+    @classmethod
+    async def create(cls, spec: dict[str, Any]) -> JsModule:
+        module = cls(spec)
+        await module.refill()
+        return module
+
+    async def _new_context(self) -> Any:
 
         mr = MiniRacer()
         try:
             mr.set_hard_memory_limit(self._memory_mb * _MIB)
-            self._eval_at_load(mr, _LOCKDOWN, "preparing the sandbox")
-            self._eval_at_load(mr, self._script, "evaluating the module")
-            status = self._eval_at_load(
+            await self._eval_at_load(mr, _LOCKDOWN, "preparing the sandbox")
+            await self._eval_at_load(mr, self._script, "evaluating the module")
+            status = await self._eval_at_load(
                 mr, f"__hw_bind(__hw_mod, {json.dumps(self._export)})", "binding the export"
             )
         except BaseException:
@@ -258,12 +265,11 @@ class JsModule:
         return mr
 
     @staticmethod
-    def _eval_at_load(mr: Any, code: str, step: str) -> Any:
-        from py_mini_racer import JSEvalException, JSOOMException, JSTimeoutException
+    async def _eval_at_load(mr: Any, code: str, step: str) -> Any:
 
         try:
-            return mr.eval(code, timeout=_LOAD_TIMEOUT_MS)
-        except JSTimeoutException:
+            return await asyncio.wait_for(mr.eval_cancelable(code), _LOAD_TIMEOUT_MS / 1000)
+        except TimeoutError:
             raise TransformLoadError(
                 f"{step} took longer than {_LOAD_TIMEOUT_MS / 1000:g} s"
             ) from None
@@ -273,28 +279,26 @@ class JsModule:
             first = str(exc).strip().splitlines()
             raise TransformLoadError(f"{step} failed: {' '.join(first[:3])}") from None
 
-    def call(self, text: str, timeout_ms: int) -> str:
+    async def call(self, text: str, timeout_ms: int) -> str:
         """Run one call; raise `TransformError`. The context is discarded unless the call
         returned a usable result."""
-        from py_mini_racer import JSEvalException, JSOOMException, JSTimeoutException
 
         if not self._ready:
-            self._ready.append(self._new_context())
+            await self.refill()
         mr = self._ready.pop(0)
         healthy = False
-        started = time.monotonic()
         try:
-            raw = mr.eval(f"__hw_run({json.dumps(text)})", timeout=timeout_ms)
-            # Always a second evaluation: V8 runs the microtasks the call left (an async
-            # function's continuation, or work a sync one queued) before it, under the deadline.
-            left = max(1.0, timeout_ms - (time.monotonic() - started) * 1000)
-            settled = mr.eval("__hw_take()", timeout=left)
+            async with asyncio.timeout(timeout_ms / 1000):
+                raw = await mr.eval_cancelable(f"__hw_run({json.dumps(text)})")
+                # Always a second evaluation: V8 runs the microtasks the call left (an async
+                # function's continuation, or work a sync one queued) before it.
+                settled = await mr.eval_cancelable("__hw_take()")
             raw = str(settled if raw is None else raw)
             if mr.was_hard_memory_limit_reached():  # work it left behind (a promise loop) blew up
                 raise JSOOMException("memory limit reached")
             healthy = raw.startswith(('{"value"', '{"keep"'))
             return raw
-        except JSTimeoutException:
+        except TimeoutError:
             raise TransformTimedOut(f"transform ran past its {timeout_ms} ms limit") from None
         except JSOOMException:
             raise TransformFailed(
@@ -308,10 +312,10 @@ class JsModule:
             else:
                 mr.close()
 
-    def refill(self) -> None:
+    async def refill(self) -> None:
         """Bring the pool back to its size (after a discarded context), between calls."""
         while len(self._ready) < self._size:
-            self._ready.append(self._new_context())
+            self._ready.append(await self._new_context())
 
     def close(self) -> None:
         for mr in self._ready:

@@ -18,7 +18,6 @@ pass as they are, anything else (a datetime, a set) is sent as its `str()`.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import importlib.util
 import inspect
@@ -103,7 +102,6 @@ class PyModule:
             if callable(fn):
                 self._fn = fn
                 self._is_async = inspect.iscoroutinefunction(fn)
-                self._loop: asyncio.AbstractEventLoop | None = None
                 return
         found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
         wanted = repr(export) if export else "'transform'"
@@ -111,16 +109,11 @@ class PyModule:
             f"{path.name} has no function {wanted}; its functions: {', '.join(found) or 'none'}"
         )
 
-    def call(self, message: dict[str, Any], timeout_ms: int) -> Any:
+    async def call(self, message: dict[str, Any], timeout_ms: int) -> Any:
         """Run one call (the watchdog in the gateway enforces `timeout_ms`)."""
         ctx = TransformContext(**message)
         try:
-            if self._is_async:
-                if self._loop is None:
-                    self._loop = asyncio.new_event_loop()
-                result = self._loop.run_until_complete(self._fn(ctx))
-            else:
-                result = self._fn(ctx)
+            result = await self._fn(ctx) if self._is_async else self._fn(ctx)
         except Exception as exc:
             raise TransformFailed(
                 f"transform raised {type(exc).__name__}", detail=str(exc)[:500]
@@ -131,9 +124,8 @@ class PyModule:
             f"transform returned {type(result).__name__}; expected a dict, None or {{}}"
         )
 
-    def refill(self) -> None:
+    async def refill(self) -> None:
         pass
 
     def close(self) -> None:
-        if self._loop is not None:
-            self._loop.close()
+        pass

@@ -38,22 +38,22 @@ def _limit_memory(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (ceiling, ceiling))
 
 
-def _load(spec: dict[str, Any]) -> Any:
+async def _load(spec: dict[str, Any]) -> Any:
     if spec["kind"] == "js":
         from hookwise.engine.transforms.js import JsModule
 
-        return JsModule(spec)
+        return await JsModule.create(spec)
     from hookwise.engine.transforms.python import PyModule
 
     return PyModule(spec)
 
 
-def _handle(modules: dict[int, Any], request: list[Any]) -> list[Any]:
+async def _handle(modules: dict[int, Any], request: list[Any]) -> list[Any]:
     op = request[0]
     if op == "load":
         _, tid, spec = request
         try:
-            modules[tid] = _load(spec)
+            modules[tid] = await _load(spec)
         except TransformLoadError as exc:
             return ["err", "load", str(exc), None]
         except Exception as exc:  # anything else a module does at load
@@ -65,7 +65,7 @@ def _handle(modules: dict[int, Any], request: list[Any]) -> list[Any]:
         if module is None:
             return ["err", "failed", "transform is not loaded in this worker", None]
         try:
-            return ["ok", module.call(message, timeout_ms)]
+            return ["ok", await module.call(message, timeout_ms)]
         except TransformTimedOut as exc:
             return ["err", "timeout", exc.reason, None]
         except TransformError as exc:
@@ -80,12 +80,8 @@ def _handle(modules: dict[int, Any], request: list[Any]) -> list[Any]:
     return ["err", "failed", f"unknown request {op!r}", None]
 
 
-def main() -> None:
-    memory_mb = int(sys.argv[1])
-    requests, replies = os.dup(0), os.dup(1)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)
+async def _serve(requests: int, replies: int, memory_mb: int) -> None:
+    """One request at a time: a blocking read while idle is fine (nothing else runs then)."""
     from py_mini_racer import MiniRacer
 
     MiniRacer().close()  # starts V8 (its address space reservations) before the ceiling
@@ -97,7 +93,7 @@ def main() -> None:
             request = read_request(requests)
         except WireClosed:
             return
-        reply = _handle(modules, request)
+        reply = await _handle(modules, request)
         try:
             write_reply(replies, reply)
         except (OverflowError, TypeError, ValueError):
@@ -106,7 +102,18 @@ def main() -> None:
             )
         if request[0] == "call" and request[1] in modules:
             with contextlib.suppress(Exception):  # the next call tries again, or reports it
-                modules[request[1]].refill()
+                await modules[request[1]].refill()
+
+
+def main() -> None:
+    memory_mb = int(sys.argv[1])
+    requests, replies = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    import uvloop
+
+    uvloop.run(_serve(requests, replies, memory_mb))
 
 
 if __name__ == "__main__":
