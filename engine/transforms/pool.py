@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import select
 import signal
 import subprocess
@@ -47,7 +48,13 @@ from hookwise.engine.transforms import (
     TransformLoadError,
     TransformTimedOut,
 )
-from hookwise.engine.transforms.wire import WireClosed, read_reply, request_frame, write_all
+from hookwise.engine.transforms.wire import (
+    WireClosed,
+    read_reply,
+    request_frame,
+    take_reply,
+    write_all,
+)
 
 log = logging.getLogger("hookwise.sandbox")
 
@@ -60,6 +67,7 @@ PIPELINE_MAX = 256 * 1024
 START_TIMEOUT_S = 30.0
 LOAD_TIMEOUT_S = 60.0
 _WATCH_S = 0.02
+_READ_SIZE = 256 * 1024
 _PIPE_SIZE = 1024 * 1024
 _F_SETPIPE_SZ = 1031
 
@@ -97,6 +105,7 @@ class _Worker:
         self.head_started = 0.0
         self.timed_out = False
         self.buried = False
+        self.buffer = bytearray()  # replies read but not yet taken
         self.loop: asyncio.AbstractEventLoop | None = None  # where its replies are read
 
     def wait_ready(self) -> None:
@@ -278,20 +287,32 @@ class WorkerPool:
             self._send(worker, self._queue.popleft())
 
     def _readable(self, worker: _Worker) -> None:
-        """A reply (or the end) from a worker, on the event loop."""
+        """Replies (or the end) from a worker, on the event loop: one read, every complete
+        reply in it."""
         try:
-            reply = read_reply(worker.rfd)
-        except (WireClosed, OSError):
+            chunk = os.read(worker.rfd, _READ_SIZE)
+        except OSError:
+            chunk = b""
+        if not chunk:
             self._bury(worker)
             return
-        with self._lock:
-            if not worker.inflight:
+        worker.buffer += chunk
+        while True:
+            try:
+                reply = take_reply(worker.buffer)
+            except WireClosed:
+                worker.kill()  # it speaks nonsense: the end of it shows on the next read
                 return
-            call = worker.inflight.popleft()
-            worker.head_started = time.monotonic()
-            self._feed(worker)
-        if not call.future.done():
-            call.future.set_result(reply)
+            if reply is None:
+                return
+            with self._lock:
+                if not worker.inflight:
+                    continue
+                call = worker.inflight.popleft()
+                worker.head_started = time.monotonic()
+                self._feed(worker)
+            if not call.future.done():
+                call.future.set_result(reply)
 
     # --- deaths ----------------------------------------------------------------------------
 

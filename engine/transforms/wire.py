@@ -74,6 +74,25 @@ def read_request(fd: int) -> Any:
     return pickle.loads(_read_frame(fd))
 
 
+def take_reply(buffer: bytearray) -> Any:
+    """The first complete reply in `buffer` (removed from it), or None when there is none yet;
+    `WireClosed` when the buffer holds something that is not a reply."""
+    if len(buffer) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack_from(buffer)
+    if size > MAX_FRAME:
+        raise WireClosed(f"a message of {size} bytes is larger than the {MAX_FRAME} byte limit")
+    end = _HEADER.size + size
+    if len(buffer) < end:
+        return None
+    body = bytes(buffer[_HEADER.size : end])
+    del buffer[:end]
+    try:
+        return _decode(body)
+    except msgspec.DecodeError as exc:
+        raise WireClosed(f"unreadable reply: {exc}") from None
+
+
 def read_reply(fd: int) -> Any:
     """The next reply (gateway side); `WireClosed` when the worker is gone or sent garbage."""
     try:
