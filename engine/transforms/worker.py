@@ -1,13 +1,14 @@
 """A sandbox worker process: `python -m hookwise.engine.transforms.worker <memory MiB>`.
 
 Started and supervised by `hookwise.engine.transforms.pool`. It reads requests on its stdin and
-writes replies on its stdout (`hookwise.engine.transforms.wire`), one at a time, in order; its
+writes replies on its stdout (`hookwise.engine.transforms.wire`), one at a time, in order, on an
+event loop (uvloop) that its V8 contexts are bound to; its
 own file descriptors 0 and 1 are then pointed at /dev/null so that nothing a transform prints
 can reach the protocol. Before it answers anything it starts V8 once (V8 reserves its address
 space up front) and then sets its OS memory ceiling: `RLIMIT_DATA` = what it uses then plus
 `<memory MiB>`. `RLIMIT_DATA` counts every private writable mapping, ArrayBuffer backing stores
 included, so a buffer bomb fails inside V8 (a RangeError) or kills this process, never the
-gateway. Core dumps are off.
+gateway. Core dumps are off. A worker whose gateway is gone exits within a second.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import contextlib
 import os
 import resource
 import sys
+import threading
+import time
 from typing import Any
 
 from hookwise.engine.transforms import TransformError, TransformLoadError, TransformTimedOut
@@ -105,7 +108,21 @@ async def _serve(requests: int, replies: int, memory_mb: int) -> None:
                 await modules[request[1]].refill()
 
 
+def _exit_with_the_gateway() -> None:
+    """End this worker when the gateway is gone, even while a call runs forever (a killed
+    gateway closes the pipe, but a worker busy in Python code never reads it)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="hookwise-sandbox-orphan", daemon=True).start()
+
+
 def main() -> None:
+    _exit_with_the_gateway()
     memory_mb = int(sys.argv[1])
     requests, replies = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)

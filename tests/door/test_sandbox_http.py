@@ -196,3 +196,42 @@ def test_other_requests_are_unaffected_while_a_worker_is_killed(gw: GatewayProce
         assert [f.result().status_code for f in fine] == [202] * 6
         assert bomb.result().status_code in (500, 504)
     _alive(gw)
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def test_workers_do_not_outlive_a_killed_gateway(
+    tmp_path: Path, start_gateway: Callable[..., GatewayProcess]
+) -> None:
+    tdir = tmp_path / "transforms"
+    tdir.mkdir()
+    (tdir / "runaway.py").write_text(TRANSFORMS["runaway.py"], encoding="utf-8")
+    config = {
+        "hooks": {
+            "enabled": True,
+            "token": HOOK_TOKEN,
+            "transformsDir": str(tdir),
+            "transformLimits": {"timeoutMs": 30000, "workers": 2},
+            "mappings": [_mapping("py", "runaway.py")],
+        },
+        "gateway": {"auth": {"token": ADMIN_TOKEN}},
+    }
+    gw = start_gateway(config)
+    assert gw.proc is not None
+    workers = _children(gw.proc.pid)
+    assert len(workers) == 2
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        hung = pool.submit(gw.hook, "py", {"hang": True})
+        time.sleep(0.5)  # a worker is now inside the endless call
+        gw.kill()
+        with pytest.raises(Exception):  # noqa: B017 - the connection dies with the gateway
+            hung.result()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() for w in workers):
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{w}").exists() for w in workers), "a sandbox worker outlived it"
