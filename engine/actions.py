@@ -162,7 +162,6 @@ def validate_agent(
     _unknown_keys(payload, AGENT_FIELDS + INTERNAL_AGENT_FIELDS if internal else AGENT_FIELDS)
     message = _text(payload, "message", required=True)
     name = _text(payload, "name", required=False) or "Hook"
-    name = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", name)  # stored and shown: escaped
     if len(name) > 200:
         raise _bad("name", "name is longer than 200 characters")
     session_key = _text(payload, "sessionKey", required=False)

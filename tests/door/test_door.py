@@ -263,10 +263,3 @@ def test_a_request_cannot_forge_a_log_line(gw: GatewayProcess) -> None:
     assert not any(line.startswith("FORGED") for line in lines)
     assert any("x\\x0d\\x0aFORGED-LOG-LINE" in line for line in lines)
     assert "\x1b" not in gw.stderr()
-
-
-def test_control_characters_in_a_run_name_are_stored_escaped(gw: GatewayProcess) -> None:
-    r = gw.hook("agent", {"message": "m", "name": "Ops\r\nFORGED\x1b[2J"})
-    assert r.status_code == 202, r.text
-    run = gw.admin(f"/api/runs/{r.json()['runId']}")["run"]
-    assert run["name"] == "Ops\\x0d\\x0aFORGED\\x1b[2J"
