@@ -22,6 +22,7 @@ from hookwise.engine.durations import Duration
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.engine.gmail_config import GmailConfig
 from hookwise.engine.mapping import MappingConfig
+from hookwise.engine.yamlfile import YamlSyntaxError, load_yaml
 
 MIN_TOKEN_LENGTH = 24
 
@@ -219,11 +220,9 @@ converter.register_structure_hook(tuple[str, ...] | dict[str, ModelEntry], _stru
 # reading
 
 
-def _parse(text: str, suffix: str) -> object:
+def _parse(text: str, suffix: str, name: str) -> object:
     if suffix in (".yaml", ".yml"):
-        import yaml
-
-        return yaml.safe_load(text)
+        return load_yaml(text, name)
     if suffix == ".json5":
         import json5
 
@@ -243,7 +242,9 @@ def read_file(path: Path) -> object:
     except OSError as e:
         raise ConfigError([ConfigIssue("", f"cannot read {path}: {e.strerror}")]) from None
     try:
-        data = _parse(text, suffix)
+        data = _parse(text, suffix, str(path))
+    except YamlSyntaxError as e:
+        raise ConfigError([ConfigIssue("", f"{path} is not valid YAML: {e.where}")]) from None
     except Exception as e:
         raise ConfigError(
             [ConfigIssue("", f"{path} is not valid {suffix[1:].upper()}: {e}")]
