@@ -22,10 +22,11 @@ from typing import Any
 import attrs
 from hookwise.engine.actions import Action, ValidationPolicy, validate_action
 from hookwise.engine.channels import CHANNEL_IDS, LAST, canonical_channel
-from hookwise.engine.config import LoadedConfig, load_config
+from hookwise.engine.config import LoadedConfig
 from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
 from hookwise.engine.mapping import MappingConfig
 from hookwise.engine.request import InboundRequest
+from hookwise.server.cliargs import add_common_options
 
 __all__ = ["add_cli", "explain_with_validation", "unconfigured_channel_issues"]
 
@@ -67,14 +68,9 @@ with its file, rule id and key path).
 
 
 def _load(path: str) -> LoadedConfig | None:
-    try:
-        loaded = load_config(path)
-    except ConfigError as e:
-        _print_issues(f"{path}: the configuration has", e.issues)
-        return None
-    for warning in loaded.warnings:
-        print(f"hookwise: warning: {warning}", file=sys.stderr)
-    return loaded
+    from hookwise.server.serve import load
+
+    return load(path)
 
 
 def _print_issues(what: str, issues: Sequence[ConfigIssue | str]) -> None:
@@ -325,7 +321,7 @@ def add_cli(subparsers: Any) -> None:
         epilog=_TEST_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    test.add_argument("--config", required=True, help="config file (.yaml, .json or .json5)")
+    add_common_options(test)
     test.add_argument(
         "--path",
         required=True,
@@ -366,5 +362,5 @@ def add_cli(subparsers: Any) -> None:
         epilog=_CHECK_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    check.add_argument("--config", required=True, help="config file (.yaml, .json or .json5)")
+    add_common_options(check)
     check.set_defaults(func=cmd_rules_check)
