@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable
 
 import attrs
+
 from hookwise.engine.config import AgentDefaults
 from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
 

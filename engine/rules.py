@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
+
 from hookwise.engine.actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
 from hookwise.engine.conditions import Condition, compile_when
 from hookwise.engine.config import _resolve_env as resolve_env

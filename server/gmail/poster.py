@@ -21,6 +21,7 @@ import random
 from typing import Any, Literal
 
 import httpx
+
 from hookwise.server.version import USER_AGENT, outbound_client
 
 log = logging.getLogger("hookwise.gmail")
