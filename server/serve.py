@@ -226,7 +226,12 @@ def _reason(error: BaseException | None) -> str:
         error = error.exceptions[0]
     text = str(error).splitlines()[0] if str(error) else ""
     name = type(error).__name__
-    return f"{name}: {text} (--debug shows the traceback)" if text else name
+    if not text:
+        return name
+    # a builtin's text needs its name (`[Errno 111] Connection refused`); hookwise's own and
+    # drivers' errors say what they are
+    shown = f"{name}: {text}" if type(error).__module__ == "builtins" else text
+    return f"{shown} (--debug shows the traceback)"
 
 
 class _Worker:
