@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from hookwise.engine.actions import Action, ValidationPolicy, validate_action
-from hookwise.engine.channels import CHANNEL_IDS, LAST, canonical_channel
+from hookwise.engine.channels import LAST, canonical_channel, unknown_channel_hint
 from hookwise.engine.config import LoadedConfig
 from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
 from hookwise.engine.mapping import MappingConfig
@@ -258,8 +258,7 @@ def unconfigured_channel_issues(loaded: LoadedConfig, *, ruleset: Any = None) ->
                 continue
             canonical = canonical_channel(name)
             if canonical is None:
-                known = ", ".join((LAST, *CHANNEL_IDS))
-                message = f"unknown channel {name!r} (known: {known})"
+                message = f"unknown channel {name!r}{unknown_channel_hint(name)}"
             elif canonical != LAST and canonical not in configured and mapping.deliver is not False:
                 message = (
                     f"channel {canonical} is not configured: add channels.{canonical} to the "
@@ -273,12 +272,20 @@ def unconfigured_channel_issues(loaded: LoadedConfig, *, ruleset: Any = None) ->
 
 
 def cmd_rules_check(args: argparse.Namespace) -> int:
+    from hookwise.engine.config import check_config
+    from hookwise.server.cliargs import missing_config_hint
     from hookwise.server.gateway import compile_rules
 
-    loaded = _load(args.config)
-    if loaded is None:
+    hint = missing_config_hint(args.config)
+    if hint:
+        print(hint, file=sys.stderr)
         return 1
-    issues: list[ConfigIssue] = []
+    # every problem in one pass: the config's own, then the rules of what is usable
+    loaded, config_issues = check_config(args.config)
+    issues: list[ConfigIssue] = list(config_issues)
+    if loaded is None:
+        _print_issues(f"{args.config}: the configuration has", issues)
+        return 1
     ruleset = None
     try:
         ruleset = compile_rules(loaded)
