@@ -1,7 +1,7 @@
 # hookwise as a container: a non-root user, the state in a volume, a health check on /readyz,
 # signals forwarded by tini (SIGTERM drains and stops, SIGHUP reloads the rules).
 #
-#   podman build -t hookwise .        (or docker build)
+#   podman build --format docker -t hookwise .   (docker build -t hookwise .; OCI format drops HEALTHCHECK)
 #   podman run -d -p 127.0.0.1:8787:8787 -v hookwise-state:/var/lib/hookwise \
 #     -v ./hookwise.yaml:/etc/hookwise/hookwise.yaml:ro hookwise
 #

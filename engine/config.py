@@ -446,22 +446,27 @@ def check_data(
     base_dir = source.parent if source else Path.cwd()
     resolved = _resolve_env(data, os.environ if env is None else env, "", issues)
     resolved = _channel_secret_files(resolved, base_dir, issues)  # type: ignore[arg-type]
-    pruned: list[str] = []
+    pruned: list[list[str | int]] = []
     config = None
     while config is None:
         try:
             config = structure(resolved, Config)
         except ConfigError as e:
-            issues.extend(i for i in e.issues if i not in issues)
             before = resolved
             for issue in e.issues:
-                resolved = _without(resolved, _key_path(issue.path))
-                pruned.append(issue.path)
+                keys = _key_path(issue.path)
+                if any(keys[: len(p)] == p for p in pruned):
+                    # a consequence of a key taken away ("required key is missing"): the same
+                    # problem, said once; take the enclosing value away instead
+                    keys = keys[:-1]
+                elif issue not in issues:
+                    issues.append(issue)
+                resolved = _without(resolved, keys)
+                pruned.append(keys)
             if resolved == before:  # nothing left to take away: give up on the rest
                 return None, issues
     config, more, warnings = _check(config, base_dir)
-    # a key taken away above may now be "missing": that is the same problem, said once
-    issues.extend(m for m in more if not any(_within(m.path, p) for p in pruned))
+    issues.extend(m for m in more if not any(_key_path(m.path)[: len(p)] == p for p in pruned))
     return LoadedConfig(config=config, source=source, warnings=tuple(warnings)), issues
 
 
@@ -471,10 +476,6 @@ _PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 def _key_path(path: str) -> list[str | int]:
     """`hooks.mappings[1].action` -> `["hooks", "mappings", 1, "action"]`."""
     return [int(i) if i else k for k, i in _PATH_PART.findall(path)]
-
-
-def _within(path: str, prefix: str) -> bool:
-    return path == prefix or path.startswith((prefix + ".", prefix + "["))
 
 
 def _without(data: Any, keys: list[str | int]) -> Any:
