@@ -61,7 +61,7 @@ def test_the_starter_mapping_works_with_rules_test(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    [["config", "check"], ["rules", "check"], ["serve", *START]],
+    [["config", "check"], ["rules", "check"], ["serve", *START], ["webhooks", "gmail", "run"]],
 )
 def test_every_command_reads_hookwise_config_and_c(tmp_path: Path, command: list[str]) -> None:
     (tmp_path / "a").mkdir()
