@@ -24,10 +24,13 @@ import httpx
 from hookwise.engine.convert import data_key, structure
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.server.channels.format import (
+    markdown_to_discord,
+    markdown_to_mattermost,
     markdown_to_plain,
     markdown_to_slack,
     markdown_to_telegram_html,
     markdown_to_whatsapp,
+    render_parts,
     split_text,
 )
 
@@ -227,9 +230,21 @@ async def send_parts(
     return SendResult(tuple(ids))
 
 
-def split_for(channel: Channel, text: str) -> list[str]:
-    """`text` split under the channel's `max_chars`; an empty message is a permanent error."""
-    parts = split_text(text, channel.max_chars)
+def split_for(
+    channel: Channel,
+    text: str,
+    render: Callable[[str], str] | None = None,
+    measure: Callable[[str], int] = len,
+) -> list[str]:
+    """`text` rendered by `render` (markdown to the channel's dialect) and split so that every
+    part `measure`s at most the channel's `max_chars` after rendering and escaping.
+
+    Without `render` the text is split as it is. An empty message is a permanent error.
+    """
+    if render is None:
+        parts = split_text(text, channel.max_chars)
+    else:
+        parts = render_parts(text, channel.max_chars, render, measure)
     if not parts:
         raise DeliveryError(f"{channel.id}: the message is empty", retryable=False)
     return parts
@@ -273,11 +288,14 @@ __all__ = [
     "check_default_to",
     "error_for_response",
     "json_body",
+    "markdown_to_discord",
+    "markdown_to_mattermost",
     "markdown_to_plain",
     "markdown_to_slack",
     "markdown_to_telegram_html",
     "markdown_to_whatsapp",
     "parse_config",
+    "render_parts",
     "request",
     "retry_after_header",
     "send_parts",

@@ -1,8 +1,8 @@
 """Discord: REST API v10, `POST /channels/{id}/messages` with a bot token.
 
 `to` is a channel id (`channel:<id>` or a bare snowflake) or `user:<id>`, for which a DM channel
-is opened first with `POST /users/@me/channels` (and remembered). Discord renders markdown, so
-text goes unchanged; `allowed_mentions` is empty, so hook content cannot ping `@everyone` or
+is opened first with `POST /users/@me/channels` (and remembered). Markdown is re-rendered in Discord's
+dialect (backtick fences, tables as code blocks); `allowed_mentions` is empty, so hook content cannot ping `@everyone` or
 anyone else. Errors carry `message` (and, for invalid bodies, nested `errors`); rate limits carry
 `retry_after` in the body as well as the `Retry-After` header.
 """
@@ -21,6 +21,7 @@ from hookwise.server.channels.base import (
     check_default_to,
     error_for_response,
     json_body,
+    markdown_to_discord,
     parse_config,
     request,
     send_parts,
@@ -72,7 +73,7 @@ class DiscordChannel(ChannelBase):
         self, client: httpx.AsyncClient, to: str, text: str, *, skip_parts: int = 0
     ) -> SendResult:
         kind, target = self._recipient(to)
-        parts = split_for(self, text)
+        parts = split_for(self, text, markdown_to_discord)
         channel_id = await self._dm_channel(client, target) if kind == "user" else target
         url = f"{self.config.base_url}/channels/{channel_id}/messages"
 

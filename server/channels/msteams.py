@@ -27,6 +27,7 @@ from hookwise.server.channels.base import (
     check_default_to,
     error_for_response,
     json_body,
+    markdown_to_discord,
     parse_config,
     request,
     send_parts,
@@ -120,7 +121,8 @@ class MSTeamsChannel(ChannelBase):
                 return str(data.get("id", "")) if isinstance(data, dict) else ""
             raise error_for_response(self.id, response, _describe(data))
 
-        return await send_parts(split_for(self, text), skip_parts, send_one)
+        parts = split_for(self, text, markdown_to_discord)
+        return await send_parts(parts, skip_parts, send_one)
 
     async def _post_activity(
         self, client: httpx.AsyncClient, url: str, body: dict[str, Any]

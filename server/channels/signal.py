@@ -80,7 +80,7 @@ class SignalChannel(ChannelBase):
 
         async def send_one(part: str) -> str:
             body = {
-                "message": markdown_to_plain(part),
+                "message": part,
                 "number": self.config.account,
                 "recipients": [recipient],
             }
@@ -91,4 +91,4 @@ class SignalChannel(ChannelBase):
             error = data.get("error") if isinstance(data, dict) else None
             raise error_for_response(self.id, response, error if isinstance(error, str) else None)
 
-        return await send_parts(split_for(self, text), skip_parts, send_one)
+        return await send_parts(split_for(self, text, markdown_to_plain), skip_parts, send_one)

@@ -7,12 +7,14 @@ Markdown becomes mrkdwn. Slack answers most errors with HTTP 200 and `{"ok": fal
 `Retry-After`.
 
 Length: Slack truncates `text` past 40,000 characters and advises at most 4,000 for readable
-messages, so messages are split at 4,000 (mrkdwn escaping can lengthen a part slightly; it stays
-far below the truncation point).
+messages, so messages are split at 4,000 characters counted after mrkdwn escaping. Requests are
+JSON with `Content-Type: application/json; charset=utf-8` (without the charset Slack warns
+`missing_charset`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -82,11 +84,11 @@ class SlackChannel(ChannelBase):
         self, client: httpx.AsyncClient, to: str, text: str, *, skip_parts: int = 0
     ) -> SendResult:
         kind, target = self._recipient(to)
-        parts = split_for(self, text)
+        parts = split_for(self, text, markdown_to_slack)
         channel = await self._dm_channel(client, target) if kind == "user" else target
 
         async def send_one(part: str) -> str:
-            body = {"channel": channel, "text": markdown_to_slack(part), "mrkdwn": True}
+            body = {"channel": channel, "text": part, "mrkdwn": True}
             data = await self._call(client, "chat.postMessage", body)
             return str(data["ts"])
 
@@ -100,8 +102,12 @@ class SlackChannel(ChannelBase):
 
     async def _call(self, client: httpx.AsyncClient, method: str, body: Any) -> dict[str, Any]:
         url = f"{self.config.base_url}/{method}"
-        headers = {"Authorization": f"Bearer {self.config.bot_token}"}
-        response = await request(client, self.id, "POST", url, json=body, headers=headers)
+        headers = {
+            "Authorization": f"Bearer {self.config.bot_token}",
+            "Content-Type": "application/json; charset=utf-8",
+        }
+        content = json.dumps(body, ensure_ascii=False).encode()
+        response = await request(client, self.id, "POST", url, content=content, headers=headers)
         data = json_body(response)
         if response.is_success and isinstance(data, dict) and data.get("ok") is True:
             return data

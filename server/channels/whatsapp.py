@@ -79,7 +79,7 @@ class WhatsAppChannel(ChannelBase):
                 "recipient_type": "individual",
                 "to": number,
                 "type": "text",
-                "text": {"preview_url": False, "body": markdown_to_whatsapp(part)},
+                "text": {"preview_url": False, "body": part},
             }
             response = await request(client, self.id, "POST", url, json=body, headers=headers)
             data = json_body(response)
@@ -92,4 +92,5 @@ class WhatsAppChannel(ChannelBase):
                 self.id, response, error.get("message"), retryable=True if throttled else None
             )
 
-        return await send_parts(split_for(self, text), skip_parts, send_one)
+        parts = split_for(self, text, markdown_to_whatsapp)
+        return await send_parts(parts, skip_parts, send_one)

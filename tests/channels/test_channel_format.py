@@ -66,7 +66,7 @@ def test_parts_respect_the_limit_and_keep_every_word_in_order(limit):
         ("**b** *i* _i_ ~~s~~", "<b>b</b> <i>i</i> <i>i</i> <s>s</s>"),
         ("a < b & c > d", "a &lt; b &amp; c &gt; d"),
         ("`<tag>` and snake_case_name", "<code>&lt;tag&gt;</code> and snake_case_name"),
-        ("[site](https://e.com/?a=1&b=\"2\")", '<a href="https://e.com/?a=1&amp;b=&quot;2&quot;">site</a>'),
+        ("[site](https://e.com/?a=1&b=\"2\")", '<a href="https://e.com/?a=1&amp;b=%222%22">site</a>'),
         ("## Heading **x**", "<b>Heading x</b>"),
         ("```\n**not bold**\n```", "<pre><code>**not bold**</code></pre>"),
         ("https://e.com/_a_b_", "https://e.com/_a_b_"),

@@ -14,7 +14,7 @@ def mattermost(server):
 
 def test_send_posts_markdown_to_api_v4_posts(channel_server, deliver):
     server = channel_server("mattermost")
-    text = "### Build\n**green** :tada:"
+    text = "### Build\n\n**green** :tada:\n\n| a | b |\n|---|---|\n| 1 | 2 |"
     result = deliver(mattermost(server), "channel:4xp9fdt77pncbef59f4k1qe83o", text)
     (req,) = server.requests
     assert req.method == "POST"

@@ -23,7 +23,7 @@ def test_send_posts_mrkdwn_to_chat_post_message(channel_server, deliver):
     assert req.method == "POST"
     assert req.path == "/api/chat.postMessage"
     assert req.headers["authorization"] == f"Bearer {server.bot_token}"
-    assert req.headers["content-type"] == "application/json"
+    assert req.headers["content-type"] == "application/json; charset=utf-8"
     assert req.json == {
         "channel": "C0123456789",
         "text": "*Deploy* of &lt;api&gt; done &amp; <https://ci.example.com/r?a=1&amp;b=2|logs>\n"

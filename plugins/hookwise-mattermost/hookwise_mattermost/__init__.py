@@ -21,6 +21,7 @@ from hookwise.channels import (
     check_default_to,
     error_for_response,
     json_body,
+    markdown_to_mattermost,
     parse_config,
     request,
     send_parts,
@@ -84,7 +85,8 @@ class MattermostChannel(ChannelBase):
                 message = response.text  # the rate limiter answers in plain text
             raise error_for_response(self.id, response, message, retry_after=_reset_after(response))
 
-        return await send_parts(split_for(self, text), skip_parts, send_one)
+        parts = split_for(self, text, markdown_to_mattermost)
+        return await send_parts(parts, skip_parts, send_one)
 
 
 def _reset_after(response: httpx.Response) -> float | None:
