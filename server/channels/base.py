@@ -12,10 +12,8 @@ and the API's own error text, never from a URL or a request.
 
 from __future__ import annotations
 
-import email.utils
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import UTC
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urlsplit
 
@@ -33,6 +31,7 @@ from hookwise.server.channels.format import (
     render_parts,
     split_text,
 )
+from hookwise.server.retry import retry_after_seconds
 
 T = TypeVar("T")
 
@@ -171,20 +170,7 @@ def retry_after_header(
     response: httpx.Response, now: Callable[[], float] = time.time
 ) -> float | None:
     """Seconds from a `Retry-After` header (delta-seconds or HTTP-date), or None."""
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, when.timestamp() - now())
+    return retry_after_seconds(response.headers.get("retry-after"), now=now())
 
 
 def error_for_response(
