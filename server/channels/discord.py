@@ -28,7 +28,9 @@ from hookwise.server.channels.base import (
     split_for,
 )
 
-_TARGET = re.compile(r"(?:(?P<kind>channel|user):)?(?P<id>\d{5,25})")
+# A snowflake (the API's `SnowflakeType`, pattern ^(0|[1-9][0-9]*)$) is an unsigned 64-bit id.
+_TARGET = re.compile(r"(?:(?P<kind>channel|user):)?(?P<id>[1-9][0-9]{0,19})")
+_MAX_SNOWFLAKE = 2**64 - 1
 _USER_AGENT = "DiscordBot (https://github.com/hookwise/hookwise, 0.1)"
 
 
@@ -48,8 +50,8 @@ class DiscordChannel(ChannelBase):
     id = "discord"
     max_chars = 2000
     recipient_hint = (
-        "a Discord recipient is a channel id written channel:<id> (or just the numeric id), "
-        "or a user written user:<id> for a direct message"
+        "a Discord recipient is a channel id (a snowflake such as 1234567890123456789) written "
+        "channel:<id> or just the id, or a user written user:<id> for a direct message"
     )
 
     config: DiscordConfig
@@ -67,7 +69,9 @@ class DiscordChannel(ChannelBase):
 
     def _normalize(self, to: str) -> tuple[str, str] | None:
         m = _TARGET.fullmatch(to)
-        return (m["kind"] or "channel", m["id"]) if m else None
+        if not m or int(m["id"]) > _MAX_SNOWFLAKE:
+            return None
+        return m["kind"] or "channel", m["id"]
 
     async def send(
         self, client: httpx.AsyncClient, to: str, text: str, *, skip_parts: int = 0

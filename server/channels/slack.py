@@ -1,7 +1,8 @@
 """Slack: the Web API's `chat.postMessage` with a bot token.
 
-`to` is a conversation id (`channel:<id>` or a bare `C…`/`G…`/`D…` id) or `user:<id>` (a bare
-`U…`/`W…` id too), for which the DM is opened with `conversations.open` (and remembered).
+`to` is a conversation id (`channel:<id>` or a bare `C…`/`G…`/`D…` id), a channel name
+(`#general`, passed to chat.postMessage as is), or `user:<id>` (a bare `U…`/`W…` id too), for
+which the DM is opened with `conversations.open` (and remembered).
 Markdown becomes mrkdwn. Slack answers most errors with HTTP 200 and `{"ok": false, "error":
 "<code>"}`: those are permanent except its transient codes; rate limits are HTTP 429 with
 `Retry-After`.
@@ -34,7 +35,13 @@ from hookwise.server.channels.base import (
     split_for,
 )
 
-_TARGET = re.compile(r"(?:(?P<kind>channel|user):)?(?P<id>[A-Z0-9]{8,15})")
+# Conversation ids (`defs_channel`: C, G or D and 8+ more) and user ids (`defs_user_id`: U or W)
+# as the Web API's description defines them; `#name` is a channel name, which chat.postMessage
+# accepts in place of an id.
+_CONVERSATION = re.compile(r"[CGD][A-Z0-9]{8,}")
+_USER = re.compile(r"[UW][A-Z0-9]{8,}")
+_NAME = re.compile(r"#[a-z0-9][a-z0-9._-]{0,79}")
+_MAX_ID = 32
 _TRANSIENT = frozenset(
     {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
@@ -56,8 +63,9 @@ class SlackChannel(ChannelBase):
     id = "slack"
     max_chars = 4000
     recipient_hint = (
-        "a Slack recipient is a conversation id written channel:<id> (or just the id, such as "
-        "C0123456789), or a user written user:<id> (such as user:U0123456789) for a direct message"
+        "a Slack recipient is a conversation id starting C, G or D written channel:<id> (or just "
+        "the id, such as C0123456789), a channel name such as #general, or a user id starting U "
+        "or W written user:<id> (such as user:U0123456789) for a direct message"
     )
 
     config: SlackConfig
@@ -74,11 +82,16 @@ class SlackChannel(ChannelBase):
         return channel
 
     def _normalize(self, to: str) -> tuple[str, str] | None:
-        m = _TARGET.fullmatch(to)
-        if not m:
+        kind, sep, target = to.partition(":")
+        if not sep:
+            kind, target = "", to
+        if len(target) > _MAX_ID and not _NAME.fullmatch(target):
             return None
-        kind = m["kind"] or ("user" if m["id"][0] in "UW" else "channel")
-        return kind, m["id"]
+        if kind in ("", "channel") and (_CONVERSATION.fullmatch(target) or _NAME.fullmatch(target)):
+            return "channel", target
+        if kind in ("", "user") and _USER.fullmatch(target):
+            return "user", target
+        return None
 
     async def send(
         self, client: httpx.AsyncClient, to: str, text: str, *, skip_parts: int = 0

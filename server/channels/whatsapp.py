@@ -1,6 +1,7 @@
 """WhatsApp: the WhatsApp Business Cloud API, `POST /{version}/{phone-number-id}/messages`.
 
-`to` is an E.164 phone number (`+15551234567`); the API gets the digits. Markdown becomes
+The Graph API version is `apiVersion`, by default v23.0 (the
+version of the API description the requests were checked against). `to` is an E.164 phone number (`+15551234567`); the API gets the digits. Markdown becomes
 WhatsApp's own formatting. Graph API errors carry `error.message` and a numeric `error.code`;
 the throttling codes (4, 80007, 130429, 131056) are retryable whatever the HTTP status.
 """
@@ -15,6 +16,8 @@ import attrs
 import httpx
 from hookwise.server.channels.base import (
     ChannelBase,
+    ConfigError,
+    ConfigIssue,
     SendResult,
     check_default_to,
     error_for_response,
@@ -28,6 +31,9 @@ from hookwise.server.channels.base import (
 
 _E164 = re.compile(r"\+?([1-9]\d{6,14})")
 _THROTTLED = frozenset({4, 80007, 130429, 131056})
+_VERSION = re.compile(r"v\d{1,3}\.\d{1,2}")
+DEFAULT_API_VERSION = "v23.0"
+"""The Graph API version used unless `apiVersion` says otherwise (v21.0 retires 2027-01-21)."""
 
 
 @attrs.frozen
@@ -36,7 +42,7 @@ class WhatsAppConfig:
 
     access_token: str
     phone_number_id: str
-    api_version: str = "v21.0"
+    api_version: str = DEFAULT_API_VERSION
     base_url: str = "https://graph.facebook.com"
     default_to: str | None = None
 
@@ -57,7 +63,14 @@ class WhatsAppChannel(ChannelBase):
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], path: str) -> WhatsAppChannel:
-        channel = cls(parse_config(config, WhatsAppConfig, path))
+        parsed = parse_config(config, WhatsAppConfig, path)
+        if not _VERSION.fullmatch(parsed.api_version):
+            problem = f"must be a Graph API version such as {DEFAULT_API_VERSION}"
+            raise ConfigError([ConfigIssue(f"{path}.apiVersion", problem)])
+        if not parsed.phone_number_id.isdigit():
+            problem = "must be the numeric id of the WhatsApp Business phone number"
+            raise ConfigError([ConfigIssue(f"{path}.phoneNumberId", problem)])
+        channel = cls(parsed)
         check_default_to(channel, path)
         return channel
 

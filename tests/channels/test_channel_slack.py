@@ -70,8 +70,11 @@ def test_a_missing_token_is_not_authed(channel_server, deliver):
 @pytest.mark.parametrize(
     "to, ok",
     [("channel:C0123456789", True), ("C0123456789", True), ("G0123456789", True),
-     ("user:U0123ABCDEF", True), ("W0123ABCDEF", True), ("#general", False),
-     ("channel:c0123456789", False), ("user:", False)],
+     ("D0123456789", True), ("user:U0123ABCDEF", True), ("W0123ABCDEF", True),
+     ("#general", True), ("channel:#ops-alerts", True), ("#General", False), ("#", False),
+     ("channel:c0123456789", False), ("user:", False), ("X0123456789", False),
+     ("channel:U0123ABCDEF", False), ("user:C0123456789", False), ("C012", False),
+     ("C" + "0" * 40, False)],
 )  # fmt: skip
 def test_recipient_forms(to, ok, channel_server):
     assert (slack(channel_server("slack")).validate_recipient(to) is None) is ok
