@@ -47,7 +47,7 @@ def test_splits_at_the_mattermost_post_limit(channel_server, deliver):
         ("channel:4xp9fdt77pncbef59f4k1qe83o", True),
         ("town-square", False),
         ("4XP9FDT77PNCBEF59F4K1QE83O", False),
-        ("user:4xp9fdt77pncbef59f4k1qe83o", False),
+        ("user:4xp9fdt77pncbef59f4k1qe83o", True),
     ],
 )
 def test_recipient_forms(to, ok, channel_server):
