@@ -12,8 +12,6 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-import attrs
-
 from tests.fakes.fake_http import FakeServer, Recorded, Reply, bearer, json_of
 from tests.fakes.specs import problems
 
@@ -212,8 +210,8 @@ class BlueBubblesFake(FakeServer):
         )
 
     def rate_limited_reply(self, retry_after: float) -> Reply:
-        reply = self._error(429, "Too Many Requests", "Server Error", "Too many requests")
-        return attrs.evolve(reply, headers={"Retry-After": str(int(retry_after))})
+        # BlueBubbles has no rate limit; a Mac that cannot keep up answers 504 (no Retry-After).
+        return self._error(504, "Request Timeout", "Gateway Timeout", "Message send timed out")
 
     def server_error_reply(self) -> Reply:
         return self._error(500, "Message Send Error", "iMessage Error", "Failed to send message!")
@@ -238,7 +236,7 @@ class BlueBubblesFake(FakeServer):
         guid = f"FAKE-{self._next_id():08d}-0000-0000-0000-000000000000"
         data = {
             "guid": guid,
-            "tempGuid": body["tempGuid"],
+            "tempGuid": body.get("tempGuid", ""),
             "text": body["message"],
             "isFromMe": True,
             "dateCreated": 1700000000000,
