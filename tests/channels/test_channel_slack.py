@@ -78,3 +78,21 @@ def test_a_missing_token_is_not_authed(channel_server, deliver):
 )  # fmt: skip
 def test_recipient_forms(to, ok, channel_server):
     assert (slack(channel_server("slack")).validate_recipient(to) is None) is ok
+
+
+def test_a_channel_name_is_sent_as_is(channel_server, deliver):
+    server = channel_server("slack")
+    result = deliver(slack(server), "#general", "hi")
+    (req,) = server.requests
+    assert req.json["channel"] == "#general"
+    assert result.message_ids == ("1700000000.000001",)
+
+
+def test_parts_are_at_most_4000_characters_after_escaping(channel_server, deliver):
+    server = channel_server("slack")
+    text = " ".join(["a<b>&c"] * 1500)  # 10,499 characters; escaping nearly triples them
+    deliver(slack(server), "C0123456789", text)
+    sent = [r.json["text"] for r in server.sends]
+    assert len(sent) > 3
+    assert all(len(t) <= 4000 for t in sent)
+    assert " ".join(sent).split() == ["a&lt;b&gt;&amp;c"] * 1500
