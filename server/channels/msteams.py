@@ -25,6 +25,7 @@ from urllib.parse import quote, urlsplit
 
 import attrs
 import httpx
+
 from hookwise.server.channels.base import (
     ChannelBase,
     ConfigError,

@@ -22,6 +22,7 @@ import time
 from typing import Any, Literal
 
 import httpx
+
 from hookwise.server.retry import Backoff as RetryBackoff
 from hookwise.server.retry import retry_after_seconds
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from hookwise.engine.errors import ConfigError
 from hookwise.server.channels import DeliveryError, load_channels
-
 from tests.fakes.channel_servers import Reply
 
 

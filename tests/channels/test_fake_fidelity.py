@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
-from hookwise.server.channels import DeliveryError, load_channels
 
+from hookwise.server.channels import DeliveryError, load_channels
 from tests.fakes.channel_servers import FakeServer, Recorded, Reply
 from tests.fakes.specs import check
 

@@ -6,6 +6,7 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+
 from hookwise.server.retry import (
     MAX_RETRY_AFTER,
     Backoff,

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import attrs
 import tenacity
+
 from hookwise.server.retry import Backoff, retry_after_from_headers
 from hookwise.server.runtime.providers.base import ProviderError
 
