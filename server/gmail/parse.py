@@ -3,8 +3,7 @@
 The standard library's `email` package with `policy.default` decodes MIME encoded-words in
 headers and the charset and transfer encoding of bodies. The body is the text/plain part when
 there is one, else text extracted from the text/html part (links written `text (url)`); it is
-cut to `max_bytes` of UTF-8
-without splitting a character. The item:
+cut to `max_bytes` of UTF-8 without splitting a character. The item:
 
     {"id", "threadId" (Gmail only), "from", "to", "subject", "snippet", "body", "date",
      "messageId"}
