@@ -451,6 +451,11 @@ class _OpenAI(_Api):
                 param="reasoning_effort",
                 code="invalid_value",
             )
+        found = problems("openai", "#/components/schemas/CreateChatCompletionRequest", body)
+        if found:
+            raise _ApiError(
+                400, found[0], kind="invalid_request_error", code="invalid_request_error"
+            )
         return body
 
     @staticmethod

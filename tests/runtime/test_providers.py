@@ -13,6 +13,7 @@ from email.utils import format_datetime
 from pathlib import Path
 
 import attrs
+import httpx
 import pytest
 
 from hookwise.engine.config import ModelsConfig, ProviderConfig
@@ -33,6 +34,7 @@ from hookwise.server.runtime.providers.echo import EchoProvider
 from hookwise.server.runtime.providers.openai import OpenAIProvider
 from hookwise.server.runtime.providers.retry import RetryPolicy, parse_retry_after
 from tests.fakes.model_server import Raw, Reply, Slow
+from tests.fakes.specs import check
 
 SYSTEM = ChatMessage("system", "You are terse.")
 USER = ChatMessage("user", "Say hello to the team")
@@ -902,3 +904,61 @@ def test_registry_retry_override_keeps_each_providers_max_retries(model_server):
     assert info.value.status == 500
     assert len(sleeps.delays) == 1
     assert len(model_server.requests) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# The model fake against the providers' published schemas (tests/fakes/api_specs/)
+
+
+def _anthropic_url(server) -> str:
+    base = server.anthropic_base_url.rstrip("/")
+    return base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+
+
+def test_the_anthropic_fakes_answers_match_the_messages_schemas(model_server):
+    headers = {"x-api-key": model_server.api_key, "anthropic-version": "2023-06-01"}
+    body = {
+        "model": "claude-opus-4-7",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}],
+        "thinking": {"type": "adaptive"},
+        "output_config": {"effort": "low"},
+    }
+    ok = httpx.post(_anthropic_url(model_server), json=body, headers=headers, timeout=10)
+    assert ok.status_code == 200
+    check("anthropic", "#/response_schema", ok.json())
+    model_server.fail(529)
+    overloaded = httpx.post(_anthropic_url(model_server), json=body, headers=headers, timeout=10)
+    bad_key = httpx.post(
+        _anthropic_url(model_server), json=body, headers=headers | {"x-api-key": "no"}, timeout=10
+    )
+    refused = [
+        httpx.post(_anthropic_url(model_server), json=b, headers=headers, timeout=10)
+        for b in (
+            {k: v for k, v in body.items() if k != "max_tokens"},
+            body | {"thinking": {"type": "enabled", "budget_tokens": 2048}, "max_tokens": 4096},
+            body | {"model": "claude-sonnet-4-5", "thinking": {"type": "adaptive"}},
+            body | {"output_config": {"effort": "extreme"}},
+            body | {"thinking": {"type": "adaptive", "budget_tokens": 10}},
+            body | {"temperature": "hot"},
+        )
+    ]
+    assert overloaded.status_code == 529 and bad_key.status_code == 401
+    assert [r.status_code for r in refused] == [400] * len(refused)
+    for answer in (overloaded, bad_key, *refused):
+        check("anthropic", "#/error_schema", answer.json())
+
+
+def test_the_openai_fakes_answers_match_the_chat_completions_schemas(model_server):
+    url = model_server.openai_base_url.rstrip("/") + "/chat/completions"
+    headers = {"Authorization": f"Bearer {model_server.api_key}"}
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    ok = httpx.post(url, json=body, headers=headers, timeout=10)
+    assert ok.status_code == 200
+    check("openai", "#/components/schemas/CreateChatCompletionResponse", ok.json())
+    model_server.fail(429)
+    limited = httpx.post(url, json=body, headers=headers, timeout=10)
+    bad = httpx.post(url, json={"model": "gpt-4o"}, headers=headers, timeout=10)
+    assert (limited.status_code, bad.status_code) == (429, 400)
+    for answer in (limited, bad):
+        check("openai", "#/components/schemas/ErrorResponse", answer.json())
