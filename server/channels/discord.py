@@ -28,11 +28,12 @@ from hookwise.server.channels.base import (
     send_parts,
     split_for,
 )
+from hookwise.server.version import VERSION
 
 # A snowflake (the API's `SnowflakeType`, pattern ^(0|[1-9][0-9]*)$) is an unsigned 64-bit id.
 _TARGET = re.compile(r"(?:(?P<kind>channel|user):)?(?P<id>[1-9][0-9]{0,19})")
 _MAX_SNOWFLAKE = 2**64 - 1
-_USER_AGENT = "DiscordBot (https://github.com/hookwise/hookwise, 0.1)"
+_USER_AGENT = f"DiscordBot (https://github.com/hookwise/hookwise, {VERSION})"  # Discord's format
 
 
 @attrs.frozen

@@ -25,6 +25,7 @@ import httpx
 
 from hookwise.server.retry import Backoff as RetryBackoff
 from hookwise.server.retry import retry_after_seconds
+from hookwise.server.version import USER_AGENT, outbound_client
 
 log = logging.getLogger("hookwise.gmail")
 
@@ -83,7 +84,7 @@ class Poster:
         self._token = token
         self._retry_min = retry_min
         self._retry_max = retry_max
-        self._client = client or httpx.AsyncClient(timeout=timeout, trust_env=False)
+        self._client = client or outbound_client(timeout=timeout, trust_env=False)
         self._own_client = client is None
 
     async def aclose(self) -> None:
@@ -96,7 +97,7 @@ class Poster:
         headers = {
             "Authorization": f"Bearer {self._token}",
             "Idempotency-Key": key,
-            "User-Agent": "hookwise-gmail-watcher",
+            "User-Agent": f"{USER_AGENT} gmail-watcher",
         }
         backoff = Backoff(self._retry_min, self._retry_max)
         attempt = 0
