@@ -287,6 +287,7 @@ class HookEndpoint:
                     f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters",
                 )
         policy = self.settings.policy
+        fingerprint: str | None = None
         rule_id: str | None = None
         respond = None
         actions: list[Action]
@@ -305,7 +306,9 @@ class HookEndpoint:
             outcome = await rules.evaluate(rule, request, verified=verified)
             rule_id = outcome.rule_id
             if idem_key is None and outcome.delivery_id is not None:
-                idem_key = _delivery_key(meta.path, outcome.delivery_id)
+                # A verified provider id is authoritative: a retry re-signed (Mailgun signs in
+                # the body) is still the same delivery, so the key is its own fingerprint.
+                idem_key = fingerprint = _delivery_key(meta.path, outcome.delivery_id)
             if outcome.skipped or not outcome.actions:
                 respond = outcome.respond
                 status = respond.status if respond is not None else 204
@@ -328,8 +331,7 @@ class HookEndpoint:
                     rule_id=rule_id,
                 ) from None
             respond = outcome.respond
-        fingerprint = None
-        if idem_key is not None:
+        if idem_key is not None and fingerprint is None:
             fingerprint = hashlib.sha256(meta.path.encode() + b"\n" + body).hexdigest()
         accepted = await self._dispatcher.dispatch(
             actions,
