@@ -537,3 +537,132 @@ def test_the_commented_verify_examples_work_when_uncommented(
         assert (caught.value.code, caught.value.rule_id) == ("invalid_signature", rule.id)
     finally:
         ruleset.close()
+
+
+# --- provider-published test vectors -----------------------------------------------------------
+
+
+def test_githubs_published_test_vector() -> None:
+    # docs.github.com, "Validating webhook deliveries", "Testing the webhook payload validation"
+    block = structure({"scheme": "github", "secret": "It's a Secret to Everybody"}, VerifyConfig)
+    verifier = compile_verifier(block, REPO, "verify")
+    signature = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    headers = {"X-Hub-Signature-256": signature}
+    verifier.verify(make_request("hook", {}, headers=headers, raw_body=b"Hello, World!"))
+    with pytest.raises(SignatureError, match="does not match"):
+        verifier.verify(make_request("hook", {}, headers=headers, raw_body=b"Hello, World?"))
+
+
+# --- the new keys: rotation, public keys, handshake tokens, URLs, dedupe, doors ----------------
+
+NEW_KEY_ERRORS = [
+    ("secret and secrets", {"scheme": "github", "secret": SECRET, "secrets": [SECRET]}, "secrets", "give one of"),
+    ("empty secrets", {"scheme": "github", "secrets": []}, "secrets", "at least one"),
+    ("blank rotated secret", {"scheme": "github", "secrets": [SECRET, " "]}, "secrets[1]", "must not be empty"),
+    ("discord without key", {"scheme": "discord"}, "publicKey", "is required for the discord scheme"),
+    ("discord key not hex", {"scheme": "discord", "publicKey": "zz"}, "publicKey", "64 hex digits"),
+    ("discord with a secret", {"scheme": "discord", "publicKey": "00" * 32, "secret": "x"}, "secret", "checks a publicKey"),
+    ("sendgrid bad key", {"scheme": "sendgrid", "publicKey": "bm90IGEga2V5"}, "publicKey", "ECDSA P-256"),
+    ("v1a bad key", {"scheme": "standard-webhooks", "publicKey": "whpk_AAAA"}, "publicKey", "32-byte Ed25519"),
+    ("publicKey on github", {"scheme": "github", "secret": SECRET, "publicKey": "00"}, "publicKey", "shared secret"),
+    ("verifyToken on slack", {"scheme": "slack", "secret": SECRET, "verifyToken": "t"}, "verifyToken", "meta scheme"),
+    ("publicUrl on github", {"scheme": "github", "secret": SECRET, "publicUrl": "https://x"}, "publicUrl", "does not sign the URL"),
+    ("publicUrl not a URL", {"scheme": "twilio", "secret": SECRET, "publicUrl": "x.example"}, "publicUrl", "http:// or https://"),
+    ("hmac without {body}", {"scheme": "hmac", "secret": SECRET, "header": "X", "signed": "{timestamp}"}, "signed", "must contain {body}"),
+    ("hmac unknown placeholder", {"scheme": "hmac", "secret": SECRET, "header": "X", "signed": "{nope}.{body}"}, "signed", "knows only"),
+    ("hmac timestamp without header", {"scheme": "hmac", "secret": SECRET, "header": "X", "signed": "{timestamp}.{body}"}, "timestampHeader", "is required"),
+    ("hmac-sha256 sha1", {"scheme": "hmac-sha256", "secret": SECRET, "header": "X", "algorithm": "sha1"}, "algorithm", "use the hmac scheme"),
+    ("signed on slack", {"scheme": "slack", "secret": SECRET, "signed": "{body}"}, "signed", "hmac schemes only"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("block", "key", "message"), [c[1:] for c in NEW_KEY_ERRORS], ids=[c[0] for c in NEW_KEY_ERRORS]
+)
+def test_new_keys_are_checked_at_load(block: dict[str, Any], key: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        compile_verifier(structure(block, VerifyConfig), REPO, "v")
+    assert any(i.path == f"v.{key}" and message in i.message for i in caught.value.issues), [
+        str(i) for i in caught.value.issues
+    ]
+    assert SECRET not in str(caught.value)
+
+
+def test_a_rotated_secret_list_accepts_any_of_its_secrets() -> None:
+    block = structure({"scheme": "github", "secrets": ["new-secret", SECRET]}, VerifyConfig)
+    verifier = compile_verifier(block, REPO, "verify")
+    verifier.verify(make_request("hook", {}, headers=github(), raw_body=BODY))
+    verifier.verify(make_request("hook", {}, headers=github(secret="new-secret"), raw_body=BODY))
+    with pytest.raises(SignatureError):
+        verifier.verify(make_request("hook", {}, headers=github(secret="older"), raw_body=BODY))
+
+
+def test_an_unpadded_whsec_secret_is_accepted_as_the_sdk_does() -> None:
+    key = b"thirty-one-bytes-of-key-materia"
+    unpadded = "whsec_" + base64.b64encode(key).decode().rstrip("=")
+    verifier = compile_verifier(
+        structure({"scheme": "standard-webhooks", "secret": unpadded}, VerifyConfig), REPO, "v"
+    )
+    verifier.verify(make_request("hook", {}, headers=standard(key=key), raw_body=BODY))
+
+
+def test_svix_header_names_are_accepted() -> None:
+    verifier = compile_verifier(structure(STANDARD, VerifyConfig), REPO, "v")
+    headers = {k.replace("webhook-", "svix-"): v for k, v in standard().items()}
+    request = make_request("hook", {}, headers=headers, raw_body=BODY)
+    verifier.verify(request)
+    assert verifier.delivery_id(request) == "msg_1"
+
+
+@pytest.mark.parametrize(
+    ("dedupe", "message"),
+    [
+        ("sometimes", "must be off, provider"),
+        ({"header": "X", "jsonpath": "$.id"}, "exactly one of header or jsonpath"),
+        ({"jsonpath": "$[["}, "dedupe.jsonpath"),
+    ],
+)
+def test_a_bad_dedupe_fails_at_load(rules: Rules, dedupe: Any, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        rules.compile([{**_mapping(GITHUB), "dedupe": dedupe}])
+    assert message in str(caught.value)
+
+
+def test_auth_signature_needs_a_path(rules: Rules) -> None:
+    mapping = _mapping({**GITHUB, "auth": "signature"})
+    mapping["match"] = {"source": "x"}
+    with pytest.raises(ConfigError) as caught:
+        rules.compile([mapping])
+    assert "verify.auth: auth: signature needs match.path" in str(caught.value)
+
+
+def test_path_level_blocks_name_a_mapped_path() -> None:
+    with pytest.raises(ConfigError) as caught:
+        RuleSet.compile([], verify={"wake": structure(GITHUB, VerifyConfig)})
+    assert "hooks.verify.wake: must name a mapped path" in str(caught.value)
+
+
+def test_the_door_of_a_path_is_its_path_level_block_else_its_first_signed_rule(
+    rules: Rules,
+) -> None:
+    ruleset = rules.compile([_mapping(GITHUB)])
+    door = ruleset.door("hook")
+    assert door is not None and (door.rule_id, door.path_level) == ("signed", False)
+    assert not door.checks_every_request
+    path_level = rules.compile(
+        [_mapping(GITHUB)], verify={"/hook/": structure(STRIPE, VerifyConfig)}
+    )
+    door = path_level.door("hook")
+    assert door is not None and door.path_level and door.checks_every_request
+    assert door.verifier.name == "stripe"
+
+
+def test_the_delivery_id_is_taken_only_after_verification(rules: Rules) -> None:
+    ruleset = rules.compile(
+        [_mapping(GITHUB), {**_mapping(None), "id": "open", "match": {"path": "o"}}]
+    )
+    headers = {**github(), "X-GitHub-Delivery": "d-1"}
+    signed = rules.outcome(ruleset, make_request("hook", {}, headers=headers, raw_body=BODY))
+    assert signed.delivery_id == "d-1"
+    unsigned = rules.outcome(ruleset, make_request("o", {}, headers=headers, raw_body=BODY))
+    assert unsigned.delivery_id is None  # no verify block: no provider id
