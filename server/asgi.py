@@ -11,8 +11,9 @@ import asyncio
 from collections.abc import Iterable
 
 import msgspec
-from hookwise.engine.errors import RequestError
 from litestar.types import Receive, Send
+
+from hookwise.engine.errors import RequestError
 
 _JSON = (b"content-type", b"application/json")
 encode_json = msgspec.json.Encoder().encode

@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 import attrs
+
 from hookwise.engine.extract import JsonPath, JsonPathError, compile_jsonpath
 from hookwise.engine.request import InboundRequest
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 import attrs
+
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.engine.extract import JsonPath, JsonPathError, compile_jsonpath
 from hookwise.engine.mapping import DedupeConfig, MappingConfig, VerifyConfig

@@ -27,6 +27,7 @@ import json
 from collections.abc import Callable
 
 import attrs
+
 from hookwise.engine.request import InboundRequest
 from hookwise.engine.signatures.core import Verifier, json_body
 
