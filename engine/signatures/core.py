@@ -61,11 +61,12 @@ class SignatureFormat:
     label: str = "v1"
     timestamp_label: str | None = None
 
-    def describe(self, encoding: str) -> str:
+    def describe(self, shape: str) -> str:
+        """The header's form, `shape` being how one signature is written (`64 hex digits`)."""
         if self.separator is None:
-            shown = f"{self.prefix}<{encoding}>" if self.prefix else f"<{encoding}>"
+            shown = f"{self.prefix}<{shape}>"
         else:
-            shown = f"{self.label}{self.assign}<{encoding}>"
+            shown = f"{self.label}{self.assign}<{shape}>"
             if self.timestamp_label:
                 shown = f"{self.timestamp_label}{self.assign}<unix time>{self.separator}{shown}"
         return shown
@@ -200,7 +201,7 @@ def default_parts(scheme: Scheme, request: InboundRequest, options: Options) -> 
             if len(stamps) != 1:
                 raise malformed(
                     scheme,
-                    f"the {fmt.header} header is not of the form {fmt.describe(scheme.encoding)}",
+                    f"the {fmt.header} header is not of the form {fmt.describe(shape(scheme))}",
                 )
             stamp = stamps[0]
     if scheme.timestamp is not None and scheme.timestamp.startswith("header:"):
@@ -228,6 +229,16 @@ def _jsonpath(expr: str) -> JsonPath:
     if compiled is None:
         compiled = _PATHS[expr] = compile_jsonpath(expr)
     return compiled
+
+
+def shape(scheme: Scheme) -> str:
+    """How one signature of `scheme` is written, for messages."""
+    size = _DIGESTS[scheme.algorithm]().digest_size if scheme.algorithm in _DIGESTS else None
+    if scheme.encoding == "raw":
+        return "token"
+    if scheme.encoding == "hex":
+        return f"{size * 2} hex digits" if size else "hex"
+    return f"base64 of {size} bytes" if size else "base64"
 
 
 def decode(value: str, encoding: Encoding) -> bytes | None:
@@ -354,8 +365,7 @@ class Verifier:
         if not decoded:
             fmt = scheme.signature
             raise malformed(
-                scheme,
-                f"the {fmt.header} header is not of the form {fmt.describe(scheme.encoding)}",
+                scheme, f"the {fmt.header} header is not of the form {fmt.describe(shape(scheme))}"
             )
         if scheme.algorithm == "token":
             ok = _token_ok(self.keys, decoded)

@@ -122,7 +122,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, str], bytes, str | None]] = [
     ("standard missing id", STANDARD, {k: v for k, v in standard().items() if k != "webhook-id"}, BODY, "webhook-id header is missing"),
     ("standard missing timestamp", STANDARD, {k: v for k, v in standard().items() if k != "webhook-timestamp"}, BODY, "webhook-timestamp header is missing"),
     ("standard timestamp not a number", STANDARD, {**standard(), "webhook-timestamp": "soon"}, BODY, "not a valid time"),
-    ("standard no v1", STANDARD, {**standard(), "webhook-signature": "v1a,abc"}, BODY, "not of the form v1,<base64>"),
+    ("standard no v1", STANDARD, {**standard(), "webhook-signature": "v1a,abc"}, BODY, "not of the form v1,<base64 of 32 bytes>"),
     ("standard not base64", STANDARD, {**standard(), "webhook-signature": "v1,@@@"}, BODY, "not of the form"),
     ("standard stale", STANDARD, standard(ts=T - 5 * MINUTE - 1), BODY, "301 s old"),
     ("standard future", STANDARD, standard(ts=T + 6 * MINUTE), BODY, "360 s in the future"),
@@ -146,7 +146,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, str], bytes, str | None]] = [
     ("hmac wrong secret", CUSTOM, custom(secret="other"), BODY, "does not match"),
     ("hmac tampered body", CUSTOM, custom(), b"{}", "does not match"),
     ("hmac missing header", CUSTOM, {}, BODY, "X-Signature header is missing"),
-    ("hmac prefix missing", CUSTOM, {"X-Signature": _hmac(SECRET.encode(), BODY).hex()}, BODY, "not of the form sha256=<hex>"),
+    ("hmac prefix missing", CUSTOM, {"X-Signature": _hmac(SECRET.encode(), BODY).hex()}, BODY, "not of the form sha256=<64 hex digits>"),
     ("hmac no prefix configured", {**CUSTOM, "prefix": None}, {"X-Signature": _hmac(SECRET.encode(), BODY).hex()}, BODY, None),
     (
         "hmac base64",
@@ -160,7 +160,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, str], bytes, str | None]] = [
         {**CUSTOM, "prefix": None, "encoding": "base64"},
         {"X-Signature": _hmac(SECRET.encode(), BODY).hex()},
         BODY,
-        "not of the form <base64>",
+        "not of the form <base64 of 32 bytes>",
     ),
 ]  # fmt: skip
 
