@@ -38,7 +38,7 @@ Encoding = Literal["hex", "base64", "raw"]
 TimeUnit = Literal["s", "ms", "rfc3339"]
 DEFAULT_TOLERANCE = 300.0
 MAX_SIGNATURES = 16  # signatures considered per request (a header may list several)
-_DIGESTS = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha512": hashlib.sha512}
+DIGESTS = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha512": hashlib.sha512}
 _UNIX = {"s": re.compile(r"[0-9]{1,12}"), "ms": re.compile(r"[0-9]{1,15}")}
 _RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"\{(body|timestamp|url|header:[A-Za-z0-9_-]+)\}")
@@ -233,7 +233,7 @@ def _jsonpath(expr: str) -> JsonPath:
 
 def shape(scheme: Scheme) -> str:
     """How one signature of `scheme` is written, for messages."""
-    size = _DIGESTS[scheme.algorithm]().digest_size if scheme.algorithm in _DIGESTS else None
+    size = DIGESTS[scheme.algorithm]().digest_size if scheme.algorithm in DIGESTS else None
     if scheme.encoding == "raw":
         return "token"
     if scheme.encoding == "hex":
@@ -281,7 +281,7 @@ class Keys:
 
 
 def _hmac_ok(algorithm: str, keys: Keys, messages: Sequence[bytes], sigs: list[bytes]) -> bool:
-    digest = _DIGESTS[algorithm]
+    digest = DIGESTS[algorithm]
     found = False
     for key in keys.secrets:
         for message in messages:
@@ -356,7 +356,7 @@ class Verifier:
             stamp = parse_time(parts.timestamp or "", scheme.timestamp_unit)
             if stamp is None:
                 raise malformed(scheme, "the signed timestamp is not a valid time")
-        size = _DIGESTS[scheme.algorithm]().digest_size if scheme.algorithm in _DIGESTS else None
+        size = DIGESTS[scheme.algorithm]().digest_size if scheme.algorithm in DIGESTS else None
         decoded = [
             d
             for s in parts.signatures[:MAX_SIGNATURES]
@@ -369,7 +369,7 @@ class Verifier:
             )
         if scheme.algorithm == "token":
             ok = _token_ok(self.keys, decoded)
-        elif scheme.algorithm in _DIGESTS:
+        elif scheme.algorithm in DIGESTS:
             ok = _hmac_ok(scheme.algorithm, self.keys, parts.messages, decoded)
         else:
             ok = _public_ok(scheme.algorithm, self.keys, parts.messages, decoded)

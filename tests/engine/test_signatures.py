@@ -22,6 +22,7 @@ from hookwise.engine.errors import ConfigError, RequestError
 from hookwise.engine.mapping import MappingConfig, VerifyConfig
 from hookwise.engine.rules import RuleSet
 from hookwise.engine.signatures import NAMES, SignatureError, compile_verifier
+from hookwise.engine.signatures.sign import SignError, sign
 from tests.engine.conftest import NOW, REPO, Rules, make_request, run
 
 SECRET = "gh-secret-7c1d9e0f3a"
@@ -666,3 +667,40 @@ def test_the_delivery_id_is_taken_only_after_verification(rules: Rules) -> None:
     assert signed.delivery_id == "d-1"
     unsigned = rules.outcome(ruleset, make_request("o", {}, headers=headers, raw_body=BODY))
     assert unsigned.delivery_id is None  # no verify block: no provider id
+
+
+# --- `sign` is the inverse of `verify` for every shared-secret scheme --------------------------
+
+SIGNABLE = sorted(set(NAMES) - {"discord", "sendgrid", "mailgun", "msgraph"})
+
+
+@pytest.mark.parametrize("scheme", SIGNABLE)
+def test_what_sign_makes_verifies(scheme: str) -> None:
+    block: dict[str, Any] = {"scheme": scheme, "secrets": ["current-secret", "old-secret"]}
+    if scheme in ("standard-webhooks", "svix"):
+        block["secrets"] = [SW_SECRET]
+    if scheme in ("hmac", "hmac-sha256"):
+        block.update(header="X-Sig", prefix="sha256=")
+    verifier = compile_verifier(structure(block, VerifyConfig), REPO, "v")
+    body = json.dumps({"webhookTimestamp": int(NOW.timestamp() * 1000), "id": "evt_1"}).encode()
+    url = "https://example.com/hooks/x?token=t"
+    signed = sign(verifier, body, now=NOW, delivery_id="dlv-1", url=url)
+    request = make_request("x", {"id": "evt_1"}, headers=signed.headers, raw_body=body)
+    request = attrs.evolve(request, url=signed.url or url)
+    verifier.verify(request)
+    if scheme == "gitlab":
+        return  # a shared token: the body is not signed
+    with pytest.raises(SignatureError):
+        verifier.verify(attrs.evolve(request, raw_body=body + b" "))
+
+
+@pytest.mark.parametrize("scheme", ["discord", "mailgun", "msgraph"])
+def test_sign_refuses_what_it_cannot_sign(scheme: str) -> None:
+    block = (
+        {"scheme": scheme, "publicKey": "00" * 32}
+        if scheme == "discord"
+        else {"scheme": scheme, "secret": "s"}
+    )
+    verifier = compile_verifier(structure(block, VerifyConfig), REPO, "v")
+    with pytest.raises(SignError):
+        sign(verifier, b"{}", now=NOW, delivery_id="d")
