@@ -542,8 +542,12 @@ class RuleSet:
     ) -> Outcome:
         """Run a selected rule: verify, extract, render, transform. Raises `RequestError`.
         `verified` is a block the door already checked (not checked again)."""
+        door = self._doors.get(request.path.strip("/"))
+        if door is not None and door.checks_every_request and door.verifier is not verified:
+            self._verify(rule, request, door.verifier, door.rule_id)
+            verified = door.verifier
         if rule.verifier is not None and rule.verifier is not verified:
-            self._verify(rule, request)
+            self._verify(rule, request, rule.verifier, rule.id)
         delivery_id = rule.dedupe.delivery_id(request, rule.verifier or verified)
         payload = request.payload
         extracted = {
@@ -605,13 +609,16 @@ class RuleSet:
         return ActionSpec(rule.kind, fields)
 
     @staticmethod
-    def _verify(rule: CompiledRule, request: InboundRequest) -> None:
-        assert rule.verifier is not None
+    def _verify(
+        rule: CompiledRule, request: InboundRequest, verifier: Verifier, owner: str | None
+    ) -> None:
+        """401 `invalid_signature` naming the block's rule (or its `hooks.verify` path)."""
         try:
-            rule.verifier.verify(request)
+            verifier.verify(request)
         except SignatureError as exc:
+            where = f"rule {owner!r}" if owner else verifier.where
             raise RequestError(
-                401, "invalid_signature", f"rule {rule.id!r}: {exc}", None, rule.id
+                401, "invalid_signature", f"{where}: {exc}", None, owner or rule.id
             ) from None
 
     @staticmethod

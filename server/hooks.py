@@ -235,7 +235,7 @@ class HookEndpoint:
             if found is None and door.checks_every_request:
                 door.verifier.verify(request)
         except SignatureError as exc:
-            where = f"rule {door.rule_id!r}" if door.rule_id else f"hooks.verify.{request.path}"
+            where = f"rule {door.rule_id!r}" if door.rule_id else door.verifier.where
             raise RequestError(
                 401, "invalid_signature", f"{where}: {exc}", None, door.rule_id
             ) from None

@@ -51,8 +51,9 @@ def _encode(digest: bytes, encoding: str) -> str:
 
 
 def _twilio(v: Verifier, body: bytes, url: str, form: bool) -> Signed:
-    if not url:
+    if not url and v.options.public_url is None:
         raise SignError("the twilio scheme signs the URL: give the URL the provider calls")
+    url = request_url(InboundRequest(path="", payload={}, url=url), v.options)
     tail = ""
     if form:
         grouped: dict[str, set[str]] = {}
