@@ -98,7 +98,8 @@ def _graph_parts(scheme: Scheme, request: InboundRequest, _: Options) -> Parts:
     """Every notification in `value` carries the subscription's `clientState`."""
     data = json_body(request)
     items = data.get("value") if isinstance(data, dict) else None
-    states = [i.get("clientState") for i in items or () if isinstance(i, dict)]
+    items = items if isinstance(items, list) else []
+    states = [i.get("clientState") for i in items if isinstance(i, dict)]
     if not items or not all(isinstance(s, str) and s for s in states):
         raise malformed(scheme, "every notification in value must carry a clientState")
     return Parts((b"",), tuple(s for s in states if isinstance(s, str)))
