@@ -63,8 +63,20 @@ def compile_doors(
         except ConfigError as exc:
             issues.extend(exc.issues)
     for rule_id, path, verifier in rules:
-        if verifier is not None and path is not None and path not in doors:
+        if verifier is None or path is None:
+            continue
+        if path not in doors:
             doors[path] = Door(verifier, rule_id, False)
+        elif verifier.signature_auth and doors[path].verifier is not verifier:
+            # a later block cannot change how the path authenticates
+            issues.append(
+                ConfigIssue(
+                    f"{verifier.where}.auth",
+                    f"auth: signature must be on the block that guards the path {path!r} "
+                    "(its hooks.verify block, or the first rule on it with verify)",
+                    rule_id=rule_id,
+                )
+            )
     return doors, issues
 
 

@@ -704,3 +704,14 @@ def test_sign_refuses_what_it_cannot_sign(scheme: str) -> None:
     verifier = compile_verifier(structure(block, VerifyConfig), REPO, "v")
     with pytest.raises(SignError):
         sign(verifier, b"{}", now=NOW, delivery_id="d")
+
+
+def test_auth_signature_on_a_block_that_does_not_guard_the_path_fails_at_load(
+    rules: Rules,
+) -> None:
+    second = {**_mapping({**GITHUB, "auth": "signature"}), "id": "second"}
+    with pytest.raises(ConfigError) as caught:
+        rules.compile([_mapping(GITHUB), second])
+    [issue] = caught.value.issues
+    assert (issue.path, issue.rule_id) == ("hooks.mappings[1].verify.auth", "second")
+    assert "must be on the block that guards the path 'hook'" in issue.message
