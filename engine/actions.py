@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import attrs
+
 from hookwise.engine.channels import CHANNEL_IDS, LAST, canonical_channel
 from hookwise.engine.errors import RequestError
 

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
+
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.engine.extract import JsonPathError, compile_jsonpath
 from hookwise.engine.request import InboundRequest

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
+
 from hookwise.engine.convert import converter, structure
 from hookwise.engine.durations import Duration
 from hookwise.engine.errors import ConfigError, ConfigIssue

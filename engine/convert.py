@@ -26,6 +26,7 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 from cattrs.gen import make_dict_structure_fn, override
+
 from hookwise.engine.errors import ConfigError, ConfigIssue
 
 T = TypeVar("T")

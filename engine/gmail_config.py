@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Literal
 
 import attrs
+
 from hookwise.engine.durations import Duration
 
 GMAIL_IMAP_HOST = "imap.gmail.com"

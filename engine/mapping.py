@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import attrs
+
 from hookwise.engine.convert import converter
 from hookwise.engine.durations import Duration
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 import attrs
+
 from hookwise.engine.config import AgentDefaults
 from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
 

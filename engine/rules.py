@@ -56,6 +56,7 @@ from typing import Any, Literal
 
 import attrs
 import yaml
+
 from hookwise.engine.actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
 from hookwise.engine.conditions import Condition, compile_when
 from hookwise.engine.config import _resolve_env as resolve_env

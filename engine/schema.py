@@ -14,6 +14,7 @@ import typing
 from typing import Any, Literal, get_args, get_origin
 
 import attrs
+
 from hookwise.engine.convert import data_key
 from hookwise.engine.durations import Duration
 

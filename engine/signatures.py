@@ -33,6 +33,7 @@ from datetime import datetime
 from pathlib import Path
 
 import attrs
+
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.engine.mapping import VerifyConfig
 

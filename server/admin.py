@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from hookwise.engine.errors import RequestError
-from hookwise.server.auth import TokenCheck
 from litestar import Controller, Request, get
 from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 from litestar.params import Parameter
+
+from hookwise.engine.errors import RequestError
+from hookwise.server.auth import TokenCheck
 
 MAX_LIMIT = 500
 

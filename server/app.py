@@ -16,13 +16,14 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from litestar import Litestar, asgi, get
+from litestar.datastructures import State
+from litestar.types import Receive, Scope, Send
+
 from hookwise.server.admin import AdminController
 from hookwise.server.auth import TokenCheck
 from hookwise.server.errors import EXCEPTION_HANDLERS
 from hookwise.server.gateway import Gateway
-from litestar import Litestar, asgi, get
-from litestar.datastructures import State
-from litestar.types import Receive, Scope, Send
 
 
 @get("/healthz", sync_to_thread=False)

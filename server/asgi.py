@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Coroutine, Generator, Iterable
 from typing import Any
 
 import msgspec
-from hookwise.engine.errors import RequestError
 from litestar.types import Receive, Send
+
+from hookwise.engine.errors import RequestError
 
 _JSON = (b"content-type", b"application/json")
 encode_json = msgspec.json.Encoder().encode

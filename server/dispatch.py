@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
+
 from hookwise.engine.actions import Action, AgentAction, WakeAction
 from hookwise.engine.mapping import RespondConfig
 from hookwise.server.asgi import encode_json

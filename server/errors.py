@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 
-from hookwise.engine.errors import RequestError
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+
+from hookwise.engine.errors import RequestError
 
 log = logging.getLogger("hookwise.http")
 

@@ -17,6 +17,8 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 import attrs
+from litestar.types import Receive, Scope, Send
+
 from hookwise.engine.actions import (
     Action,
     ValidationPolicy,
@@ -36,7 +38,6 @@ from hookwise.server.auth import (
 )
 from hookwise.server.dispatch import Dispatcher, RequestMeta, respond_body
 from hookwise.server.payload import content_type, parse_payload
-from litestar.types import Receive, Scope, Send
 
 log = logging.getLogger("hookwise.hooks")
 

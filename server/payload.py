@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import msgspec
+
 from hookwise.engine.errors import RequestError
 
 _decode = msgspec.json.Decoder().decode

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
 from hookwise.engine.actions import Action, ValidationPolicy, validate_action
 from hookwise.engine.channels import CHANNEL_IDS, LAST, canonical_channel
 from hookwise.engine.config import LoadedConfig, load_config

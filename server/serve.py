@@ -83,6 +83,7 @@ def serve(args: argparse.Namespace) -> int:
 def _run_process(args: argparse.Namespace) -> int:
     import uvicorn
     import uvloop
+
     from hookwise.server.app import create_app
     from hookwise.server.gateway import Gateway
     from hookwise.server.store.sqlite import StoreInUse

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
+
 from hookwise.engine.mapping import TransformConfig
 
 

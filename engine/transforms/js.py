@@ -34,6 +34,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from py_mini_racer import JSEvalException, JSOOMException, MiniRacer
+
 from hookwise.engine.transforms import (
     KEEP,
     TransformBusy,
@@ -44,7 +46,6 @@ from hookwise.engine.transforms import (
     TransformTimedOut,
 )
 from hookwise.engine.transforms.jsmodule import ModuleSyntaxError, module_to_script
-from py_mini_racer import JSEvalException, JSOOMException, MiniRacer
 
 _MIB = 1024 * 1024
 _LOAD_TIMEOUT_S = 5.0

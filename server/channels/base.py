@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import attrs
 import httpx
+
 from hookwise.engine.convert import data_key, structure
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.server.channels.format import (

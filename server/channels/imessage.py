@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import attrs
 import httpx
+
 from hookwise.server.channels.base import (
     ChannelBase,
     SendResult,

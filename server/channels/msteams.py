@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import attrs
 import httpx
+
 from hookwise.server.channels.base import (
     ChannelBase,
     ConfigError,

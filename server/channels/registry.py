@@ -17,6 +17,7 @@ from importlib.metadata import entry_points
 from typing import Any, Literal
 
 import attrs
+
 from hookwise.engine.channels import ALIASES
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.server.channels.base import Channel

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 import httpx
+
 from hookwise.server.channels.base import (
     ChannelBase,
     DeliveryError,

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 import httpx
+
 from hookwise.server.channels.base import (
     ChannelBase,
     SendResult,

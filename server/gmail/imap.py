@@ -24,10 +24,11 @@ from datetime import date, datetime
 from typing import Any, Literal
 
 import attrs
-from hookwise.engine.gmail_config import GmailConfig
-from hookwise.server.gmail.secrets import Credential
 from imapclient import IMAPClient
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError
+
+from hookwise.engine.gmail_config import GmailConfig
+from hookwise.server.gmail.secrets import Credential
 
 SKIPPED_SPECIAL_USE = (b"\\Junk", b"\\Trash", b"\\Drafts", b"\\Sent")
 """RFC 6154 special-use flags of folders the watcher never watches."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 import attrs
+
 from hookwise.engine.gmail_config import GmailConfig
 
 _ENV_ONLY = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
 from hookwise.engine.convert import structure
 from hookwise.engine.errors import ConfigError
 from hookwise.engine.gmail_config import GMAIL_IMAP_HOST, GmailConfig

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
+
 from hookwise.server.channels.base import Channel, DeliveryError
 from hookwise.server.store.base import DeliveryRecord, Route
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from hookwise.server.channels.base import Channel, SendResult
 
+from hookwise.server.channels.base import Channel, SendResult
 from tests.fakes.channel_servers import FAKES, FakeServer
 
 

@@ -11,6 +11,7 @@ import asyncio
 import attrs
 import httpx
 import pytest
+
 from hookwise.server.channels import DeliveryError, load_channels
 
 

@@ -6,8 +6,8 @@ import asyncio
 
 import httpx
 import pytest
-from hookwise.server.channels import DeliveryError, load_channels
 
+from hookwise.server.channels import DeliveryError, load_channels
 from tests.fakes.channel_servers import Reply
 
 

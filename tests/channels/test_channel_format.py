@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+
 from hookwise.server.channels.base import retry_after_header
 from hookwise.server.channels.format import (
     markdown_to_plain,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from hookwise.server.channels import load_channels
 
+from hookwise.server.channels import load_channels
 from tests.fakes.channel_servers import Reply
 
 

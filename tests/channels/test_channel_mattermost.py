@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from hookwise.server.channels import DeliveryError, load_channels
 
+from hookwise.server.channels import DeliveryError, load_channels
 from tests.fakes.channel_servers import Reply
 
 

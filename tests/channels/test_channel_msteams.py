@@ -6,9 +6,9 @@ import asyncio
 
 import httpx
 import pytest
+
 from hookwise.server.channels import DeliveryError, load_channels
 from hookwise.server.channels.msteams import MSTeamsChannel, MSTeamsConfig
-
 from tests.fakes.channel_servers import TeamsFake
 
 

@@ -6,6 +6,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+
 from hookwise.engine.errors import ConfigError
 from hookwise.server.channels import available_channels, canonical_id, load_channels
 from hookwise.server.channels.base import Channel

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from hookwise.server.channels import load_channels
 
 

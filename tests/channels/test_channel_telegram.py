@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from hookwise.server.channels import load_channels
 
+from hookwise.server.channels import load_channels
 from tests.fakes.channel_servers import Reply, telegram_visible_text
 
 

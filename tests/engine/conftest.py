@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hookwise.engine.convert import structure
 from hookwise.engine.mapping import MappingConfig
 from hookwise.engine.request import InboundRequest

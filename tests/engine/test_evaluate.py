@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hookwise.engine.errors import ConfigError
 from hookwise.engine.mapping import MappingConfig, TransformConfig
 from hookwise.engine.rules import ActionSpec, RuleSet
-
 from tests.engine.conftest import Rules, make_request, run
 
 MAIL = {

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from hookwise.engine.conditions import compile_when
 from hookwise.engine.errors import ConfigError
 from hookwise.engine.extract import compile_jsonpath
-
 from tests.engine.conftest import Rules, make_request
 
 PR = {

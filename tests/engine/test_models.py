@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from hookwise.engine.config import load_data
 from hookwise.engine.errors import ConfigError, RequestError
 from hookwise.engine.models import ModelPolicy

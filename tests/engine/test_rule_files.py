@@ -10,6 +10,7 @@ import attrs
 import jsonschema
 import pytest
 import yaml
+
 from hookwise.engine.convert import data_key
 from hookwise.engine.errors import ConfigError
 from hookwise.engine.mapping import (
@@ -21,7 +22,6 @@ from hookwise.engine.mapping import (
 )
 from hookwise.engine.rules import ActionSpec, RuleSet
 from hookwise.engine.ruletool import explain
-
 from tests.engine.conftest import REPO, Rules, make_request
 
 RULE_FILES = sorted((REPO / "rules").rglob("*.yaml"))

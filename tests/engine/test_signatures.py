@@ -15,13 +15,13 @@ import attrs
 import jsonschema
 import pytest
 import yaml
+
 from hookwise.engine.config import load_data
 from hookwise.engine.convert import data_key, structure
 from hookwise.engine.errors import ConfigError, RequestError
 from hookwise.engine.mapping import MappingConfig, VerifyConfig
 from hookwise.engine.rules import RuleSet
 from hookwise.engine.signatures import SignatureError, compile_verifier
-
 from tests.engine.conftest import NOW, REPO, Rules, make_request, run
 
 SECRET = "gh-secret-7c1d9e0f3a"

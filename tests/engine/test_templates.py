@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from hookwise.engine.errors import RequestError
 from hookwise.engine.render import TemplateCompileError, compile_template
-
 from tests.engine.conftest import Rules
 
 PAYLOAD: dict[str, Any] = {

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hookwise.engine.errors import ConfigError, RequestError
 from hookwise.engine.rules import ActionSpec
 from hookwise.engine.transforms import TransformLimits
 from hookwise.engine.transforms.jsmodule import ModuleSyntaxError, module_to_script
-
 from tests.engine.conftest import Rules, make_request, run
 
 FAST = TransformLimits(timeout_ms=200, memory_mb=32, pool_size=1)

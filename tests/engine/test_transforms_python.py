@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from hookwise.engine.errors import ConfigError, RequestError
 from hookwise.engine.transforms import TransformLimits
-
 from tests.engine.conftest import Rules, make_request
 
 FAST = TransformLimits(timeout_ms=200, pool_size=1)

@@ -33,10 +33,11 @@ from typing import Any
 
 import attrs
 import pytest
+from imapclient import IMAPClient
+
 from hookwise.engine.convert import structure
 from hookwise.engine.gmail_config import GmailConfig
 from hookwise.server.gmail.watcher import run_watcher
-from imapclient import IMAPClient
 
 DOVECOT = shutil.which("dovecot") or (
     "/usr/sbin/dovecot" if Path("/usr/sbin/dovecot").exists() else None

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from hookwise.engine.config import load_config
 from hookwise.server.gmail import add_cli
 from hookwise.server.gmail.setup import SetupError, run_setup
-
 from tests.gmail import gmail_mails as mails
 from tests.gmail.conftest import ACCOUNT, HOOK_TOKEN, PASSWORD, Dovecot, requires_dovecot, wait_for
 

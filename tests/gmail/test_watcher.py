@@ -8,8 +8,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from hookwise.server.gmail.watcher import WatcherError, run_watcher
 
+from hookwise.server.gmail.watcher import WatcherError, run_watcher
 from tests.gmail import gmail_mails as mails
 from tests.gmail.conftest import (
     HOOK_TOKEN,

@@ -13,6 +13,7 @@ from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
+
 from hookwise.engine.config import ModelsConfig, ProviderConfig
 from hookwise.engine.errors import ConfigError
 from hookwise.server.runtime.providers import (
@@ -29,7 +30,6 @@ from hookwise.server.runtime.providers.command import CommandProvider, render_pr
 from hookwise.server.runtime.providers.echo import EchoProvider
 from hookwise.server.runtime.providers.openai import OpenAIProvider
 from hookwise.server.runtime.providers.retry import RetryPolicy, parse_retry_after
-
 from tests.fakes.model_server import Raw, Reply, Slow
 
 SYSTEM = ChatMessage("system", "You are terse.")

@@ -18,6 +18,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+
 from hookwise.server.store.postgres import PostgresStore
 from hookwise.server.store.sqlite import SQLiteStore
 

@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hookwise.server.store.base import Accepted, EventRecord, Page, RequestLogEntry, RunRecord
-
 from tests.store.conftest import Backend
 from tests.store.support import (
     NOW,
@@ -339,7 +338,6 @@ def test_list_deliveries_pages_newest_first_and_filters(backend: Backend) -> Non
 
 def test_list_deliveries_filters_by_run(backend: Backend) -> None:
     from hookwise.server.store.base import RunOutcome
-
     from tests.store.support import new_delivery
 
     async def body(store: Any) -> None:

@@ -14,7 +14,6 @@ from hookwise.server.store.base import (
     RunOutcome,
     Turn,
 )
-
 from tests.store.conftest import Backend
 from tests.store.support import NOW, accept_op, add_delivery, add_runs, new_delivery, new_event
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from hookwise.engine.config import load_config, load_data, normalize_hook_path
 from hookwise.engine.errors import ConfigError
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from hookwise.engine.config import load_data
 from hookwise.server.rules_cli import unconfigured_channel_issues
 

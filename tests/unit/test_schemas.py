@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
 from hookwise.engine.actions import ValidationPolicy, validate_agent, validate_wake
 from hookwise.engine.config import load_config, read_file
 from hookwise.engine.errors import ConfigError, RequestError

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import httpx
+
 from hookwise.engine.config import ProviderConfig
 from hookwise.server.runtime.providers.base import ChatMessage, Completion, Usage, check_thinking
 from hookwise.server.runtime.providers.retry import RetryPolicy

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import httpx
+
 from hookwise.engine.config import ProviderConfig
 from hookwise.server.runtime.providers.base import (
     ChatMessage,

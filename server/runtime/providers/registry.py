@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
+
 from hookwise.engine.config import ModelsConfig, ProviderConfig
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.server.runtime.providers.anthropic import AnthropicProvider

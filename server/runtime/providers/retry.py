@@ -16,6 +16,7 @@ from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 import attrs
+
 from hookwise.server.runtime.providers.base import ProviderError
 
 T = TypeVar("T")

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 import httpx
+
 from hookwise.server.runtime.providers.base import ProviderError, ProviderTimeout
 from hookwise.server.runtime.providers.retry import parse_retry_after
 

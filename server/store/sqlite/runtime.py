@@ -1,7 +1,7 @@
 """SQLite statements for the runtime: claiming and finishing runs, heartbeats, deliveries, routes.
 
 Each function takes a cursor inside the writer's transaction (writes) or a read connection
-(reads); `hookwise.server.store.sqlite.SQLiteStore` wraps them into the `Store` interface.
+(reads); `hookwise.server.store.sqlite.store.SQLiteStore` wraps them into the `Store` interface.
 """
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ import sqlite3
 from typing import Any
 
 from hookwise.server.store.base import (
-    DeliveryRecord,
     HeartbeatOutcome,
-    HeartbeatRecord,
     NewDelivery,
     NewEvent,
     NewTurn,
@@ -22,32 +20,11 @@ from hookwise.server.store.base import (
     Turn,
     delivery_row,
 )
-
-RUN_COLUMNS = (
-    "seq, run_id, session_key, name, message, rule_id, state, wake_mode, deliver, channel, "
-    "recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, attempts, "
-    "created_at, started_at, finished_at, reply, error, model_used, input_tokens, output_tokens"
+from hookwise.server.store.rows import (
+    DELIVERY_COLUMNS,
+    HEARTBEAT_COLUMNS,
+    RUN_COLUMNS,
 )
-DELIVERY_COLUMNS = (
-    "delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text, state, "
-    "attempts, last_error, message_ids, created_at, updated_at, next_attempt_at"
-)
-HEARTBEAT_COLUMNS = (
-    "heartbeat_id, reason, state, events, requested_at, started_at, finished_at, reply, error, "
-    "acknowledged, model_used"
-)
-
-
-def delivery_record(row: tuple[Any, ...]) -> DeliveryRecord:
-    r = list(row)
-    r[10] = tuple(json.loads(r[10])) if r[10] else ()
-    return DeliveryRecord(*r)
-
-
-def heartbeat_record(row: tuple[Any, ...]) -> HeartbeatRecord:
-    r = list(row)
-    r[9] = bool(r[9])
-    return HeartbeatRecord(*r)
 
 
 def insert_event(cur: sqlite3.Cursor, e: NewEvent, now: float) -> None:

@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
+
 from hookwise.server.store.base import (
     Accepted,
     AcceptOp,

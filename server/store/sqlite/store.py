@@ -1,6 +1,6 @@
 """The SQLite store: WAL mode, migrations, a group-commit writer and a pool of readers.
 
-The embedded default. One writer thread commits batches (`hookwise.server.store.writer`); reads run on a
+The embedded default. One writer thread commits batches (`writer`); reads run on a
 small thread pool, each thread with its own read-only connection, so the admin API never waits
 behind a commit. `synchronous=FULL` by default: an acknowledged request survives a power cut,
 not only a process crash.
@@ -17,30 +17,27 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hookwise.server.store import sqlite_runtime as rt
 from hookwise.server.store.base import (
     Accepted,
     AcceptOp,
     DeliveryRecord,
     EventRecord,
     HeartbeatOutcome,
-    Page,
     RequestLogEntry,
     Route,
     RunOutcome,
     RunRecord,
     Turn,
-    cursor_value,
-    event_row,
-    log_row,
-    page_of,
-    run_row,
 )
-from hookwise.server.store.writer import GroupCommitWriter
+from hookwise.server.store.rows import EVENT_COLUMNS, delivery_record, event_record, run_record
+from hookwise.server.store.sqlite import runtime as rt
+from hookwise.server.store.sqlite.accept import accept, insert_log
+from hookwise.server.store.sqlite.admin import SQLiteAdminReads
+from hookwise.server.store.sqlite.migrate import migrate
+from hookwise.server.store.sqlite.writer import GroupCommitWriter
 
 T = TypeVar("T")
 
@@ -49,89 +46,11 @@ CHECKPOINT_QUIET = 0.5
 WAL_FORCE_BYTES = 256 * 1024 * 1024
 
 
-def _migrations() -> list[tuple[int, str]]:
-    folder = resources.files("hookwise.server.store") / "migrations" / "sqlite"
-    out = []
-    for entry in folder.iterdir():
-        name = entry.name
-        if name.endswith(".sql"):
-            out.append((int(name.split("_", 1)[0]), entry.read_text(encoding="utf-8")))
-    return sorted(out)
-
-
-def migrate(conn: sqlite3.Connection) -> int:
-    """Bring the schema up to date; returns the version reached."""
-    (version,) = conn.execute("PRAGMA user_version").fetchone()
-    for number, sql in _migrations():
-        if number > version:
-            conn.executescript(f"BEGIN;\n{sql}\nPRAGMA user_version = {number};\nCOMMIT;")
-            version = number
-    return version
-
-
-_RUN_COLUMNS = rt.RUN_COLUMNS
-_EVENT_COLUMNS = "seq, event_id, session, text, source, mode, trusted, created_at, consumed_at"
-
-
-def _run_record(row: tuple[Any, ...]) -> RunRecord:
-    r = list(row)
-    r[8] = bool(r[8])
-    r[15] = bool(r[15])
-    return RunRecord(*r)
-
-
-def _event_record(row: tuple[Any, ...]) -> EventRecord:
-    r = list(row)
-    r[6] = bool(r[6])
-    return EventRecord(*r)
-
-
-def _insert_log(cur: sqlite3.Cursor, e: RequestLogEntry) -> None:
-    cur.execute(
-        "INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        log_row(e),
-    )
-
-
-def _accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
-    if op.idempotency_key is not None:
-        row = cur.execute(
-            "SELECT fingerprint, status, body, created_at FROM idempotency_keys WHERE key = ?",
-            (op.idempotency_key,),
-        ).fetchone()
-        if row is not None and row[3] > op.now - op.idempotency_window:
-            if row[0] != op.fingerprint:
-                return Accepted(status=0, body=b"", conflict=True)
-            _insert_log(cur, op.log)
-            return Accepted(status=row[1], body=bytes(row[2]), replayed=True)
-        cur.execute(
-            "INSERT OR REPLACE INTO idempotency_keys (key, fingerprint, status, body, created_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (op.idempotency_key, op.fingerprint, op.status, op.body, op.now),
-        )
-    if op.events:
-        cur.executemany(
-            "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(*event_row(e), op.now) for e in op.events],
-        )
-    if op.runs:
-        cur.executemany(
-            "INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
-            " channel, recipient, model, thinking, timeout_seconds, fallback_channel,"
-            " allow_unsafe, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(*run_row(r), op.now) for r in op.runs],
-        )
-    _insert_log(cur, op.log)
-    return Accepted(status=op.status, body=op.body)
-
-
 class StoreInUse(Exception):
     """The SQLite file is used by another hookwise process that does not share it with us."""
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteAdminReads):
     """The `Store` on one SQLite file."""
 
     def __init__(self, path: Path, *, synchronous: str = "full", readers: int = 2) -> None:
@@ -278,10 +197,10 @@ class SQLiteStore:
     # the request path -------------------------------------------------------------------------
 
     async def accept(self, op: AcceptOp) -> Accepted:
-        return await self._writer.submit(lambda cur: _accept(op, cur))
+        return await self._writer.submit(lambda cur: accept(op, cur))
 
     def log_request(self, entry: RequestLogEntry) -> None:
-        self._writer.submit_nowait(lambda cur: _insert_log(cur, entry))
+        self._writer.submit_nowait(lambda cur: insert_log(cur, entry))
 
     async def prune(self, *, now: float, idempotency_window: float, log_retention: float) -> None:
         def fn(cur: sqlite3.Cursor) -> None:
@@ -296,51 +215,6 @@ class SQLiteStore:
             )
 
         await self._writer.submit(fn)
-
-    # reads ------------------------------------------------------------------------------------
-
-    async def list_events(self, session: str, *, limit: int, cursor: str | None) -> Page:
-        def fn(conn: sqlite3.Connection) -> Page:
-            rows = conn.execute(
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? AND seq < ?"
-                " ORDER BY seq DESC LIMIT ?",
-                (session, cursor_value(cursor), limit + 1),
-            ).fetchall()
-            return page_of(rows, limit, _event_record)
-
-        return await self._read(fn)
-
-    async def list_runs(self, *, limit: int, cursor: str | None, state: str | None) -> Page:
-        def fn(conn: sqlite3.Connection) -> Page:
-            sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE seq < ?"
-            args: list[Any] = [cursor_value(cursor)]
-            if state is not None:
-                sql += " AND state = ?"
-                args.append(state)
-            rows = conn.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1)).fetchall()
-            return page_of(rows, limit, _run_record)
-
-        return await self._read(fn)
-
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        def fn(conn: sqlite3.Connection) -> RunRecord | None:
-            row = conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            return _run_record(row) if row else None
-
-        return await self._read(fn)
-
-    async def request_log(self, *, limit: int, cursor: str | None) -> Page:
-        def fn(conn: sqlite3.Connection) -> Page:
-            rows = conn.execute(
-                "SELECT seq, at, path, status, client, size, action, rule_id, code FROM request_log"
-                " WHERE seq < ? ORDER BY seq DESC LIMIT ?",
-                (cursor_value(cursor), limit + 1),
-            ).fetchall()
-            return page_of(rows, limit, lambda r: RequestLogEntry(*r[1:]))
-
-        return await self._read(fn)
 
     # the runtime ------------------------------------------------------------------------------
 
@@ -369,7 +243,7 @@ class SQLiteStore:
         rows = await self._writer.submit(
             lambda cur: rt.claim_runs(cur, limit, now, lease, default_timeout)
         )
-        return sorted((_run_record(r) for r in rows), key=lambda r: r.seq)
+        return sorted((run_record(r) for r in rows), key=lambda r: r.seq)
 
     async def finish_run(self, outcome: RunOutcome) -> None:
         await self._writer.submit(lambda cur: rt.finish_run(cur, outcome))
@@ -380,11 +254,11 @@ class SQLiteStore:
     async def pending_events(self, session: str, *, limit: int) -> list[EventRecord]:
         def fn(conn: sqlite3.Connection) -> list[EventRecord]:
             rows = conn.execute(
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE session = ? AND consumed_at IS NULL"
+                f"SELECT {EVENT_COLUMNS} FROM events WHERE session = ? AND consumed_at IS NULL"
                 " ORDER BY seq LIMIT ?",
                 (session, limit),
             ).fetchall()
-            return [_event_record(r) for r in rows]
+            return [event_record(r) for r in rows]
 
         return await self._read(fn)
 
@@ -409,20 +283,11 @@ class SQLiteStore:
             lambda cur: rt.set_last_route(cur, session_key, route, now, only_if_unset=only_if_unset)
         )
 
-    async def list_heartbeats(self, *, limit: int) -> list[Any]:
-        def fn(conn: sqlite3.Connection) -> list[Any]:
-            rows = conn.execute(
-                f"SELECT {rt.HEARTBEAT_COLUMNS} FROM heartbeats ORDER BY seq DESC LIMIT ?", (limit,)
-            ).fetchall()
-            return [rt.heartbeat_record(r) for r in rows]
-
-        return await self._read(fn)
-
     async def claim_deliveries(
         self, *, limit: int, now: float, lease: float
     ) -> list[DeliveryRecord]:
         rows = await self._writer.submit(lambda cur: rt.claim_deliveries(cur, limit, now, lease))
-        return [rt.delivery_record(r) for r in rows]
+        return [delivery_record(r) for r in rows]
 
     async def recover_deliveries(self) -> int:
         return await self._writer.submit(rt.recover_deliveries)
@@ -436,23 +301,6 @@ class SQLiteStore:
                 "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending'"
             ).fetchone()
             return row[0] if row else None
-
-        return await self._read(fn)
-
-    async def list_deliveries(
-        self, *, limit: int, cursor: str | None, run_id: str | None = None, state: str | None = None
-    ) -> Page:
-        def fn(conn: sqlite3.Connection) -> Page:
-            sql = f"SELECT seq, {rt.DELIVERY_COLUMNS} FROM deliveries WHERE seq < ?"
-            args: list[Any] = [cursor_value(cursor)]
-            if run_id is not None:
-                sql += " AND run_id = ?"
-                args.append(run_id)
-            if state is not None:
-                sql += " AND state = ?"
-                args.append(state)
-            rows = conn.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1)).fetchall()
-            return page_of(rows, limit, lambda r: rt.delivery_record(r[1:]))
 
         return await self._read(fn)
 

@@ -1,0 +1,270 @@
+"""PostgreSQL statements for the runtime: claiming and finishing runs, heartbeats, deliveries,
+routes, and the shared auth-failure throttle.
+
+Each function takes a connection inside the group-commit writer's transaction
+(`hookwise.server.store.postgres.writer`); `PostgresStore` wraps them into the `Store` interface.
+Claims use `FOR UPDATE SKIP LOCKED` and leases, so several processes share the queues.
+"""
+
+from __future__ import annotations
+
+import json
+
+import asyncpg
+
+from hookwise.server.store.base import (
+    HeartbeatOutcome,
+    NewDelivery,
+    NewTurn,
+    Route,
+    RunOutcome,
+    delivery_row,
+    event_row,
+)
+from hookwise.server.store.postgres.accept import columns
+from hookwise.server.store.rows import DELIVERY_COLUMNS, HEARTBEAT_COLUMNS, RUN_COLUMNS
+
+
+async def insert_turns(conn: asyncpg.Connection, turns: tuple[NewTurn, ...], now: float) -> None:
+    if turns:
+        await conn.executemany(
+            "INSERT INTO turns (session_key, role, content, run_id, created_at)"
+            " VALUES ($1, $2, $3, $4, $5)",
+            [(t.session_key, t.role, t.content, t.run_id, now) for t in turns],
+        )
+
+
+async def insert_delivery(conn: asyncpg.Connection, d: NewDelivery, now: float) -> None:
+    await conn.execute(
+        "INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
+        " fallback_channel, text, state, last_error, created_at, updated_at, next_attempt_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $10)",
+        *delivery_row(d),
+        now,
+    )
+
+
+async def recover_runs(
+    conn: asyncpg.Connection, max_attempts: int, now: float, *, expired_only: bool
+) -> tuple[int, int]:
+    """Runs left `running`: back to `queued`, or `failed` past `max_attempts`. With
+    `expired_only`, only runs whose lease has expired (another live process owns the others)."""
+    expired = " AND (lease_until IS NULL OR lease_until < $1::float8)" if expired_only else ""
+    error = f"gave up after {max_attempts} attempts: the gateway stopped during the run"
+    failed = await conn.fetch(
+        "UPDATE runs SET state = 'failed', finished_at = $1::float8, error = $2, lease_until = NULL"
+        f" WHERE state = 'running' AND attempts >= $3{expired} RETURNING seq",
+        now,
+        error,
+        max_attempts,
+    )
+    requeued = await conn.fetch(
+        "UPDATE runs SET state = 'queued', started_at = NULL, lease_until = NULL"
+        f" WHERE state = 'running'{expired} RETURNING seq",
+        *((now,) if expired_only else ()),
+    )
+    return len(requeued), len(failed)
+
+
+async def claim_runs(
+    conn: asyncpg.Connection, limit: int, now: float, lease: float, default_timeout: float
+) -> list[asyncpg.Record]:
+    """Queued runs -> `running`, oldest first, each leased for its timeout plus `lease` seconds.
+
+    Rows another transaction has locked (claimed by another process, not yet committed) are
+    skipped, never waited for; a row claimed and committed meanwhile fails the re-check.
+    """
+    return await conn.fetch(
+        "WITH picked AS MATERIALIZED (SELECT seq FROM runs WHERE state = 'queued'"
+        " ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED)"
+        " UPDATE runs SET state = 'running', started_at = $1::float8, attempts = attempts + 1,"
+        " lease_until = $1::float8 + COALESCE(timeout_seconds, $2::float8) + $3::float8"
+        f" WHERE seq IN (SELECT seq FROM picked) RETURNING {RUN_COLUMNS}",
+        now,
+        default_timeout,
+        lease,
+        limit,
+    )
+
+
+# A run's ending in one statement: its state, its transcript turns (column arrays), the summary
+# event for the main session and the delivery of its reply (each written when its id is given).
+FINISH_RUN = (
+    "WITH done AS ("
+    " UPDATE runs SET state = $1, finished_at = $2, reply = $3, error = $4, model_used = $5,"
+    " input_tokens = $6::bigint, output_tokens = $7::bigint, lease_until = NULL"
+    " WHERE run_id = $8"
+    "), turns_added AS ("
+    " INSERT INTO turns (session_key, role, content, run_id, created_at)"
+    " SELECT t.session_key, t.role, t.content, t.run_id, $2 FROM unnest($9::text[],"
+    " $10::text[], $11::text[], $12::text[]) WITH ORDINALITY AS t(session_key, role, content,"
+    " run_id, n) ORDER BY t.n"
+    "), summary AS ("
+    " INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
+    " SELECT $13::text, $14::text, $15::text, $16::text, $17::text, $18::bool, $2"
+    " WHERE $13::text IS NOT NULL"
+    ") INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
+    " fallback_channel, text, state, last_error, created_at, updated_at, next_attempt_at)"
+    " SELECT $19::text, $20::text, $21::text, $22::text, $23::text, $24::text, $25::text,"
+    " $26::text, $27::text, $2, $2, $2 WHERE $19::text IS NOT NULL"
+)
+
+
+async def finish_run(conn: asyncpg.Connection, o: RunOutcome) -> None:
+    turns = columns([(t.session_key, t.role, t.content, t.run_id) for t in o.turns], 4)
+    e, d = o.summary, o.delivery
+    summary = (None,) * 6 if e is None else event_row(e)
+    delivery = (None,) * 9 if d is None else delivery_row(d)
+    await conn.execute(
+        FINISH_RUN,
+        o.state,
+        o.finished_at,
+        o.reply,
+        o.error,
+        o.model_used,
+        o.input_tokens,
+        o.output_tokens,
+        o.run_id,
+        *turns,
+        *summary,
+        *delivery,
+    )
+
+
+async def finish_heartbeat(conn: asyncpg.Connection, o: HeartbeatOutcome) -> None:
+    await conn.execute(
+        f"INSERT INTO heartbeats ({HEARTBEAT_COLUMNS})"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        o.heartbeat_id,
+        o.reason,
+        o.state,
+        len(o.event_ids),
+        o.requested_at,
+        o.started_at,
+        o.finished_at,
+        o.reply,
+        o.error,
+        o.acknowledged,
+        o.model_used,
+    )
+    if o.state == "succeeded" and o.event_ids:
+        await conn.execute(
+            "UPDATE events SET consumed_at = $1, heartbeat_id = $2"
+            " WHERE event_id = ANY($3::text[]) AND consumed_at IS NULL",
+            o.finished_at,
+            o.heartbeat_id,
+            list(o.event_ids),
+        )
+    await insert_turns(conn, o.turns, o.finished_at)
+    if o.delivery is not None:
+        await insert_delivery(conn, o.delivery, o.finished_at)
+
+
+async def set_last_route(
+    conn: asyncpg.Connection, session_key: str, route: Route, now: float, *, only_if_unset: bool
+) -> None:
+    action = (
+        "DO NOTHING"
+        if only_if_unset
+        else "DO UPDATE SET last_channel = excluded.last_channel,"
+        " last_to = excluded.last_to, updated_at = excluded.updated_at"
+    )
+    await conn.execute(
+        "INSERT INTO sessions (session_key, last_channel, last_to, updated_at)"
+        f" VALUES ($1, $2, $3, $4) ON CONFLICT (session_key) {action}",
+        session_key,
+        route.channel,
+        route.to,
+        now,
+    )
+
+
+async def claim_deliveries(
+    conn: asyncpg.Connection, limit: int, now: float, lease: float
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        "WITH picked AS MATERIALIZED (SELECT seq FROM deliveries WHERE state = 'pending'"
+        " AND next_attempt_at <= $1::float8 AND (lease_until IS NULL OR lease_until <= $1::float8)"
+        " ORDER BY next_attempt_at, seq LIMIT $3 FOR UPDATE SKIP LOCKED)"
+        " UPDATE deliveries SET lease_until = $1::float8 + $2::float8, attempts = attempts + 1,"
+        " updated_at = $1::float8"
+        f" WHERE seq IN (SELECT seq FROM picked) RETURNING seq, {DELIVERY_COLUMNS}",
+        now,
+        lease,
+        limit,
+    )
+
+
+async def update_delivery(
+    conn: asyncpg.Connection,
+    delivery_id: str,
+    *,
+    state: str,
+    now: float,
+    last_error: str | None = None,
+    message_ids: tuple[str, ...] = (),
+    next_attempt_at: float | None = None,
+    channel: str | None = None,
+    to: str | None = None,
+    fallback_channel: str | None = None,
+    reset: bool = False,
+) -> None:
+    """Record a delivery attempt's outcome. A row already `sent` is never changed again.
+
+    `reset` (moving to a fallback channel) clears the attempts and the message ids.
+    """
+    await conn.execute(
+        "UPDATE deliveries SET state = $1, updated_at = $2, last_error = COALESCE($3, last_error),"
+        " lease_until = NULL,"
+        " message_ids = CASE WHEN $4 THEN NULL ELSE COALESCE($5, message_ids) END,"
+        " attempts = CASE WHEN $4 THEN 0 ELSE attempts END,"
+        " next_attempt_at = COALESCE($6, next_attempt_at),"
+        " channel = COALESCE($7, channel), recipient = COALESCE($8, recipient),"
+        " fallback_channel = CASE WHEN $9 THEN $10 ELSE fallback_channel END"
+        " WHERE delivery_id = $11 AND state != 'sent'",
+        state,
+        now,
+        last_error,
+        reset,
+        json.dumps(list(message_ids)) if message_ids else None,
+        next_attempt_at,
+        channel,
+        to,
+        fallback_channel is not None,
+        fallback_channel or None,
+        delivery_id,
+    )
+
+
+async def auth_failure(
+    conn: asyncpg.Connection,
+    client: str,
+    now: float,
+    window: float,
+    max_failures: int,
+    lockout: float,
+) -> float | None:
+    """One more failure for `client`, counted under its row lock (every process shares it).
+
+    A window starts at a client's first failure; `max_failures` failures before it ends lock the
+    client out until `now + lockout` (returned) and start a new count.
+    """
+    row = await conn.fetchrow(
+        "INSERT INTO auth_failures AS a (client, window_start, failures) VALUES ($1, $2, 0)"
+        " ON CONFLICT (client) DO UPDATE SET client = a.client RETURNING window_start, failures",
+        client,
+        now,
+    )
+    start, failures = row["window_start"], row["failures"] + 1
+    if start <= now - window:  # also a new row: it starts at `now` with no failure
+        start, failures = now, 1
+    locked = now + lockout if failures >= max_failures else None
+    await conn.execute(
+        "UPDATE auth_failures SET window_start = $2, failures = $3,"
+        " locked_until = COALESCE($4, locked_until) WHERE client = $1",
+        client,
+        now if locked is not None else start,
+        0 if locked is not None else failures,
+        locked,
+    )
+    return locked
