@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
+
 from hookwise.engine.conditions import Equality, equality_key, requirements, subject_reader
 from hookwise.engine.request import InboundRequest
 

@@ -7,10 +7,10 @@ import random
 from typing import Any
 
 import pytest
+
 from hookwise.engine.request import InboundRequest
 from hookwise.engine.ruleindex import RuleIndex, shadowed
 from hookwise.engine.rules import CompiledRule, RuleSet
-
 from tests.engine.conftest import Rules, make_request
 
 
