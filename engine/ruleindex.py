@@ -37,9 +37,8 @@ from hookwise.engine.request import InboundRequest
 if TYPE_CHECKING:
     from hookwise.engine.rules import CompiledRule
 
-Subject = tuple[
-    str, str
-]  # ("source", "") | ("header", name) | ("query", name) | ("jsonpath", path)
+# ("source", "") | ("header", name) | ("query", name) | ("jsonpath", path)
+Subject = tuple[str, str]
 Reader = Callable[[InboundRequest], list[Any]]
 
 
