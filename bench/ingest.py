@@ -15,8 +15,15 @@ What it does, all on loopback and bounded in time:
    SQLite store) for `/hooks/wake`, then for `/hooks/agent`, each on its own fresh server: a
    warm-up, then the measured `wrk --latency` run; afterwards checks through the admin API that
    events/runs were stored, and counts the stored rows against the acknowledged responses;
-4. prints a table (requests/s, p50, p99, peak RSS, ratio to the ceiling, targets), the machine,
-   and a final machine-readable line `BENCH_JSON {...}`.
+4. prints a table (requests/s, p50, p99, peak RSS, machine and server CPU per acknowledged
+   request, ratio to the ceiling, targets), the machine, and a final machine-readable line
+   `BENCH_JSON {...}`.
+
+Without `--matrix` it also measures `mapped` (`/hooks/ping`, a templated mapping that makes an
+event), and `--rounds N` repeats ceiling, `/wake`, `/agent`, `mapped` N times in turn: issue 18's
+ratios (`/wake` to the ceiling, `/agent` and `mapped` to `/wake`) are taken within each round and
+summed up as ranges, with the server's CPU per accepted request, the figure a busy machine
+disturbs least.
 
 `--store` and `--workers` are passed to `hookwise serve` only when given (exit 2 if the CLI does
 not know them yet). Every configuration is one call of `measure(endpoint, server, load)`, so
