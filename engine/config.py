@@ -113,7 +113,10 @@ class ProviderConfig:
     """`models.providers.<id>`: how to reach one model provider.
 
     `api` is the wire protocol: `openai` (Chat Completions), `anthropic` (Messages), `command`
-    (a local program: prompt on stdin, reply on stdout) or `echo` (built in).
+    (a local program: prompt on stdin, reply on stdout) or `echo` (built in). For `anthropic`,
+    `maxTokens` is the reply's `max_tokens` (default 4096) and `thinkingMode` how a thinking
+    level is requested: `auto` by the model's family (adaptive thinking with an effort for
+    Claude 4.6 and later, a token budget before), or always `adaptive` or `budget`.
     """
 
     api: Literal["openai", "anthropic", "command", "echo"]
@@ -124,6 +127,8 @@ class ProviderConfig:
     command: tuple[str, ...] = ()
     timeout_seconds: float = 120
     max_retries: int = 3
+    max_tokens: int | None = None
+    thinking_mode: Literal["auto", "adaptive", "budget"] = "auto"
 
 
 @attrs.frozen
