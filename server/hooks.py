@@ -89,6 +89,10 @@ def _sub_path(scope: Scope, hook_path: str) -> str | None:
     return path[len(hook_path) + 1 :].strip("/")
 
 
+def _query(raw: bytes) -> dict[str, str]:
+    return dict(parse_qsl(raw.decode("latin-1"))) if raw else {}
+
+
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
     for k, v in headers:
         if k == name:
@@ -175,7 +179,7 @@ class HookEndpoint:
                     limit=self.settings.max_body_bytes,
                     timeout=self.settings.body_timeout,
                 )
-            meta = attrs.evolve(meta, size=len(body))
+            meta = RequestMeta(meta.path, client, len(body))
             await self._handle(sub, headers, scope, body, meta, send, door)
         except _LockedOut as e:
             await send_error(send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())])
@@ -274,7 +278,7 @@ class HookEndpoint:
                 path=sub,
                 payload={},
                 headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
-                query=dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))),
+                query=_query(scope.get("query_string", b"")),
                 raw_body=body,
                 now=datetime.now(UTC),
                 url=_url(scope, headers),
