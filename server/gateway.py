@@ -36,6 +36,7 @@ def compile_rules(loaded: LoadedConfig) -> Any:
     import os
 
     from hookwise.engine.rules import RuleSet
+    from hookwise.engine.sessions import SessionPolicy
     from hookwise.engine.transforms import TransformLimits
 
     hooks = loaded.config.hooks
@@ -55,15 +56,19 @@ def compile_rules(loaded: LoadedConfig) -> Any:
             timeout_ms=limits.timeout_ms, memory_mb=limits.memory_mb, pool_size=limits.pool_size
         ),
         env=dict(os.environ),  # `${NAME}` in rule files; read once, here, not in the engine
+        sessions=SessionPolicy.from_config(loaded.config),
     )
 
 
 def validation_policy(
     config: Config, channels: Mapping[str, Any] | None = None
 ) -> ValidationPolicy:
-    """What request validation needs: the model allowlist and the configured channels."""
+    """What request validation needs: the model allowlist, the configured channels, the agents
+    and the session-key policy (fresh keys are `hook:<uuid>`)."""
     from hookwise.engine.models import ModelPolicy
+    from hookwise.engine.sessions import GENERATED_PREFIX, SessionPolicy
     from hookwise.server.channels.registry import load_channels
+    from hookwise.server.ids import new_id
 
     if channels is None:
         channels = load_channels(config.channels)
@@ -78,6 +83,7 @@ def validation_policy(
         configured_channels=frozenset(channels),
         check_recipient=check_recipient,
         max_timeout_seconds=config.agents.defaults.max_timeout_seconds,
+        sessions=SessionPolicy.from_config(config, new_key=lambda: GENERATED_PREFIX + new_id()),
     )
 
 
@@ -123,6 +129,8 @@ class Gateway:
             self.store.lock_use(shared=self.shared)  # StoreInUse: refused before serving
         self.dispatcher = Dispatcher(self.store, idempotency_window=float(hooks.idempotency_window))
         self.rules: Any = compile_rules(loaded) if hooks.enabled else None
+        for warning in getattr(self.rules, "warnings", ()):
+            log.warning("%s", warning)
         self.hooks: HookEndpoint | None = None
         if hooks.enabled:
             assert hooks.token is not None

@@ -84,6 +84,10 @@ def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
     return None
 
 
+def _digest(path: str, body: bytes) -> str:
+    return hashlib.sha256(path.encode() + b"\n" + body).hexdigest()
+
+
 class HookEndpoint:
     """The ASGI application behind `{hook_path}`."""
 
@@ -198,7 +202,7 @@ class HookEndpoint:
         respond = None
         actions: list[Action]
         if sub == "wake":
-            actions = [validate_wake(payload)]
+            actions = [validate_wake(payload, policy)]
         elif sub == "agent":
             actions = [validate_agent(payload, policy)]
         else:
@@ -226,9 +230,10 @@ class HookEndpoint:
                     headers = [(k.lower().encode(), v.encode()) for k, v in respond.headers.items()]
                     await send_json(send, status, respond_body(respond), headers)
                 return
+            source = "per-request" if rule.config.session_mode == "per-request" else "mapping"
             try:
                 actions = [
-                    validate_action(spec.kind, spec.fields, policy, internal=True)
+                    validate_action(spec.kind, spec.fields, policy, internal=True, source=source)
                     for spec in outcome.actions
                 ]
             except RequestError as e:
@@ -238,9 +243,13 @@ class HookEndpoint:
                     rule_id=rule_id,
                 ) from None
             respond = outcome.respond
+            if idem_key is None and rule.for_each is not None:
+                # a fan-out batch redelivered identically replays (the peer derives a key too);
+                # the tab keeps it apart from every key a caller can send (printable only)
+                idem_key = "\tbatch:" + _digest(meta.path, body)
         fingerprint = None
         if idem_key is not None:
-            fingerprint = hashlib.sha256(meta.path.encode() + b"\n" + body).hexdigest()
+            fingerprint = _digest(meta.path, body)
         accepted = await self._dispatcher.dispatch(
             actions,
             meta=meta,

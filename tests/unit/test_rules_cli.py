@@ -157,6 +157,8 @@ def test_rules_test_runs_the_transform_and_shows_a_skip(tmp_path: Path) -> None:
     assert out["actions"][0]["validated"] == {
         "text": "[warning] Disk usage above 95% on db-1",
         "mode": "next-heartbeat",
+        "agentId": "main",
+        "session": "main",
     }
 
 
