@@ -51,6 +51,7 @@ def _run(action: AgentAction, rule_id: str | None) -> NewRun:
         timeout_seconds=action.timeout_seconds,
         fallback_channel=action.fallback_channel,
         allow_unsafe_external_content=action.allow_unsafe_external_content,
+        agent_id=action.agent_id,
     )
 
 

@@ -27,7 +27,6 @@ from hookwise.server.store.base import DeliveryRecord, Route
 
 log = logging.getLogger("hookwise.deliveries")
 
-MAIN = "main"
 POLL_SECONDS = 5.0
 
 
@@ -154,7 +153,7 @@ class DeliveryWorker:
             now=now(),
             message_ids=d.message_ids + result.message_ids,
         )
-        await self._store.set_last_route(MAIN, Route(channel.id, d.to), now=now())
+        await self._store.set_last_route(d.route_session, Route(channel.id, d.to), now=now())
         log.info(
             "delivery %s: sent to %s (%d message(s))",
             d.delivery_id,

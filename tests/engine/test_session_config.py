@@ -131,3 +131,19 @@ def test_an_unknown_mapping_agent_is_a_warning_not_an_error(tmp_path: Path) -> N
 def test_unknown_allowed_agent_ids_are_warned() -> None:
     loaded = _load({"allowedAgentIds": ["hooks", "ghost", "*"]}, {"list": [{"id": "hooks"}]})
     assert any("hooks.allowedAgentIds: 'ghost'" in w for w in loaded.warnings)
+
+
+@pytest.mark.parametrize(
+    ("mapping", "expected"),
+    [
+        ({"action": "agent"}, "messageTemplate: an agent mapping needs messageTemplate"),
+        ({"action": "wake"}, "textTemplate: a wake mapping needs textTemplate"),
+    ],
+)
+def test_a_mapping_without_its_template_or_transform_is_named(
+    tmp_path: Path, mapping: dict[str, Any], expected: str
+) -> None:
+    config = load_data({"hooks": {"mappings": [mapping]}}).config
+    with pytest.raises(ConfigError) as e:
+        RuleSet.compile(config.hooks.mappings, base_dir=tmp_path)
+    assert expected in str(e.value)
