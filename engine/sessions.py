@@ -46,6 +46,11 @@ GENERATED_PREFIX = "hook:"
 _SCOPE = "agent:"
 
 
+def mapping_source(m: MappingConfig) -> KeySource:
+    """Where the session key of a mapping's actions comes from, for `SessionPolicy`."""
+    return "per-request" if m.session_mode == "per-request" else "mapping"
+
+
 def is_template(text: str) -> bool:
     """Whether a mapping value depends on the request (holds template markup)."""
     return "{{" in text or "{%" in text

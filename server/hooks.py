@@ -28,6 +28,7 @@ from hookwise.engine.actions import (
 )
 from hookwise.engine.errors import RequestError
 from hookwise.engine.request import InboundRequest
+from hookwise.engine.sessions import mapping_source
 from hookwise.server.asgi import content_length, read_body, send_error, send_json
 from hookwise.server.auth import (
     AuthThrottle,
@@ -230,7 +231,7 @@ class HookEndpoint:
                     headers = [(k.lower().encode(), v.encode()) for k, v in respond.headers.items()]
                     await send_json(send, status, respond_body(respond), headers)
                 return
-            source = "per-request" if rule.config.session_mode == "per-request" else "mapping"
+            source = mapping_source(rule.config)
             try:
                 actions = [
                     validate_action(spec.kind, spec.fields, policy, internal=True, source=source)

@@ -51,8 +51,20 @@ def _config(**hooks: Any) -> dict[str, Any]:
     }
 
 
+ROUTE_JS = """
+export default function ({ payload }) {
+  return { agentId: payload.team === "ops" ? "hooks" : undefined };
+}
+"""
+
+
 @pytest.fixture(scope="module")
-def gw(start_module_gateway: Callable[..., GatewayProcess]) -> GatewayProcess:
+def gw(
+    tmp_path_factory: pytest.TempPathFactory, start_module_gateway: Callable[..., GatewayProcess]
+) -> GatewayProcess:
+    workdir = tmp_path_factory.mktemp("agents")
+    (workdir / "transforms").mkdir()
+    (workdir / "transforms" / "route.js").write_text(ROUTE_JS, encoding="utf-8")
     mappings = [
         {"id": "triage", "match": {"path": "triage"}, "agentId": "hooks",
          "messageTemplate": "{{text}}"},
@@ -60,8 +72,11 @@ def gw(start_module_gateway: Callable[..., GatewayProcess]) -> GatewayProcess:
          "messageTemplate": "{{text}}"},
         {"id": "note", "match": {"path": "note"}, "action": "wake", "agentId": "hooks",
          "textTemplate": "{{text}}"},
+        {"id": "routed", "match": {"path": "routed"}, "transform": {"module": "route.js"},
+         "messageTemplate": "{{text}}"},
     ]  # fmt: skip
-    return start_module_gateway(_config(mappings=mappings), name="agents")
+    config = _config(mappings=mappings, transformsDir=str(workdir / "transforms"))
+    return start_module_gateway(config, workdir=workdir / "gw")
 
 
 def _run(gw: GatewayProcess, run_id: str, *states: str) -> dict:
@@ -150,6 +165,14 @@ def test_mappings_route_by_agent_and_an_unknown_one_falls_back(gw: GatewayProces
     assert lost.status_code == 202
     assert gw.admin(f"/api/runs/{lost.json()['runId']}")["run"]["agentId"] == "main"
     assert "unknown agent 'ghost'" in gw.stderr()
+
+
+def test_a_transform_may_route_to_an_agent(gw: GatewayProcess) -> None:
+    ops = gw.hook("routed", {"text": "x", "team": "ops"}).json()
+    other = gw.hook("routed", {"text": "x", "team": "sales"}).json()
+    assert gw.admin(f"/api/runs/{ops['runId']}")["run"]["agentId"] == "hooks"
+    assert ops["sessionKey"].startswith("agent:hooks:hook:")
+    assert gw.admin(f"/api/runs/{other['runId']}")["run"]["agentId"] == "main"
 
 
 def test_agent_scoped_keys_are_rebound_to_the_target_agent(gw: GatewayProcess) -> None:
