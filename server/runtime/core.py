@@ -25,7 +25,6 @@ from typing import Any
 
 from hookwise.engine.agents import Agent, Roster
 from hookwise.engine.config import Config
-from hookwise.engine.models import ModelPolicy
 from hookwise.server.runtime.deliveries import DeliveryWorker
 from hookwise.server.runtime.heartbeat import Heartbeats
 from hookwise.server.runtime.providers.registry import Providers
@@ -69,7 +68,6 @@ class Runtime:
             concurrency=delivery.concurrency,
         )
         self.providers = Providers.from_config(config.models, base_dir=base_dir)
-        self.models = ModelPolicy.from_config(defaults)
         self.router = Router(store, channels, defaults.fallback_channel)
         self.roster = Roster.from_config(config)
         several = len(self.roster.agents) > 1

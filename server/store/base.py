@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import attrs
 
+from hookwise.engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+
 
 @attrs.frozen
 class NewEvent:
@@ -45,7 +47,7 @@ class NewRun:
     timeout_seconds: float | None
     fallback_channel: str | None
     allow_unsafe_external_content: bool
-    agent_id: str = "main"
+    agent_id: str = DEFAULT_AGENT_ID
 
 
 @attrs.frozen
@@ -147,7 +149,7 @@ class RunRecord:
     model_used: str | None
     input_tokens: int | None
     output_tokens: int | None
-    agent_id: str = "main"
+    agent_id: str = DEFAULT_AGENT_ID
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -379,7 +381,7 @@ class NewDelivery:
     fallback_channel: str | None = None
     last_error: str | None = None
     #: the main session whose last route this delivery follows (and updates once sent)
-    route_session: str = "main"
+    route_session: str = DEFAULT_MAIN_SESSION
 
 
 @attrs.frozen
@@ -416,7 +418,7 @@ class HeartbeatOutcome:
     model_used: str | None = None
     turns: tuple[NewTurn, ...] = ()
     delivery: NewDelivery | None = None
-    agent_id: str = "main"
+    agent_id: str = DEFAULT_AGENT_ID
 
 
 @attrs.frozen
@@ -434,7 +436,7 @@ class HeartbeatRecord:
     error: str | None
     acknowledged: bool
     model_used: str | None
-    agent_id: str = "main"
+    agent_id: str = DEFAULT_AGENT_ID
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -471,7 +473,7 @@ class DeliveryRecord:
     created_at: float
     updated_at: float
     next_attempt_at: float
-    route_session: str = "main"
+    route_session: str = DEFAULT_MAIN_SESSION
 
     def to_json(self) -> dict[str, Any]:
         return {
