@@ -36,7 +36,6 @@ def compile_rules(loaded: LoadedConfig) -> Any:
     import os
 
     from hookwise.engine.rules import RuleSet
-    from hookwise.engine.sessions import SessionPolicy
     from hookwise.engine.transforms import TransformLimits
 
     hooks = loaded.config.hooks
@@ -56,8 +55,24 @@ def compile_rules(loaded: LoadedConfig) -> Any:
             timeout_ms=limits.timeout_ms, memory_mb=limits.memory_mb, pool_size=limits.pool_size
         ),
         env=dict(os.environ),  # `${NAME}` in rule files; read once, here, not in the engine
-        sessions=SessionPolicy.from_config(loaded.config),
+        sessions=_session_policy(loaded.config),
     )
+
+
+def provider_ids(config: Config) -> frozenset[str]:
+    """The model providers a run can use: `models.providers` and the built-in `echo`."""
+    return frozenset(config.models.providers) | {"echo"}
+
+
+def _session_policy(config: Config) -> Any:
+    """The session policy rules are checked against; None (the built-in one) when the agents
+    themselves are broken: the config check reports those."""
+    from hookwise.engine.sessions import SessionPolicy
+
+    try:
+        return SessionPolicy.from_config(config)
+    except ConfigError:
+        return None
 
 
 def validation_policy(
@@ -72,7 +87,7 @@ def validation_policy(
 
     if channels is None:
         channels = load_channels(config.channels)
-    models = ModelPolicy.from_config(config.agents.defaults)
+    models = ModelPolicy.from_config(config.agents.defaults, providers=provider_ids(config))
 
     def check_recipient(channel: str, to: str) -> str | None:
         configured = channels.get(channel)
@@ -155,6 +170,8 @@ class Gateway:
         self._tasks: list[asyncio.Task[None]] = []
         #: the port the service listens on (set by the CLI once bound); the mail watcher posts there
         self.listen_port: int | None = None
+        #: why the lifespan's start-up failed (the store unreachable, ...), for one clear line
+        self.startup_error: BaseException | None = None
         from hookwise.server.runtime.core import Runtime
 
         self.runtime = Runtime(
