@@ -13,6 +13,7 @@ The default agent is the entry marked `default: true`, else the first one.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import attrs
 
@@ -80,20 +81,22 @@ class Roster:
         return tuple(a.main_session for a in self.agents)
 
     @classmethod
-    def single(cls, defaults: AgentDefaults | None = None) -> Roster:
+    def single(
+        cls, defaults: AgentDefaults | None = None, providers: Iterable[str] | None = None
+    ) -> Roster:
         """One agent, `main`, with `agents.defaults` (or the built-in defaults)."""
         defaults = defaults or AgentDefaults()
-        return cls(
-            (_agent(DEFAULT_AGENT_ID, True, None, defaults, ModelPolicy.from_config(defaults)),)
-        )
+        models = ModelPolicy.from_config(defaults, providers)
+        return cls((_agent(DEFAULT_AGENT_ID, True, None, defaults, models),))
 
     @classmethod
-    def from_config(cls, config: Config) -> Roster:
-        """The agents of `agents.list` (or the single `main`); `ConfigError` naming the key."""
+    def from_config(cls, config: Config, providers: Iterable[str] | None = None) -> Roster:
+        """The agents of `agents.list` (or the single `main`); `ConfigError` naming the key.
+        With `providers` (the configured ids), each agent's models are checked against them."""
         defaults = config.agents.defaults
         entries = config.agents.list
         if not entries:
-            return cls.single(defaults)
+            return cls.single(defaults, providers)
         issues: list[ConfigIssue] = []
         explicit = [i for i, e in enumerate(entries) if e.default]
         for i in explicit[1:]:
@@ -130,7 +133,7 @@ class Roster:
                 models=entry.models if entry.models is not None else defaults.models,
             )
             try:
-                models = ModelPolicy.from_config(merged)
+                models = ModelPolicy.from_config(merged, providers)
             except ConfigError as e:
                 issues.extend(
                     attrs.evolve(x, path=x.path.replace("agents.defaults", where, 1))

@@ -80,6 +80,7 @@ def validation_policy(
 ) -> ValidationPolicy:
     """What request validation needs: the model allowlist, the configured channels, the agents
     and the session-key policy (fresh keys are `hook:<uuid>`)."""
+    from hookwise.engine.agents import Roster
     from hookwise.engine.models import ModelPolicy
     from hookwise.engine.sessions import GENERATED_PREFIX, SessionPolicy
     from hookwise.server.channels.registry import load_channels
@@ -98,7 +99,11 @@ def validation_policy(
         configured_channels=frozenset(channels),
         check_recipient=check_recipient,
         max_timeout_seconds=config.agents.defaults.max_timeout_seconds,
-        sessions=SessionPolicy.from_config(config, new_key=lambda: GENERATED_PREFIX + new_id()),
+        sessions=SessionPolicy.from_config(
+            config,
+            roster=Roster.from_config(config, provider_ids(config)),
+            new_key=lambda: GENERATED_PREFIX + new_id(),
+        ),
     )
 
 
