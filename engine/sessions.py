@@ -275,14 +275,19 @@ def _prefixes(raw: tuple[str, ...] | None) -> tuple[str, ...]:
 
 def check_session_config(config: Config) -> tuple[list[ConfigIssue], list[str]]:
     """The load-time rules of the agents and of `hooks.*` session keys: (issues, warnings).
-    Mappings are checked where they are compiled (`SessionPolicy.check_mapping`)."""
+    Mappings, wherever they are written, are checked where they are compiled
+    (`SessionPolicy.check_mapping`, from `RuleSet.compile`)."""
     hooks = config.hooks
+    issues: list[ConfigIssue] = []
+    warnings: list[str] = []
     try:
         policy = SessionPolicy.from_config(config)
     except ConfigError as e:
-        return e.issues, []
-    issues: list[ConfigIssue] = []
-    warnings: list[str] = []
+        issues.extend(e.issues)  # the agents; the keys are still checked, against `main` alone
+        try:
+            policy = SessionPolicy.from_config(config, roster=Roster.single())
+        except ConfigError:
+            return issues, warnings
     if hooks.allowed_session_key_prefixes is not None and not policy.prefixes:
         issues.append(
             ConfigIssue(
@@ -321,7 +326,4 @@ def check_session_config(config: Config) -> tuple[list[ConfigIssue], list[str]]:
                 f"hooks.allowedAgentIds: {agent_id!r} is not an agent of agents.list (known:"
                 f" {', '.join(policy.roster.ids)})"
             )
-    for i, m in enumerate(hooks.mappings):
-        more, _ = policy.check_mapping(m, f"hooks.mappings[{i}]")
-        issues.extend(more)
     return issues, warnings

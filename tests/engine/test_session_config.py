@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hookwise.engine.config import load_data
+from hookwise.engine.config import check_data, load_data
 from hookwise.engine.errors import ConfigError
 from hookwise.engine.rules import RuleSet
 from hookwise.engine.sessions import SessionPolicy
@@ -23,9 +23,20 @@ def _load(hooks: dict[str, Any] | None = None, agents: dict[str, Any] | None = N
 
 
 def _problems(hooks: dict[str, Any] | None = None, agents: dict[str, Any] | None = None) -> str:
-    with pytest.raises(ConfigError) as e:
-        _load(hooks, agents)
-    return str(e.value)
+    """The problems of loading the config and compiling its mappings, as the gateway does."""
+    data: dict[str, Any] = {"hooks": {"enabled": True, "token": TOKEN, **(hooks or {})}}
+    if agents is not None:
+        data["agents"] = agents
+    loaded, issues = check_data(data, env={})
+    if loaded is not None and not issues:
+        try:
+            RuleSet.compile(
+                loaded.config.hooks.mappings, sessions=SessionPolicy.from_config(loaded.config)
+            ).close()
+        except ConfigError as e:
+            issues = e.issues
+    assert issues
+    return "\n".join(str(i) for i in issues)
 
 
 @pytest.mark.parametrize(
