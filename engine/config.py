@@ -22,7 +22,7 @@ from hookwise.engine.convert import converter, structure
 from hookwise.engine.durations import Duration
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.engine.gmail_config import GmailConfig
-from hookwise.engine.mapping import MappingConfig
+from hookwise.engine.mapping import MappingConfig, VerifyConfig
 from hookwise.engine.yamlfile import YamlSyntaxError, load_yaml
 
 MIN_TOKEN_LENGTH = 24
@@ -57,6 +57,8 @@ class HooksConfig:
     presets: tuple[str, ...] = ()
     mappings: tuple[MappingConfig, ...] = ()
     rules: tuple[str, ...] = ()
+    # Path-level signature checks: every rule on the path requires the block.
+    verify: dict[str, VerifyConfig] = attrs.field(factory=dict)
     transforms_dir: str | None = None
     max_body_bytes: int = 262144
     body_timeout_seconds: Duration = Duration(30)
@@ -133,7 +135,10 @@ class ProviderConfig:
     """`models.providers.<id>`: how to reach one model provider.
 
     `api` is the wire protocol: `openai` (Chat Completions), `anthropic` (Messages), `command`
-    (a local program: prompt on stdin, reply on stdout) or `echo` (built in).
+    (a local program: prompt on stdin, reply on stdout) or `echo` (built in). For `anthropic`,
+    `maxTokens` is the reply's `max_tokens` (default 4096) and `thinkingMode` how a thinking
+    level is requested: `auto` by the model's family (adaptive thinking with an effort for
+    Claude 4.6 and later, a token budget before), or always `adaptive` or `budget`.
     """
 
     api: Literal["openai", "anthropic", "command", "echo"]
@@ -144,6 +149,8 @@ class ProviderConfig:
     command: tuple[str, ...] = ()
     timeout_seconds: float = 120
     max_retries: int = 3
+    max_tokens: int | None = None
+    thinking_mode: Literal["auto", "adaptive", "budget"] = "auto"
 
 
 @attrs.frozen
