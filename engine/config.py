@@ -22,7 +22,8 @@ from hookwise.engine.convert import converter, structure
 from hookwise.engine.durations import Duration
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.engine.gmail_config import GmailConfig
-from hookwise.engine.mapping import MappingConfig
+from hookwise.engine.mapping import MappingConfig, VerifyConfig
+from hookwise.engine.yamlfile import YamlSyntaxError, load_yaml
 
 MIN_TOKEN_LENGTH = 24
 
@@ -38,11 +39,15 @@ class AuthThrottleConfig:
 
 @attrs.frozen
 class TransformLimitsConfig:
-    """Per-call limits for sandboxed transforms."""
+    """Per-call limits for sandboxed transforms, and the sandbox worker processes that run them
+    (`workers` processes, each with an OS memory ceiling of `workerMemoryMb` beyond V8's start-up
+    reservations)."""
 
     timeout_ms: int = 1000
     memory_mb: int = 64
     pool_size: int = 2
+    workers: int = 2
+    worker_memory_mb: int = 512
 
 
 @attrs.frozen
@@ -56,6 +61,8 @@ class HooksConfig:
     presets: tuple[str, ...] = ()
     mappings: tuple[MappingConfig, ...] = ()
     rules: tuple[str, ...] = ()
+    # Path-level signature checks: every rule on the path requires the block.
+    verify: dict[str, VerifyConfig] = attrs.field(factory=dict)
     transforms_dir: str | None = None
     max_body_bytes: int = 262144
     body_timeout_seconds: Duration = Duration(30)
@@ -63,6 +70,12 @@ class HooksConfig:
     auth_throttle: AuthThrottleConfig = attrs.field(factory=AuthThrottleConfig)
     transform_limits: TransformLimitsConfig = attrs.field(factory=TransformLimitsConfig)
     gmail: GmailConfig | None = None
+    # the session-key policy (see hookwise.engine.sessions)
+    allow_request_session_key: bool = True
+    allowed_session_key_prefixes: tuple[str, ...] | None = None
+    default_session_key: str | None = None
+    # which agents an explicit `agentId` may name (None: any; `*`: any; empty: none)
+    allowed_agent_ids: tuple[str, ...] | None = None
 
 
 @attrs.frozen
@@ -99,10 +112,26 @@ class AgentDefaults:
 
 
 @attrs.frozen
+class AgentEntry:
+    """`agents.list[i]`: one agent; every value left out is taken from `agents.defaults`."""
+
+    id: str
+    default: bool = False
+    name: str | None = None
+    model: str | None = None
+    models: tuple[str, ...] | dict[str, ModelEntry] | None = None
+    system_prompt: str | None = None
+    heartbeat: HeartbeatConfig | None = None
+    timeout_seconds: float | None = None
+    max_concurrent_runs: int | None = None
+
+
+@attrs.frozen
 class AgentsConfig:
-    """`agents.*`."""
+    """`agents.*`: the defaults, and the agents (none listed: one agent, `main`)."""
 
     defaults: AgentDefaults = attrs.field(factory=AgentDefaults)
+    list: tuple[AgentEntry, ...] = ()
 
 
 @attrs.frozen
@@ -110,7 +139,10 @@ class ProviderConfig:
     """`models.providers.<id>`: how to reach one model provider.
 
     `api` is the wire protocol: `openai` (Chat Completions), `anthropic` (Messages), `command`
-    (a local program: prompt on stdin, reply on stdout) or `echo` (built in).
+    (a local program: prompt on stdin, reply on stdout) or `echo` (built in). For `anthropic`,
+    `maxTokens` is the reply's `max_tokens` (default 4096) and `thinkingMode` how a thinking
+    level is requested: `auto` by the model's family (adaptive thinking with an effort for
+    Claude 4.6 and later, a token budget before), or always `adaptive` or `budget`.
     """
 
     api: Literal["openai", "anthropic", "command", "echo"]
@@ -121,6 +153,8 @@ class ProviderConfig:
     command: tuple[str, ...] = ()
     timeout_seconds: float = 120
     max_retries: int = 3
+    max_tokens: int | None = None
+    thinking_mode: Literal["auto", "adaptive", "budget"] = "auto"
 
 
 @attrs.frozen
@@ -140,9 +174,18 @@ class GatewayAuthConfig:
 
 @attrs.frozen
 class GatewayConfig:
-    """`gateway.*`."""
+    """`gateway.*`.
+
+    `trustedProxies`: addresses or CIDRs of reverse proxies whose `X-Forwarded-For`/`Forwarded`
+    name the client (see `hookwise.server.proxies`); `maxHeaderBytes`: the request line and
+    headers together (431 beyond it, before authentication); `headerTimeoutSeconds`: how long a
+    request's line and headers may take to arrive (408, then the connection is closed).
+    """
 
     auth: GatewayAuthConfig = attrs.field(factory=GatewayAuthConfig)
+    trusted_proxies: tuple[str, ...] = ()
+    max_header_bytes: int = 32768
+    header_timeout_seconds: Duration = Duration(10)
 
 
 @attrs.frozen
@@ -214,17 +257,19 @@ def _structure_models(value: object, _: Any) -> tuple[str, ...] | dict[str, Mode
 
 
 converter.register_structure_hook(tuple[str, ...] | dict[str, ModelEntry], _structure_models)
+converter.register_structure_hook(
+    tuple[str, ...] | dict[str, ModelEntry] | None,
+    lambda v, t: None if v is None else _structure_models(v, t),
+)
 
 
 # ---------------------------------------------------------------------------------------------
 # reading
 
 
-def _parse(text: str, suffix: str) -> object:
+def _parse(text: str, suffix: str, name: str) -> object:
     if suffix in (".yaml", ".yml"):
-        import yaml
-
-        return yaml.safe_load(text)
+        return load_yaml(text, name)
     if suffix == ".json5":
         import json5
 
@@ -244,7 +289,9 @@ def read_file(path: Path) -> object:
     except OSError as e:
         raise ConfigError([ConfigIssue("", f"cannot read {path}: {e.strerror}")]) from None
     try:
-        data = _parse(text, suffix)
+        data = _parse(text, suffix, str(path))
+    except YamlSyntaxError as e:
+        raise ConfigError([ConfigIssue("", f"{path} is not valid YAML: {e.where}")]) from None
     except Exception as e:
         raise ConfigError(
             [ConfigIssue("", f"{path} is not valid {suffix[1:].upper()}: {e}")]
@@ -427,21 +474,87 @@ def load_data(
     data: object, *, source: Path | None = None, env: Mapping[str, str] | None = None
 ) -> LoadedConfig:
     """Validate already-parsed config data. Raises `ConfigError` with every problem."""
+    loaded, issues = check_data(data, source=source, env=env)
+    if issues or loaded is None:
+        raise ConfigError(issues)
+    return loaded
+
+
+def check_data(
+    data: object, *, source: Path | None = None, env: Mapping[str, str] | None = None
+) -> tuple[LoadedConfig | None, list[ConfigIssue]]:
+    """Every problem of the config data in one pass, and the configuration without the keys at
+    fault (their defaults in their place), so that later checks (rules, channels, providers) can
+    go on and report theirs too. None when nothing usable is left (not a mapping)."""
     if not isinstance(data, dict):
-        raise ConfigError([ConfigIssue("", "the configuration must be a mapping at the top level")])
+        return None, [ConfigIssue("", "the configuration must be a mapping at the top level")]
     issues: list[ConfigIssue] = []
     base_dir = source.parent if source else Path.cwd()
     resolved = _resolve_env(data, os.environ if env is None else env, "", issues)
     resolved = _channel_secret_files(resolved, base_dir, issues)  # type: ignore[arg-type]
-    try:
-        config = structure(resolved, Config)
-    except ConfigError as e:
-        raise ConfigError(issues + e.issues) from None
+    pruned: list[list[str | int]] = []
+    config = None
+    while config is None:
+        try:
+            config = structure(resolved, Config)
+        except ConfigError as e:
+            before = resolved
+            for issue in e.issues:
+                keys = _key_path(issue.path)
+                if any(keys[: len(p)] == p for p in pruned):
+                    # a consequence of a key taken away ("required key is missing"): the same
+                    # problem, said once; take the enclosing value away instead
+                    keys = keys[:-1]
+                elif issue not in issues:
+                    issues.append(issue)
+                resolved = _without(resolved, keys)
+                pruned.append(keys)
+            if resolved == before:  # nothing left to take away: give up on the rest
+                return None, issues
     config, more, warnings = _check(config, base_dir)
+    issues.extend(m for m in more if not any(_key_path(m.path)[: len(p)] == p for p in pruned))
+    from hookwise.engine.sessions import check_session_config  # it needs the models policy
+
+    more, notes = check_session_config(config)
     issues.extend(more)
-    if issues:
-        raise ConfigError(issues)
-    return LoadedConfig(config=config, source=source, warnings=tuple(warnings))
+    warnings.extend(notes)
+    return LoadedConfig(config=config, source=source, warnings=tuple(warnings)), issues
+
+
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _key_path(path: str) -> list[str | int]:
+    """`hooks.mappings[1].action` -> `["hooks", "mappings", 1, "action"]`."""
+    return [int(i) if i else k for k, i in _PATH_PART.findall(path)]
+
+
+def _without(data: Any, keys: list[str | int]) -> Any:
+    """A copy of `data` without the value at `keys` (unchanged when there is none)."""
+    if not keys:
+        return data
+    head, rest = keys[0], keys[1:]
+    if isinstance(data, dict) and isinstance(head, str) and head in data:
+        if not rest:
+            return {k: v for k, v in data.items() if k != head}
+        return {**data, head: _without(data[head], rest)}
+    if isinstance(data, list) and isinstance(head, int) and 0 <= head < len(data):
+        if not rest:
+            return data[:head] + data[head + 1 :]
+        return [*data[:head], _without(data[head], rest), *data[head + 1 :]]
+    return data
+
+
+def check_config(
+    path: str | Path, *, env: Mapping[str, str] | None = None
+) -> tuple[LoadedConfig | None, list[ConfigIssue]]:
+    """`check_data` for a file. A file that cannot be read or parsed is one problem and None."""
+    p = Path(path).resolve()
+    try:
+        data = read_file(p)
+    except ConfigError as e:
+        return None, e.issues
+    return check_data(data, source=p, env=env)
 
 
 def load_config(path: str | Path, *, env: Mapping[str, str] | None = None) -> LoadedConfig:

@@ -22,11 +22,13 @@ from typing import Any
 import attrs
 
 from hookwise.engine.actions import Action, ValidationPolicy, validate_action
-from hookwise.engine.channels import CHANNEL_IDS, LAST, canonical_channel
-from hookwise.engine.config import LoadedConfig, load_config
+from hookwise.engine.channels import LAST, canonical_channel, unknown_channel_hint
+from hookwise.engine.config import LoadedConfig
 from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
 from hookwise.engine.mapping import MappingConfig
 from hookwise.engine.request import InboundRequest
+from hookwise.engine.sessions import mapping_source
+from hookwise.server.cliargs import add_common_options
 
 __all__ = ["add_cli", "explain_with_validation", "unconfigured_channel_issues"]
 
@@ -68,14 +70,9 @@ with its file, rule id and key path).
 
 
 def _load(path: str) -> LoadedConfig | None:
-    try:
-        loaded = load_config(path)
-    except ConfigError as e:
-        _print_issues(f"{path}: the configuration has", e.issues)
-        return None
-    for warning in loaded.warnings:
-        print(f"hookwise: warning: {warning}", file=sys.stderr)
-    return loaded
+    from hookwise.server.serve import load
+
+    return load(path)
 
 
 def _print_issues(what: str, issues: Sequence[ConfigIssue | str]) -> None:
@@ -103,7 +100,7 @@ def explain_with_validation(
     (as a mapping's, `internal=True`) and work out the status the server would answer with."""
     from hookwise.engine.ruletool import explain
 
-    return _validated(explain(ruleset, request), policy)
+    return _validated(ruleset, explain(ruleset, request), policy)
 
 
 async def explain_with_validation_async(
@@ -112,10 +109,12 @@ async def explain_with_validation_async(
     """`explain_with_validation` for callers inside an event loop (the web console)."""
     from hookwise.engine.ruletool import explain_async
 
-    return _validated(await explain_async(ruleset, request), policy)
+    return _validated(ruleset, await explain_async(ruleset, request), policy)
 
 
-def _validated(report: dict[str, Any], policy: ValidationPolicy) -> dict[str, Any]:
+def _validated(ruleset: Any, report: dict[str, Any], policy: ValidationPolicy) -> dict[str, Any]:
+    rule = next((r for r in ruleset.rules if r.id == report["matched"]), None)
+    source = mapping_source(rule.config) if rule is not None else "mapping"
     actions: list[dict[str, Any]] = []
     for entry in report["actions"]:
         item: dict[str, Any] = {
@@ -126,7 +125,9 @@ def _validated(report: dict[str, Any], policy: ValidationPolicy) -> dict[str, An
         }
         try:
             item["validated"] = _action_json(
-                validate_action(entry["kind"], entry["fields"], policy, internal=True)
+                validate_action(
+                    entry["kind"], entry["fields"], policy, internal=True, source=source
+                )
             )
         except RequestError as e:
             e = attrs.evolve(
@@ -203,6 +204,10 @@ def cmd_rules_test(args: argparse.Namespace) -> int:
         _print_issues(f"{args.config}: the rules have", e.issues)
         return 1
     try:
+        if args.sign:
+            from hookwise.server.signatures_cli import rules_test_sign
+
+            request = rules_test_sign(ruleset, request, args.url)
         report = explain_with_validation(ruleset, request, policy)
     finally:
         ruleset.close()
@@ -274,8 +279,7 @@ def unconfigured_channel_issues(loaded: LoadedConfig, *, ruleset: Any = None) ->
                 continue
             canonical = canonical_channel(name)
             if canonical is None:
-                known = ", ".join((LAST, *CHANNEL_IDS))
-                message = f"unknown channel {name!r} (known: {known})"
+                message = f"unknown channel {name!r}{unknown_channel_hint(name)}"
             elif canonical != LAST and canonical not in configured and mapping.deliver is not False:
                 message = (
                     f"channel {canonical} is not configured: add channels.{canonical} to the "
@@ -289,12 +293,20 @@ def unconfigured_channel_issues(loaded: LoadedConfig, *, ruleset: Any = None) ->
 
 
 def cmd_rules_check(args: argparse.Namespace) -> int:
+    from hookwise.engine.config import check_config
+    from hookwise.server.cliargs import missing_config_hint
     from hookwise.server.gateway import compile_rules
 
-    loaded = _load(args.config)
-    if loaded is None:
+    hint = missing_config_hint(args.config)
+    if hint:
+        print(hint, file=sys.stderr)
         return 1
-    issues: list[ConfigIssue] = []
+    # every problem in one pass: the config's own, then the rules of what is usable
+    loaded, config_issues = check_config(args.config)
+    issues: list[ConfigIssue] = list(config_issues)
+    if loaded is None:
+        _print_issues(f"{args.config}: the configuration has", issues)
+        return 1
     ruleset = None
     try:
         ruleset = compile_rules(loaded)
@@ -304,6 +316,7 @@ def cmd_rules_check(args: argparse.Namespace) -> int:
         issues.extend(unconfigured_channel_issues(loaded, ruleset=ruleset))
         count = len(ruleset.rules) if ruleset is not None else 0
         ids = [r.id for r in ruleset.rules] if ruleset is not None else []
+        index_lines = _index_report(ruleset) if ruleset is not None else []
     finally:
         if ruleset is not None:
             ruleset.close()
@@ -312,7 +325,33 @@ def cmd_rules_check(args: argparse.Namespace) -> int:
         return 1
     shown = f": {', '.join(ids)}" if ids else ""
     print(f"hookwise: {args.config}: {count} rule(s) compiled without problems{shown}")
+    print("\n".join(index_lines))
     return 0
+
+
+def _index_report(ruleset: Any) -> list[str]:
+    """Which discriminator each rule is indexed by, per path, and the rules that can never match
+    because an earlier one matches every request they match (warnings, not errors)."""
+    from hookwise.engine.ruleindex import shadowed
+
+    lines = [
+        "rule index (a request tries only the rules its discriminator values name, and the rules "
+        "without one, in configured order):"
+    ]
+    for path, entries in ruleset.indexed_by().items():
+        if not entries:
+            continue
+        lines.append(f"  path {path}:" if path != "*" else "  any other path:")
+        for rule_id, described in entries:
+            lines.append(
+                f"    {rule_id}: {described or 'no discriminator: tried on every request'}"
+            )
+    for rule, first in shadowed(ruleset.rules):
+        lines.append(
+            f"warning: rule {rule.id!r} ({rule.origin}) can never match: rule {first.id!r} "
+            f"({first.origin}) comes first and matches every request it matches"
+        )
+    return lines
 
 
 # ------------------------------------------------------------------------------------ wiring
@@ -338,7 +377,7 @@ def add_cli(subparsers: Any) -> None:
         epilog=_TEST_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    test.add_argument("--config", required=True, help="config file (.yaml, .json or .json5)")
+    add_common_options(test)
     test.add_argument(
         "--path",
         required=True,
@@ -366,6 +405,13 @@ def add_cli(subparsers: Any) -> None:
         metavar="NAME=VALUE",
         help="a query parameter of the request URL (repeatable)",
     )
+    test.add_argument(
+        "--sign",
+        action="store_true",
+        help="sign the sample as the provider would, with the secret of the verify block that "
+        "guards the path, so that it runs through signature verification too",
+    )
+    test.add_argument("--url", help="with --sign: the URL the provider calls (twilio, square)")
     test.set_defaults(func=cmd_rules_test)
 
     check = sub.add_parser(
@@ -379,5 +425,5 @@ def add_cli(subparsers: Any) -> None:
         epilog=_CHECK_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    check.add_argument("--config", required=True, help="config file (.yaml, .json or .json5)")
+    add_common_options(check)
     check.set_defaults(func=cmd_rules_check)

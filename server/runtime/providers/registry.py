@@ -22,6 +22,7 @@ from hookwise.server.runtime.providers.command import CommandProvider
 from hookwise.server.runtime.providers.echo import EchoProvider
 from hookwise.server.runtime.providers.openai import OpenAIProvider
 from hookwise.server.runtime.providers.retry import RetryPolicy
+from hookwise.server.version import outbound_client
 
 ECHO_ID = "echo"
 
@@ -52,6 +53,8 @@ class Providers:
                 issues.append(ConfigIssue(path, "the id 'echo' is reserved for the echo provider"))
             elif pc.api == "command" and not pc.command:
                 issues.append(ConfigIssue(f"{path}.command", "is required when api is 'command'"))
+            elif pc.max_tokens is not None and pc.max_tokens < 1:
+                issues.append(ConfigIssue(f"{path}.maxTokens", "must be at least 1"))
             else:
                 usable.append((pid, pc, _api_key(pc, path, base_dir or Path.cwd(), issues)))
         if issues:
@@ -126,7 +129,7 @@ def _build(pid: str, pc: ProviderConfig, key: str | None, retry: RetryPolicy | N
             sleep=retry.sleep,
             random=retry.random,
         )
-    client = httpx.AsyncClient(limits=httpx.Limits(max_connections=32, max_keepalive_connections=8))
+    client = outbound_client(limits=httpx.Limits(max_connections=32, max_keepalive_connections=8))
     if pc.api == "anthropic":
         return AnthropicProvider(pid, pc, api_key=key, client=client, retry=retry)
     return OpenAIProvider(pid, pc, api_key=key, client=client, retry=retry)
