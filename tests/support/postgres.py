@@ -8,6 +8,7 @@ the reason. The HTTP and multi-process suites use it to run on the PostgreSQL st
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +29,9 @@ def _pg(sql: str) -> None:
         finally:
             await conn.close()
 
-    asyncio.run(run())
+    # On a thread of its own: a test may hold an event loop in this thread (Playwright's sync API).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, run()).result()
 
 
 @contextmanager
