@@ -138,6 +138,8 @@ class Dispatcher:
                 size=meta.size,
                 action=kind,
                 rule_id=rule_id,
+                event_ids=tuple(e.event_id for e in events),
+                run_ids=tuple(r.run_id for r in runs),
             ),
             events=tuple(events),
             runs=tuple(runs),
