@@ -16,9 +16,11 @@ from litestar.datastructures import State
 from litestar.types import Receive, Scope, Send
 
 from hookwise.server.admin import AdminController
+from hookwise.server.admin_recover import RecoverController
 from hookwise.server.auth import TokenCheck
 from hookwise.server.errors import EXCEPTION_HANDLERS
 from hookwise.server.gateway import Gateway
+from hookwise.server.openapi import openapi_config
 
 
 @get("/healthz", sync_to_thread=False)
@@ -27,11 +29,11 @@ def healthz() -> dict[str, Any]:
 
 
 def create_app(gateway: Gateway) -> Litestar:
-    handlers: list[Any] = [healthz, AdminController]
+    handlers: list[Any] = [healthz, AdminController, RecoverController]
     if gateway.hooks is not None:
         endpoint = gateway.hooks
 
-        @asgi(gateway.config.hooks.path, is_mount=True, copy_scope=False)
+        @asgi(gateway.config.hooks.path, is_mount=True, copy_scope=False, include_in_schema=False)
         async def hooks(scope: Scope, receive: Receive, send: Send) -> None:
             await endpoint(scope, receive, send)
 
@@ -48,7 +50,7 @@ def create_app(gateway: Gateway) -> Litestar:
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=[lifespan],
         state=State({"gateway": gateway, "admin_token": TokenCheck(token) if token else None}),
-        openapi_config=None,
+        openapi_config=openapi_config(),
         logging_config=None,
         debug=False,
     )

@@ -138,6 +138,15 @@ class Runtime:
         if any(e.mode == "now" for e in events):
             self.request_heartbeat("wake")
 
+    def requeued(self, kind: str) -> None:
+        """Failed work went back to the queue (an admin retry): `run` or `delivery`."""
+        if kind == "run":
+            self.runs.notify()
+            if self.shared:
+                self._signal("runs")
+        else:
+            self.deliveries.notify()
+
     async def start(self) -> None:
         now = time.time()
         route = self._config.session.last_route
