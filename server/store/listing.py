@@ -137,15 +137,23 @@ def listing_query(
 
 SESSIONS_QUERY = (
     # the distinct session keys after the cursor, one index seek each (a loose index scan), with
-    # each one's last turn time and its last route
+    # each one's last turn time and its last route (primary-key lookups); in key order as made
     "WITH RECURSIVE keys(k, n) AS ("
     " SELECT (SELECT min(session_key) FROM turns WHERE session_key > {after}), 1"
     " UNION ALL"
     " SELECT (SELECT min(session_key) FROM turns WHERE session_key > keys.k), keys.n + 1"
     " FROM keys WHERE keys.k IS NOT NULL AND keys.n <= {limit}"
     ") SELECT k, (SELECT created_at FROM turns WHERE session_key = k ORDER BY seq DESC LIMIT 1),"
-    " s.last_channel, s.last_to"
-    " FROM keys LEFT JOIN sessions s ON s.session_key = keys.k WHERE k IS NOT NULL ORDER BY k"
+    " (SELECT last_channel FROM sessions WHERE session_key = k),"
+    " (SELECT last_to FROM sessions WHERE session_key = k)"
+    " FROM keys WHERE k IS NOT NULL"
+)
+
+#: PostgreSQL's planner, told that a listing walks an index: with few matching rows expected it
+#: would otherwise read them all through a bitmap and sort them, which is what grows with the
+#: store. Set for the listing's transaction only (`SET LOCAL`).
+POSTGRES_WALK = (
+    "SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off"
 )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -24,6 +24,7 @@ from hookwise.server.store.base import (
 )
 from hookwise.server.store.listing import (
     LISTINGS,
+    POSTGRES_WALK,
     Filters,
     ListingShortcuts,
     listing_query,
@@ -62,7 +63,13 @@ class PostgresAdminReads(ListingShortcuts):
         """One page of a listing (`store.listing.LISTINGS`), newest first."""
         listing, convert = LISTINGS[name]
         sql, args = listing_query(listing, filters, cursor=cursor, limit=limit, placeholder=P)
-        return page_of(await self._readers.fetch(sql, *args), limit, convert)
+        return page_of(await self._walk(sql, args), limit, convert)
+
+    async def _walk(self, sql: str, args: list[Any]) -> list[Any]:
+        """Rows of a listing, its plan held to an index walk (`POSTGRES_WALK`)."""
+        async with self._readers.acquire() as conn, conn.transaction(readonly=True):
+            await conn.execute(POSTGRES_WALK)
+            return await conn.fetch(sql, *args)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         row = await self._readers.fetchrow(
@@ -89,8 +96,8 @@ class PostgresAdminReads(ListingShortcuts):
 
     async def list_sessions(self, *, limit: int, cursor: str | None) -> Page:
         sql, args = sessions_query(cursor=cursor, limit=limit, placeholder=P)
-        rows = await self._readers.fetch(sql, *args)
-        items = [SessionRecord(*r) for r in rows[:limit]]
+        rows = await self._walk(sql, args)
+        items = sorted((SessionRecord(*r) for r in rows[:limit]), key=lambda s: s.session_key)
         return Page(items, items[-1].session_key if len(rows) > limit else None)
 
     async def retry(self, kind: str, req: RetryRequest) -> int:

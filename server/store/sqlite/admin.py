@@ -91,7 +91,7 @@ class SQLiteAdminReads(ListingShortcuts):
     async def list_sessions(self, *, limit: int, cursor: str | None) -> Page:
         sql, args = sessions_query(cursor=cursor, limit=limit, placeholder=P)
         rows = await self._fetch(sql, args)
-        items = [SessionRecord(*r) for r in rows[:limit]]
+        items = sorted((SessionRecord(*r) for r in rows[:limit]), key=lambda s: s.session_key)
         return Page(items, items[-1].session_key if len(rows) > limit else None)
 
     async def retry(self, kind: str, req: RetryRequest) -> int:
