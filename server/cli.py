@@ -150,6 +150,12 @@ def _add_optional_commands(sub: Any) -> None:
     else:
         add_rules(sub)
     try:
+        from hookwise.server.admin_cli import add_cli as add_admin
+    except ImportError:
+        pass
+    else:
+        add_admin(sub)
+    try:
         from hookwise.server.gmail.cli import add_cli as add_gmail
     except ImportError:
         pass
