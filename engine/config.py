@@ -46,6 +46,14 @@ class TransformLimitsConfig:
 
 
 @attrs.frozen
+class RetainPayloadsConfig:
+    """`hooks.retainPayloads`: keep each request's raw body and headers (auth headers and the
+    `token` query parameter removed) for this long, so it can be replayed; off when absent."""
+
+    keep_for: Duration = attrs.field(metadata={"key": "for"})
+
+
+@attrs.frozen
 class HooksConfig:
     """`hooks.*`: the inbound webhook interface."""
 
@@ -63,6 +71,7 @@ class HooksConfig:
     auth_throttle: AuthThrottleConfig = attrs.field(factory=AuthThrottleConfig)
     transform_limits: TransformLimitsConfig = attrs.field(factory=TransformLimitsConfig)
     gmail: GmailConfig | None = None
+    retain_payloads: RetainPayloadsConfig | None = None
 
 
 @attrs.frozen

@@ -7,6 +7,7 @@ Times are ISO-8601 strings in UTC with millisecond precision (`2026-11-24T23:52:
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import msgspec
 
@@ -344,3 +345,38 @@ class Problem(Model, kw_only=True):
     error: str
     code: str
     field: str | None = None
+
+
+# --- replay ---------------------------------------------------------------------------------------
+
+
+class ReplayAction(Model, kw_only=True):
+    """An action today's rules make of a kept request: `wake` or `agent`, with its fields."""
+
+    kind: str
+    fields: dict[str, Any]
+
+
+class ReplayPreview(Answer, kw_only=True):
+    """`?dryRun=true`: what a replay would do; nothing is stored."""
+
+    dry_run: bool = True
+    rule: str | None
+    skipped: bool
+    actions: list[ReplayAction]
+
+
+class Replayed(Answer, kw_only=True):
+    """A replay dispatched: its own request log line (`requestId`) and what it created."""
+
+    request_id: str
+    replay_of: str
+    status: int
+    rule: str | None
+    skipped: bool
+    event_ids: list[str]
+    run_ids: list[str]
+
+
+class PayloadDeleted(Answer, kw_only=True):
+    request_id: str

@@ -17,6 +17,7 @@ from litestar.types import Receive, Scope, Send
 
 from hookwise.server.admin import AdminController
 from hookwise.server.admin_recover import RecoverController
+from hookwise.server.admin_replay import ReplayController
 from hookwise.server.auth import TokenCheck
 from hookwise.server.errors import EXCEPTION_HANDLERS
 from hookwise.server.gateway import Gateway
@@ -29,7 +30,7 @@ def healthz() -> dict[str, Any]:
 
 
 def create_app(gateway: Gateway) -> Litestar:
-    handlers: list[Any] = [healthz, AdminController, RecoverController]
+    handlers: list[Any] = [healthz, AdminController, RecoverController, ReplayController]
     if gateway.hooks is not None:
         endpoint = gateway.hooks
 

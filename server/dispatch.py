@@ -35,6 +35,8 @@ class RequestMeta:
     path: str
     client: str | None
     size: int
+    #: the id of the request's log line (and of its kept payload)
+    request_id: str = attrs.field(factory=new_id)
 
 
 def _run(action: AgentAction, rule_id: str | None) -> NewRun:
@@ -138,6 +140,7 @@ class Dispatcher:
                 size=meta.size,
                 action=kind,
                 rule_id=rule_id,
+                request_id=meta.request_id,
                 event_ids=tuple(e.event_id for e in events),
                 run_ids=tuple(r.run_id for r in runs),
             ),
@@ -170,5 +173,6 @@ class Dispatcher:
                 size=meta.size,
                 rule_id=rule_id,
                 code=code,
+                request_id=meta.request_id,
             )
         )

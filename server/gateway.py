@@ -133,6 +133,7 @@ class Gateway:
                     max_body_bytes=hooks.max_body_bytes,
                     body_timeout=float(hooks.body_timeout_seconds),
                     policy=validation_policy(self.config, self.channels),
+                    retain_payloads=hooks.retain_payloads is not None,
                 ),
                 token=TokenCheck(hooks.token),
                 throttle=(SharedAuthThrottle if self.shared else AuthThrottle)(
@@ -195,6 +196,21 @@ class Gateway:
                 log.exception("pruning the store failed")
             await asyncio.sleep(PRUNE_EVERY)
 
+    async def _prune_payloads_forever(self) -> None:
+        """Forget kept payloads older than `hooks.retainPayloads.for` (all of them when it is
+        off: a payload is never kept longer than the configuration allows)."""
+        retain = self.config.hooks.retain_payloads
+        keep = float(retain.keep_for) if retain is not None else 0.0
+        every = max(0.5, min(PRUNE_EVERY, keep / 2))
+        while True:
+            try:
+                await self.store.prune_payloads(before=time.time() - keep)
+            except Exception:
+                log.exception("pruning kept payloads failed")
+            if retain is None:
+                return
+            await asyncio.sleep(every)
+
     def _start_mail_watcher(self) -> None:
         """Start the mail watcher when `hooks.gmail` is configured (and hooks are enabled)."""
         gmail = self.config.hooks.gmail
@@ -226,6 +242,9 @@ class Gateway:
         """Open the store and start background work; undo it all on exit."""
         await self.store.open()
         self._tasks.append(asyncio.create_task(self._prune_forever(), name="hookwise-prune"))
+        self._tasks.append(
+            asyncio.create_task(self._prune_payloads_forever(), name="hookwise-prune-payloads")
+        )
         await self.runtime.start()
         self._start_mail_watcher()
         try:

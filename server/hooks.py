@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import parse_qsl, unquote, urlencode
 
 import attrs
 from litestar.types import Receive, Scope, Send
@@ -30,6 +31,7 @@ from hookwise.engine.errors import RequestError
 from hookwise.engine.request import InboundRequest
 from hookwise.server.asgi import content_length, read_body, send_error, send_json
 from hookwise.server.auth import (
+    TOKEN_HEADER,
     AuthThrottle,
     SharedAuthThrottle,
     TokenCheck,
@@ -38,6 +40,7 @@ from hookwise.server.auth import (
 )
 from hookwise.server.dispatch import Dispatcher, RequestMeta, respond_body
 from hookwise.server.payload import content_type, parse_payload
+from hookwise.server.store.base import StoredPayload
 
 log = logging.getLogger("hookwise.hooks")
 
@@ -64,6 +67,8 @@ class HookSettings:
     max_body_bytes: int
     body_timeout: float
     policy: ValidationPolicy
+    #: keep each authenticated request's body and headers for replay (`hooks.retainPayloads`)
+    retain_payloads: bool = False
 
 
 def _sub_path(scope: Scope, hook_path: str) -> str | None:
@@ -132,6 +137,8 @@ class HookEndpoint:
                 timeout=self.settings.body_timeout,
             )
             meta = attrs.evolve(meta, size=len(body))
+            if self.settings.retain_payloads:
+                self._retain(sub, headers, scope.get("query_string", b""), body, meta)
             await self._handle(sub, headers, scope, body, meta, send)
         except _LockedOut as e:
             await send_error(send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())])
@@ -193,51 +200,17 @@ class HookEndpoint:
                     "invalid_idempotency_key",
                     f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters",
                 )
-        policy = self.settings.policy
-        rule_id: str | None = None
-        respond = None
-        actions: list[Action]
-        if sub == "wake":
-            actions = [validate_wake(payload)]
-        elif sub == "agent":
-            actions = [validate_agent(payload, policy)]
-        else:
-            rules = self._rules()
-            request = InboundRequest(
-                path=sub,
-                payload=payload,
-                headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
-                query=dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))),
-                raw_body=body,
-                now=datetime.now(UTC),
-            )
-            rule = rules.select(request) if rules is not None else None
-            if rule is None:
-                raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
-            outcome = await rules.evaluate(rule, request)
-            rule_id = outcome.rule_id
-            if outcome.skipped or not outcome.actions:
-                respond = outcome.respond
-                status = respond.status if respond is not None else 204
-                self._dispatcher.refused(meta, status, "skipped", rule_id)
-                if respond is None:
-                    await send_json(send, 204, None)
-                else:
-                    headers = [(k.lower().encode(), v.encode()) for k, v in respond.headers.items()]
-                    await send_json(send, status, respond_body(respond), headers)
-                return
-            try:
-                actions = [
-                    validate_action(spec.kind, spec.fields, policy, internal=True)
-                    for spec in outcome.actions
-                ]
-            except RequestError as e:
-                raise attrs.evolve(
-                    e,
-                    message=f"rule {rule_id!r} produced an invalid action: {e.message}",
-                    rule_id=rule_id,
-                ) from None
-            respond = outcome.respond
+        resolved = await self.resolve(sub, payload, headers, scope.get("query_string", b""), body)
+        rule_id, respond, actions = resolved.rule_id, resolved.respond, resolved.actions
+        if resolved.skipped:
+            status = respond.status if respond is not None else 204
+            self._dispatcher.refused(meta, status, "skipped", rule_id)
+            if respond is None:
+                await send_json(send, 204, None)
+            else:
+                headers = [(k.lower().encode(), v.encode()) for k, v in respond.headers.items()]
+                await send_json(send, status, respond_body(respond), headers)
+            return
         fingerprint = None
         if idem_key is not None:
             fingerprint = hashlib.sha256(meta.path.encode() + b"\n" + body).hexdigest()
@@ -260,3 +233,89 @@ class HookEndpoint:
         if accepted.replayed:
             hdrs += _REPLAYED
         await send_json(send, accepted.status, accepted.body or None, hdrs)
+
+    async def resolve(
+        self,
+        sub: str,
+        payload: Any,
+        headers: list[tuple[bytes, bytes]],
+        query_string: bytes,
+        body: bytes,
+    ) -> Resolved:
+        """The validated actions a request asks for (`wake`, `agent`, or the mapped-hook rules
+        for any other name); a RequestError when it is refused. Also what a replay runs."""
+        policy = self.settings.policy
+        if sub == "wake":
+            return Resolved([validate_wake(payload)])
+        if sub == "agent":
+            return Resolved([validate_agent(payload, policy)])
+        rules = self._rules()
+        request = InboundRequest(
+            path=sub,
+            payload=payload,
+            headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
+            query=dict(parse_qsl(query_string.decode("latin-1"))),
+            raw_body=body,
+            now=datetime.now(UTC),
+        )
+        rule = rules.select(request) if rules is not None else None
+        if rule is None:
+            raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
+        outcome = await rules.evaluate(rule, request)
+        rule_id = outcome.rule_id
+        if outcome.skipped or not outcome.actions:
+            return Resolved([], rule_id, outcome.respond, skipped=True)
+        try:
+            actions = [
+                validate_action(spec.kind, spec.fields, policy, internal=True)
+                for spec in outcome.actions
+            ]
+        except RequestError as e:
+            raise attrs.evolve(
+                e,
+                message=f"rule {rule_id!r} produced an invalid action: {e.message}",
+                rule_id=rule_id,
+            ) from None
+        return Resolved(actions, rule_id, outcome.respond)
+
+    def _retain(
+        self, sub: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes, meta: Any
+    ) -> None:
+        """Keep the request for replay (`hooks.retainPayloads`): never its token."""
+        self._dispatcher.store.keep_payload(
+            StoredPayload(
+                request_id=meta.request_id,
+                path=sub,
+                query=without_token(query),
+                headers=tuple(
+                    (k.decode("latin-1"), v.decode("latin-1"))
+                    for k, v in headers
+                    if k not in AUTH_HEADERS
+                ),
+                body=body,
+                created_at=time.time(),
+            )
+        )
+
+
+#: never kept with a payload: whatever may carry a credential
+AUTH_HEADERS = frozenset(
+    {b"authorization", b"proxy-authorization", b"cookie", TOKEN_HEADER, b"x-api-key"}
+)
+
+
+def without_token(query: bytes) -> str:
+    """The query string without its `token` parameter."""
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    return urlencode([(k, v) for k, v in pairs if k != "token"])
+
+
+@attrs.frozen
+class Resolved:
+    """What a request resolves to: its actions, the rule that made them, the rule's fixed
+    answer; `skipped` when a transform dropped it."""
+
+    actions: list[Action]
+    rule_id: str | None = None
+    respond: Any = None
+    skipped: bool = False

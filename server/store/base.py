@@ -544,3 +544,16 @@ class RetryRequest:
     filters: Any = None
     limit: int | None = None
     dry_run: bool = False
+
+
+@attrs.frozen
+class StoredPayload:
+    """A request kept for replay (`hooks.retainPayloads`): the hook name (the path after the hook
+    path), the query string without `token`, the headers without auth headers, the raw body."""
+
+    request_id: str
+    path: str
+    query: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    created_at: float

@@ -11,6 +11,7 @@ so a row stored out of time order (two processes, one clock tick) is never shown
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from hookwise.server.store.base import (
     HeartbeatRecord,
     Page,
     RetryRequest,
+    StoredPayload,
     cursor_value,
 )
 from hookwise.server.store.rows import (
@@ -93,8 +95,12 @@ def equal_conditions(listing: Listing, filters: Filters, arg: Arguments) -> list
     return out
 
 
-def window_conditions(listing: Listing, filters: Filters, arg: Arguments) -> list[str]:
-    """The time window as bounds on `seq` (read through the time index) plus the time check."""
+def window_conditions(
+    listing: Listing, filters: Filters, arg: Arguments, *, below: int | None = None
+) -> list[str]:
+    """The time window as bounds on `seq` (read through the time index) plus the time check;
+    with `below` (a page's cursor), also `seq < below`, folded into the upper bound when there
+    is `until` (an index range has one upper bound: two would leave one to check row by row)."""
     t, table = listing.time_column, listing.table
     out = []
     if filters.since is not None:
@@ -105,11 +111,14 @@ def window_conditions(listing: Listing, filters: Filters, arg: Arguments) -> lis
         out.append(f"+{t} >= {since}")  # `+`: a condition to check, not an index to use
     if filters.until is not None:
         until = arg(filters.until)
+        before = f" AND seq < {arg(below)}" if below is not None else ""
         out.append(
-            f"seq <= (SELECT seq FROM {table} WHERE {t} < {until}"
+            f"seq <= (SELECT seq FROM {table} WHERE {t} < {until}{before}"
             f" ORDER BY {t} DESC, seq DESC LIMIT 1)"
         )
         out.append(f"+{t} < {until}")
+    elif below is not None:
+        out.append(f"seq < {arg(below)}")
     return out
 
 
@@ -124,9 +133,8 @@ def listing_query(
     """The statement and its arguments for one page (`limit + 1` rows, see `page_of`)."""
     arg = Arguments(placeholder)
     where = [
-        f"seq < {arg(cursor_value(cursor))}",
         *equal_conditions(listing, filters, arg),
-        *window_conditions(listing, filters, arg),
+        *window_conditions(listing, filters, arg, below=cursor_value(cursor)),
     ]
     sql = (
         f"SELECT {listing.columns} FROM {listing.table} WHERE {' AND '.join(where)}"
@@ -300,3 +308,18 @@ def retry_update(kind: str, placeholder: Placeholder) -> tuple[str, bool]:
 def retry_log(placeholder: Placeholder) -> str:
     values = ", ".join(placeholder(n) for n in range(1, 8))
     return f"INSERT INTO retries ({RETRY_COLUMNS}) VALUES ({values})"
+
+
+# --- kept payloads -------------------------------------------------------------------------------
+
+PAYLOAD_COLUMNS = "request_id, path, query, headers, body, created_at"
+
+
+def payload_row(p: StoredPayload) -> tuple[Any, ...]:
+    return (p.request_id, p.path, p.query, json.dumps(p.headers), p.body, p.created_at)
+
+
+def payload_record(row: Any) -> StoredPayload:
+    r = list(row)
+    headers = tuple((str(k), str(v)) for k, v in json.loads(r[3]))
+    return StoredPayload(r[0], r[1], r[2], headers, bytes(r[4]), r[5])

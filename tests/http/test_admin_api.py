@@ -172,6 +172,15 @@ def test_since_and_until_narrow_to_a_window(gw: GatewayProcess) -> None:
     before = [r["runId"] for r in gw.admin("/api/runs", until=middle.isoformat())["items"]]
     assert second in after and first not in after
     assert first in before and second not in before
+    # pages inside a window: every run once, newest first
+    seen, cursor = [], None
+    while True:
+        params = {"until": middle.isoformat(), "limit": 1} | ({"cursor": cursor} if cursor else {})
+        page = gw.admin("/api/runs", **params)
+        seen += [r["runId"] for r in page["items"]]
+        if (cursor := page["nextCursor"]) is None:
+            break
+    assert seen == before and len(seen) == len(set(seen)) and first in seen
     # an offset-less time is UTC
     naive = middle.replace(tzinfo=None).isoformat()
     assert [r["runId"] for r in gw.admin("/api/runs", since=naive)["items"]] == after

@@ -20,14 +20,18 @@ from hookwise.server.store.base import (
     RetryRequest,
     RunRecord,
     SessionRecord,
+    StoredPayload,
     page_of,
 )
 from hookwise.server.store.listing import (
     LISTINGS,
+    PAYLOAD_COLUMNS,
     POSTGRES_WALK,
     Filters,
     ListingShortcuts,
     listing_query,
+    payload_record,
+    payload_row,
     postgres_placeholder,
     retry_log,
     retry_pick_query,
@@ -56,6 +60,8 @@ class PostgresAdminReads(ListingShortcuts):
 
     def write(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> asyncio.Future[T]:
         raise NotImplementedError
+
+    _writer: Any
 
     async def admin_list(
         self, name: str, filters: Filters, *, limit: int, cursor: str | None
@@ -121,3 +127,50 @@ class PostgresAdminReads(ListingShortcuts):
             return len(rows)
 
         return await self.write(fn)
+
+    # kept payloads (hooks.retainPayloads)
+
+    def keep_payload(self, payload: StoredPayload) -> None:
+        """Keep a request for replay; written with the next group, never awaited."""
+        row = payload_row(payload)
+
+        async def fn(conn: asyncpg.Connection) -> None:
+            await conn.execute(
+                f"INSERT INTO payloads ({PAYLOAD_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)"
+                " ON CONFLICT (request_id) DO NOTHING",
+                *row,
+            )
+
+        self._writer.submit_nowait(fn)
+
+    async def get_payload(self, request_id: str) -> StoredPayload | None:
+        row = await self._readers.fetchrow(
+            f"SELECT {PAYLOAD_COLUMNS} FROM payloads WHERE request_id = $1", request_id
+        )
+        return payload_record(row) if row else None
+
+    async def delete_payload(self, request_id: str) -> bool:
+        async def fn(conn: asyncpg.Connection) -> bool:
+            done = await conn.execute("DELETE FROM payloads WHERE request_id = $1", request_id)
+            return done != "DELETE 0"
+
+        return await self.write(fn)
+
+    async def prune_payloads(self, *, before: float, batch: int = 1000) -> int:
+        """Forget payloads kept since before `before`, in small batches; how many."""
+        total = 0
+        while True:
+
+            async def fn(conn: asyncpg.Connection) -> int:
+                done = await conn.execute(
+                    "DELETE FROM payloads WHERE request_id IN (SELECT request_id FROM payloads"
+                    " WHERE created_at < $1 ORDER BY created_at LIMIT $2)",
+                    before,
+                    batch,
+                )
+                return int(done.split()[-1])
+
+            n = await self.write(fn)
+            total += n
+            if n < batch:
+                return total

@@ -21,13 +21,17 @@ from hookwise.server.store.base import (
     RetryRequest,
     RunRecord,
     SessionRecord,
+    StoredPayload,
     page_of,
 )
 from hookwise.server.store.listing import (
     LISTINGS,
+    PAYLOAD_COLUMNS,
     Filters,
     ListingShortcuts,
     listing_query,
+    payload_record,
+    payload_row,
     retry_log,
     retry_pick_query,
     retry_update,
@@ -54,6 +58,8 @@ class SQLiteAdminReads(ListingShortcuts):
 
     def write(self, fn: Callable[[sqlite3.Cursor], T]) -> asyncio.Future[T]:
         raise NotImplementedError
+
+    _writer: Any
 
     async def _fetch(self, sql: str, args: list[Any] | tuple[Any, ...]) -> list[Any]:
         return await self._read(lambda conn: conn.execute(sql, args).fetchall())
@@ -111,3 +117,46 @@ class SQLiteAdminReads(ListingShortcuts):
             return len(rows)
 
         return await self.write(fn)
+
+    # kept payloads (hooks.retainPayloads)
+
+    def keep_payload(self, payload: StoredPayload) -> None:
+        """Keep a request for replay; written with the next group, never awaited."""
+        row = payload_row(payload)
+        self._writer.submit_nowait(
+            lambda cur: cur.execute(
+                f"INSERT OR REPLACE INTO payloads ({PAYLOAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                row,
+            )
+        )
+
+    async def get_payload(self, request_id: str) -> StoredPayload | None:
+        rows = await self._fetch(
+            f"SELECT {PAYLOAD_COLUMNS} FROM payloads WHERE request_id = ?", (request_id,)
+        )
+        return payload_record(rows[0]) if rows else None
+
+    async def delete_payload(self, request_id: str) -> bool:
+        def fn(cur: sqlite3.Cursor) -> bool:
+            return (
+                cur.execute("DELETE FROM payloads WHERE request_id = ?", (request_id,)).rowcount > 0
+            )
+
+        return await self.write(fn)
+
+    async def prune_payloads(self, *, before: float, batch: int = 1000) -> int:
+        """Forget payloads kept since before `before`, in small batches; how many."""
+        total = 0
+        while True:
+
+            def fn(cur: sqlite3.Cursor) -> int:
+                return cur.execute(
+                    "DELETE FROM payloads WHERE request_id IN (SELECT request_id FROM payloads"
+                    " WHERE created_at < ? ORDER BY created_at LIMIT ?)",
+                    (before, batch),
+                ).rowcount
+
+            n = await self.write(fn)
+            total += n
+            if n < batch:
+                return total

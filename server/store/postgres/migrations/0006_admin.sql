@@ -38,3 +38,15 @@ CREATE TABLE retries (
     at         double precision NOT NULL
 );
 CREATE INDEX retries_target ON retries (target_id);
+
+-- raw requests kept for replay (hooks.retainPayloads; off by default): the body and the headers
+-- without auth headers, the query without `token`; never in the request log
+CREATE TABLE payloads (
+    request_id text PRIMARY KEY,
+    path       text NOT NULL,
+    query      text NOT NULL,
+    headers    text NOT NULL,
+    body       bytea NOT NULL,
+    created_at double precision NOT NULL
+);
+CREATE INDEX payloads_created ON payloads (created_at);

@@ -37,3 +37,15 @@ CREATE TABLE retries (
     at         REAL NOT NULL
 );
 CREATE INDEX retries_target ON retries (target_id);
+
+-- raw requests kept for replay (hooks.retainPayloads; off by default): the body and the headers
+-- without auth headers, the query without `token`; never in the request log
+CREATE TABLE payloads (
+    request_id TEXT PRIMARY KEY,
+    path       TEXT NOT NULL,
+    query      TEXT NOT NULL,
+    headers    TEXT NOT NULL,
+    body       BLOB NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX payloads_created ON payloads (created_at);
