@@ -214,6 +214,27 @@ def guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
     return command
 
 
+def cmd_requests_replay(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        path = f"/api/requests/{args.request_id}/replay" + ("?dryRun=true" if args.dry_run else "")
+        answer = client.post(path)
+
+    def show(out: TextIO) -> None:
+        if args.dry_run:
+            print(f"rule: {_cell(answer['rule'])}; skipped: {answer['skipped']}", file=out)
+            for action in answer["actions"]:
+                print(f"{action['kind']}: {json.dumps(action['fields'])}", file=out)
+            return
+        made = answer["runIds"] + answer["eventIds"]
+        print(
+            f"replayed as {answer['requestId']} (HTTP {answer['status']}): {_cell(made)}",
+            file=out,
+        )
+
+    _emit(args, answer, show)
+    return 0
+
+
 # --- the parser -----------------------------------------------------------------------------------
 
 
@@ -304,3 +325,15 @@ def add_cli(subparsers: Any) -> None:
     p.set_defaults(
         func=guarded(_listing("/api/requests", REQUEST_COLUMNS, "status", "rule", "since", "until"))
     )
+    p = sub.add_parser(
+        "replay",
+        help="run a kept request through today's rules (needs hooks.retainPayloads)",
+        description=(
+            "Run a kept request through the rules as they are now and dispatch what they make "
+            "(--dry-run: print the actions, store nothing)."
+        ),
+    )
+    _common(p)
+    p.add_argument("request_id", metavar="REQUEST_ID")
+    p.add_argument("--dry-run", action="store_true", help="print the actions, store nothing")
+    p.set_defaults(func=guarded(cmd_requests_replay))

@@ -3,6 +3,7 @@ token), replaying through today's rules after a rule fix, the dry run, deleting 
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable
@@ -152,3 +153,19 @@ def test_nothing_is_kept_by_default(start_gateway) -> None:
     time.sleep(0.3)  # past the next group commit
     r = admin(gw, "POST", f"/api/requests/{request_id}/replay", dryRun="true")
     assert r.status_code == 404 and r.json()["code"] == "payload_not_found"
+
+
+def test_the_cli_replays_a_kept_request(start_gateway) -> None:
+    from tests.http.test_admin_cli import hookwise
+
+    gw = start(start_gateway)
+    gw.hook("wake", {"text": "from the cli", "mode": "next-heartbeat"})
+    request_id = eventually(lambda: logged(gw, "/hooks/wake"))["requestId"]
+    done = hookwise("requests", "replay", request_id, "--dry-run", "--url", gw.url)
+    assert done.returncode == 0, done.stderr
+    assert 'wake: {"text": "from the cli", "mode": "next-heartbeat"}' in done.stdout
+    done = hookwise("requests", "replay", request_id, "--url", gw.url, "--json")
+    answer = json.loads(done.stdout)
+    assert answer["replayOf"] == request_id and len(answer["eventIds"]) == 1
+    done = hookwise("requests", "replay", "nope", "--url", gw.url)
+    assert done.returncode == 1 and "(payload_not_found)" in done.stderr
