@@ -194,10 +194,21 @@ def statement(
     )
 
 
-def sqlite_plan(conn: sqlite3.Connection, sql: str, args: list[Any]) -> tuple[list[str], bool]:
+DB_REPS = 20
+
+
+def sqlite_plan(
+    conn: sqlite3.Connection, sql: str, args: list[Any]
+) -> tuple[list[str], bool, float]:
+    """The plan, whether it walks an index, and the query's median time in the database (ms)."""
     rows = conn.execute(f"EXPLAIN QUERY PLAN {sql}", args).fetchall()
     lines = [r[3] for r in rows]
-    return lines, not any("TEMP B-TREE" in line for line in lines)
+    times = []
+    for _ in range(DB_REPS):
+        t0 = time.perf_counter()
+        conn.execute(sql, args).fetchall()
+        times.append((time.perf_counter() - t0) * 1000)
+    return lines, not any("TEMP B-TREE" in line for line in lines), statistics.median(times)
 
 
 def _pg_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -209,12 +220,16 @@ def _pg_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
 BAD_PG_NODES = ("Sort", "Seq Scan", "Bitmap Heap Scan", "Incremental Sort")
 
 
-async def postgres_plan(conn: Any, sql: str, args: list[Any]) -> tuple[list[str], bool]:
-    # the plan the server uses for the statement with these values
-    async with conn.transaction(readonly=True):
-        await conn.execute(POSTGRES_WALK)  # as the store runs listings
-        stmt = await conn.prepare(f"EXPLAIN (FORMAT JSON) {sql}")
-        [doc] = json.loads(await stmt.fetchval(*args))
+async def postgres_plan(conn: Any, sql: str, args: list[Any]) -> tuple[list[str], bool, float]:
+    """The plan the server uses for the statement with these values, whether it walks an
+    index, and the median execution time the server reports (EXPLAIN ANALYZE, ms)."""
+    times = []
+    for _ in range(DB_REPS):
+        async with conn.transaction(readonly=True):
+            await conn.execute(POSTGRES_WALK)  # as the store runs listings
+            stmt = await conn.prepare(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}")
+            [doc] = json.loads(await stmt.fetchval(*args))
+        times.append(doc["Execution Time"])
     nodes = list(_pg_nodes(doc["Plan"]))
     lines = [
         n["Node Type"]
@@ -223,7 +238,7 @@ async def postgres_plan(conn: Any, sql: str, args: list[Any]) -> tuple[list[str]
         for n in nodes
     ]
     ok = not any(n["Node Type"] in BAD_PG_NODES for n in nodes)
-    return lines, ok
+    return lines, ok, statistics.median(times)
 
 
 # --- latency -------------------------------------------------------------------------------------
@@ -314,8 +329,8 @@ def check_plans(kind: str, url: str, now: float) -> list[dict[str, Any]]:
             try:
                 for label, _, name, filters, extra in queries(now):
                     sql, args = statement(name, filters, extra, postgres_placeholder)
-                    lines, ok = await postgres_plan(conn, sql, args)
-                    out.append({"query": label, "ok": ok, "plan": lines})
+                    lines, ok, ms = await postgres_plan(conn, sql, args)
+                    out.append({"query": label, "ok": ok, "plan": lines, "db_ms": ms})
             finally:
                 await conn.close()
 
@@ -325,8 +340,8 @@ def check_plans(kind: str, url: str, now: float) -> list[dict[str, Any]]:
         try:
             for label, _, name, filters, extra in queries(now):
                 sql, args = statement(name, filters, extra, sqlite_placeholder)
-                lines, ok = sqlite_plan(conn, sql, args)
-                out.append({"query": label, "ok": ok, "plan": lines})
+                lines, ok, ms = sqlite_plan(conn, sql, args)
+                out.append({"query": label, "ok": ok, "plan": lines, "db_ms": ms})
         finally:
             conn.close()
     return out
@@ -340,9 +355,10 @@ def bench_store(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         now = time.time()
         plans = check_plans(kind, url, now)
         result["plans"] = plans
-        print(f"\n{kind}: query plans")
+        print(f"\n{kind}: query plans, and the median time in the database ({DB_REPS} runs)")
         for p in plans:
-            print(f"  {'ok  ' if p['ok'] else 'FAIL'} {p['query']:<28} {' | '.join(p['plan'])}")
+            verdict = "ok  " if p["ok"] else "FAIL"
+            print(f"  {verdict} {p['query']:<28} {p['db_ms']:7.2f} ms  {' | '.join(p['plan'])}")
         timings = []
         with running(ServerSpec(f"{kind}-filled", "hookwise", store=url)) as server:
             for label, path, *_ in queries(now):
