@@ -57,7 +57,7 @@ def time_parameter(query: str, description: str) -> Any:
 LIMIT = Parameter(default=50, ge=1, le=MAX_LIMIT, description="items per page")
 CURSOR = Parameter(
     default=None,
-    pattern=r"^\d{1,19}$",
+    pattern=r"^\d{1,18}$",  # below 2**63: every store can compare it
     description="the `nextCursor` of the previous page",
 )
 SINCE = time_parameter("since", "created at or after this ISO-8601 time (UTC if no offset)")

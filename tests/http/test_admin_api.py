@@ -219,6 +219,7 @@ def test_a_bad_state_names_the_parameter_and_the_allowed_values(gw: GatewayProce
         ("/api/requests", {"status": "abc"}, "status"),
         ("/api/requests", {"status": "42"}, "status"),
         ("/api/runs", {"rule": "x" * 600}, "rule"),
+        ("/api/events", {"cursor": "9" * 19}, "cursor"),  # beyond 64 bits
     ],
 )
 def test_bad_filter_values_are_400_naming_the_parameter(
