@@ -55,7 +55,13 @@ def compile_rules(loaded: LoadedConfig) -> Any:
             timeout_ms=limits.timeout_ms, memory_mb=limits.memory_mb, pool_size=limits.pool_size
         ),
         env=dict(os.environ),  # `${NAME}` in rule files; read once, here, not in the engine
+        verify=hooks.verify,
     )
+
+
+def provider_ids(config: Config) -> frozenset[str]:
+    """The model providers a run can use: `models.providers` and the built-in `echo`."""
+    return frozenset(config.models.providers) | {"echo"}
 
 
 def validation_policy(
@@ -67,7 +73,7 @@ def validation_policy(
 
     if channels is None:
         channels = load_channels(config.channels)
-    models = ModelPolicy.from_config(config.agents.defaults)
+    models = ModelPolicy.from_config(config.agents.defaults, providers=provider_ids(config))
 
     def check_recipient(channel: str, to: str) -> str | None:
         configured = channels.get(channel)
@@ -148,6 +154,8 @@ class Gateway:
         self._tasks: list[asyncio.Task[None]] = []
         #: the port the service listens on (set by the CLI once bound); the mail watcher posts there
         self.listen_port: int | None = None
+        #: why the lifespan's start-up failed (the store unreachable, ...), for one clear line
+        self.startup_error: BaseException | None = None
         from hookwise.server.runtime.core import Runtime
 
         self.runtime = Runtime(

@@ -121,6 +121,7 @@ def test_rules_test_checks_the_model_allowlist(tmp_path: Path) -> None:
     config = _config(tmp_path, mappings=[mapping])
     data = yaml.safe_load(config.read_text())
     data["agents"] = {"defaults": {"models": {"openai/gpt-4o": {"alias": "gpt"}}}}
+    data["models"] = {"providers": {"openai": {"api": "openai", "baseUrl": "http://127.0.0.1:9"}}}
     config.write_text(yaml.safe_dump(data))
     code, out = _test(config, "x", {"model": "gpt"})
     assert (code, out["actions"][0]["validated"]["model"]) == (0, "openai/gpt-4o")
@@ -229,7 +230,7 @@ def test_rules_test_with_a_broken_config_prints_the_problems_and_exits_1(tmp_pat
 def test_rules_check_accepts_the_examples(tmp_path: Path) -> None:
     r = _cli("rules", "check", "--config", str(_examples(tmp_path, presets=["gmail"])))
     assert r.returncode == 0, r.stderr
-    assert "6 rule(s) compiled without problems" in r.stdout
+    assert "10 rule(s) compiled without problems" in r.stdout
     assert "github-pull-request" in r.stdout and "gmail" in r.stdout
 
 
