@@ -39,11 +39,15 @@ class AuthThrottleConfig:
 
 @attrs.frozen
 class TransformLimitsConfig:
-    """Per-call limits for sandboxed transforms."""
+    """Per-call limits for sandboxed transforms, and the sandbox worker processes that run them
+    (`workers` processes, each with an OS memory ceiling of `workerMemoryMb` beyond V8's start-up
+    reservations)."""
 
     timeout_ms: int = 1000
     memory_mb: int = 64
     pool_size: int = 2
+    workers: int = 2
+    worker_memory_mb: int = 512
 
 
 @attrs.frozen
@@ -122,7 +126,10 @@ class ProviderConfig:
     """`models.providers.<id>`: how to reach one model provider.
 
     `api` is the wire protocol: `openai` (Chat Completions), `anthropic` (Messages), `command`
-    (a local program: prompt on stdin, reply on stdout) or `echo` (built in).
+    (a local program: prompt on stdin, reply on stdout) or `echo` (built in). For `anthropic`,
+    `maxTokens` is the reply's `max_tokens` (default 4096) and `thinkingMode` how a thinking
+    level is requested: `auto` by the model's family (adaptive thinking with an effort for
+    Claude 4.6 and later, a token budget before), or always `adaptive` or `budget`.
     """
 
     api: Literal["openai", "anthropic", "command", "echo"]
@@ -133,6 +140,8 @@ class ProviderConfig:
     command: tuple[str, ...] = ()
     timeout_seconds: float = 120
     max_retries: int = 3
+    max_tokens: int | None = None
+    thinking_mode: Literal["auto", "adaptive", "budget"] = "auto"
 
 
 @attrs.frozen
@@ -152,9 +161,18 @@ class GatewayAuthConfig:
 
 @attrs.frozen
 class GatewayConfig:
-    """`gateway.*`."""
+    """`gateway.*`.
+
+    `trustedProxies`: addresses or CIDRs of reverse proxies whose `X-Forwarded-For`/`Forwarded`
+    name the client (see `hookwise.server.proxies`); `maxHeaderBytes`: the request line and
+    headers together (431 beyond it, before authentication); `headerTimeoutSeconds`: how long a
+    request's line and headers may take to arrive (408, then the connection is closed).
+    """
 
     auth: GatewayAuthConfig = attrs.field(factory=GatewayAuthConfig)
+    trusted_proxies: tuple[str, ...] = ()
+    max_header_bytes: int = 32768
+    header_timeout_seconds: Duration = Duration(10)
 
 
 @attrs.frozen

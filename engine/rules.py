@@ -3,7 +3,9 @@
 Order and identity:
 - Rules are tried in this order: `hooks.mappings`, then the mappings of each `hooks.rules` file (in
   the order listed; a glob's files sorted by name), then the presets named in `hooks.presets`
-  (from the project's `rules/presets/<name>.yaml`). The first rule that matches wins.
+  (from the project's `rules/presets/<name>.yaml`). The first rule that matches wins. Selection
+  looks candidates up by path and discriminator (`hookwise.engine.ruleindex`), with the result
+  of trying every rule in order.
 - A rule without `id` is `mapping-N`, N being its 1-based position in that combined order (as
   OpenClaw numbers `mapping-${index + 1}` over custom mappings then presets). Ids must be unique.
 
@@ -77,6 +79,7 @@ from hookwise.engine.render import (
     visible_query,
 )
 from hookwise.engine.request import InboundRequest
+from hookwise.engine.ruleindex import RuleIndex
 from hookwise.engine.signatures import SignatureError, Verifier, compile_verifier
 from hookwise.engine.signatures.door import Dedupe, Door, compile_dedupe, compile_doors
 from hookwise.engine.transforms import (
@@ -429,10 +432,11 @@ class RuleSet:
         self._rules = tuple(rules)
         self._host = host
         self._doors = dict(doors or {})
-        self._wildcard = tuple(r for r in self._rules if r.path is None)
+        # Selection: a lookup by path, then by discriminator (`hookwise.engine.ruleindex`).
+        self._wildcard = RuleIndex([r for r in self._rules if r.path is None])
         paths = {r.path for r in self._rules if r.path is not None}
         self._by_path = {
-            p: tuple(r for r in self._rules if r.path is None or r.path == p) for p in paths
+            p: RuleIndex([r for r in self._rules if r.path is None or r.path == p]) for p in paths
         }
 
     @property
@@ -528,11 +532,19 @@ class RuleSet:
 
     def select(self, request: InboundRequest) -> CompiledRule | None:
         """The first rule matching the request, or None (answer 404)."""
-        candidates = self._by_path.get(request.path.strip("/"), self._wildcard)
-        for rule in candidates:
-            if rule.matches(request):
-                return rule
-        return None
+        return self._by_path.get(request.path.strip("/"), self._wildcard).select(request)
+
+    def indexed_by(self) -> dict[str, list[tuple[str, str | None]]]:
+        """For `rules check`: per path (`*` for any other path), each rule's id and the
+        discriminator it is indexed by (None: tried on every request of that path)."""
+        indexes = {**self._by_path, "*": self._wildcard}
+        return {
+            path: [
+                (rule.id, d.describe() if d is not None else None)
+                for rule, d in zip(index.rules, index.discriminators, strict=True)
+            ]
+            for path, index in sorted(indexes.items())
+        }
 
     async def evaluate(
         self, rule: CompiledRule, request: InboundRequest, *, verified: Verifier | None = None

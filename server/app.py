@@ -3,6 +3,11 @@
 `create_app(gateway)` mounts the hook endpoint at the configured hook path (only when hooks are
 enabled: otherwise no hook route exists and the path answers 404), serves `GET /healthz` and the
 admin API, and ties the gateway's start-up and shutdown to Litestar's lifespan.
+
+The hook endpoint is a complete ASGI application that owns its errors (the one JSON error shape)
+and needs nothing from Litestar's routing, middleware or exception handlers, so requests under
+the hook path go to it first, without passing through them (the hot path; a request elsewhere,
+and the bare hook path's neighbours, take Litestar's way as before).
 """
 
 from __future__ import annotations
@@ -29,6 +34,23 @@ def healthz() -> dict[str, Any]:
     return {"ok": True}
 
 
+class _HooksFirst(Litestar):
+    """Litestar, with requests under the hook path handed straight to the hook endpoint."""
+
+    hook_path: str = ""
+    hook_endpoint: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.hook_endpoint is not None and scope["type"] == "http":
+            path: str = scope["path"]
+            if path.startswith(self.hook_path) and (
+                len(path) == len(self.hook_path) or path[len(self.hook_path)] == "/"
+            ):
+                await self.hook_endpoint(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(gateway: Gateway) -> Litestar:
     handlers: list[Any] = [healthz, AdminController, RecoverController, ReplayController]
     if gateway.hooks is not None:
@@ -53,7 +75,7 @@ def create_app(gateway: Gateway) -> Litestar:
             raise
 
     token = gateway.admin_token
-    return Litestar(
+    app = _HooksFirst(
         route_handlers=handlers,
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=[lifespan],
@@ -62,3 +84,7 @@ def create_app(gateway: Gateway) -> Litestar:
         logging_config=None,
         debug=False,
     )
+    if gateway.hooks is not None:
+        app.hook_path = gateway.config.hooks.path.rstrip("/")
+        app.hook_endpoint = gateway.hooks
+    return app

@@ -52,7 +52,11 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         base_dir=loaded.base_dir,
         transforms_dir=transforms_dir,
         limits=TransformLimits(
-            timeout_ms=limits.timeout_ms, memory_mb=limits.memory_mb, pool_size=limits.pool_size
+            timeout_ms=limits.timeout_ms,
+            memory_mb=limits.memory_mb,
+            pool_size=limits.pool_size,
+            workers=limits.workers,
+            worker_memory_mb=limits.worker_memory_mb,
         ),
         env=dict(os.environ),  # `${NAME}` in rule files; read once, here, not in the engine
         verify=hooks.verify,
@@ -227,6 +231,7 @@ class Gateway:
         if self.listen_port is None and not gmail.hook_url:
             log.warning("mail watcher not started: the listening port is unknown")
             return
+        from hookwise.server.gmail.leader import run_as_leader
         from hookwise.server.gmail.watcher import run_watcher
 
         async def watch() -> None:
@@ -243,7 +248,9 @@ class Gateway:
             except Exception as e:  # the gateway keeps serving hooks without the watcher
                 log.error("the mail watcher stopped: %s", e)
 
-        self._tasks.append(asyncio.create_task(watch(), name="hookwise-gmail"))
+        # Several processes on one store: only the `gmail` leader runs the watcher.
+        job = run_as_leader(self.store, watch) if self.shared else watch()
+        self._tasks.append(asyncio.create_task(job, name="hookwise-gmail"))
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Gateway]:

@@ -49,6 +49,7 @@ from hookwise.server.auth import (
     presented_token,
 )
 from hookwise.server.dispatch import Dispatcher, RequestMeta, respond_body
+from hookwise.server.logs import escape_control
 from hookwise.server.payload import content_type, parse_payload
 from hookwise.server.store.base import StoredPayload
 
@@ -57,6 +58,7 @@ log = logging.getLogger("hookwise.hooks")
 MAX_IDEMPOTENCY_KEY = 256
 _ALLOW = [(b"allow", b"POST")]
 _REPLAYED = [(b"idempotent-replayed", b"true")]
+_CLOSE = [(b"connection", b"close")]
 
 
 _LOCKED_OUT = RequestError(
@@ -90,6 +92,10 @@ def _sub_path(scope: Scope, hook_path: str) -> str | None:
     if not path.startswith(hook_path + "/"):
         return None
     return path[len(hook_path) + 1 :].strip("/")
+
+
+def _query(raw: bytes) -> dict[str, str]:
+    return dict(parse_qsl(raw.decode("latin-1"))) if raw else {}
 
 
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
@@ -140,8 +146,10 @@ class HookEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         sub = _sub_path(scope, self.settings.hook_path)
         client = client_key((scope.get("client") or (None,))[0])
-        meta = RequestMeta(
-            path=self.settings.hook_path + ("/" + sub if sub else ""), client=client, size=0
+        meta = RequestMeta(  # escaped: a decoded path may hold CR/LF (server.logs)
+            path=escape_control(self.settings.hook_path + ("/" + sub if sub else "")),
+            client=client,
+            size=0,
         )
         if sub is None:
             await send_error(send, RequestError(404, "not_found", "no such endpoint"))
@@ -176,7 +184,7 @@ class HookEndpoint:
                     limit=self.settings.max_body_bytes,
                     timeout=self.settings.body_timeout,
                 )
-            meta = attrs.evolve(meta, size=len(body))
+            meta = RequestMeta(meta.path, client, len(body))
             if self.settings.retain_payloads and not by_signature:
                 self._retain(sub, headers, scope.get("query_string", b""), body, meta)
             await self._handle(sub, headers, scope, body, meta, send, door)
@@ -200,7 +208,8 @@ class HookEndpoint:
                     e.code,
                     f" (rule {e.rule_id})" if e.rule_id else "",
                 )
-            await send_error(send, e)
+            # the rest of the body is not read: close the connection after answering
+            await send_error(send, e, _CLOSE if e.status in (408, 413) else ())
         except Exception:
             log.exception("unexpected error on %s", meta.path)
             self._dispatcher.refused(meta, 500, "internal_error")
@@ -276,7 +285,7 @@ class HookEndpoint:
                 path=sub,
                 payload={},
                 headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
-                query=dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))),
+                query=_query(scope.get("query_string", b"")),
                 raw_body=body,
                 now=datetime.now(UTC),
                 url=_url(scope, headers),

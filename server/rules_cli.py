@@ -299,6 +299,7 @@ def cmd_rules_check(args: argparse.Namespace) -> int:
         issues.extend(unconfigured_channel_issues(loaded, ruleset=ruleset))
         count = len(ruleset.rules) if ruleset is not None else 0
         ids = [r.id for r in ruleset.rules] if ruleset is not None else []
+        index_lines = _index_report(ruleset) if ruleset is not None else []
     finally:
         if ruleset is not None:
             ruleset.close()
@@ -307,7 +308,33 @@ def cmd_rules_check(args: argparse.Namespace) -> int:
         return 1
     shown = f": {', '.join(ids)}" if ids else ""
     print(f"hookwise: {args.config}: {count} rule(s) compiled without problems{shown}")
+    print("\n".join(index_lines))
     return 0
+
+
+def _index_report(ruleset: Any) -> list[str]:
+    """Which discriminator each rule is indexed by, per path, and the rules that can never match
+    because an earlier one matches every request they match (warnings, not errors)."""
+    from hookwise.engine.ruleindex import shadowed
+
+    lines = [
+        "rule index (a request tries only the rules its discriminator values name, and the rules "
+        "without one, in configured order):"
+    ]
+    for path, entries in ruleset.indexed_by().items():
+        if not entries:
+            continue
+        lines.append(f"  path {path}:" if path != "*" else "  any other path:")
+        for rule_id, described in entries:
+            lines.append(
+                f"    {rule_id}: {described or 'no discriminator: tried on every request'}"
+            )
+    for rule, first in shadowed(ruleset.rules):
+        lines.append(
+            f"warning: rule {rule.id!r} ({rule.origin}) can never match: rule {first.id!r} "
+            f"({first.origin}) comes first and matches every request it matches"
+        )
+    return lines
 
 
 # ------------------------------------------------------------------------------------ wiring

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from hookwise.server.channels.base import Channel, DeliveryError
+from hookwise.server.retry import Backoff
 from hookwise.server.store.base import DeliveryRecord, Route
 from hookwise.server.version import outbound_client
 
@@ -78,11 +79,8 @@ class DeliveryWorker:
 
     def backoff(self, attempt: int, retry_after: float | None) -> float:
         """Seconds before the next attempt: exponential with jitter, at least `Retry-After`."""
-        step = min(self._max_delay, self._base_delay * 2 ** max(0, attempt - 1))
-        delay = step * (0.5 + 0.5 * self._jitter())
-        if retry_after is not None:
-            delay = max(delay, retry_after)
-        return min(delay, max(self._max_delay, retry_after or 0.0))
+        policy = Backoff(base=self._base_delay, cap=self._max_delay)
+        return policy.delay(attempt - 1, rand=self._jitter(), retry_after=retry_after)
 
     async def _loop(self) -> None:
         while True:
