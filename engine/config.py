@@ -78,6 +78,12 @@ class HooksConfig:
     auth_throttle: AuthThrottleConfig = attrs.field(factory=AuthThrottleConfig)
     transform_limits: TransformLimitsConfig = attrs.field(factory=TransformLimitsConfig)
     gmail: GmailConfig | None = None
+    # the session-key policy (see hookwise.engine.sessions)
+    allow_request_session_key: bool = True
+    allowed_session_key_prefixes: tuple[str, ...] | None = None
+    default_session_key: str | None = None
+    # which agents an explicit `agentId` may name (None: any; `*`: any; empty: none)
+    allowed_agent_ids: tuple[str, ...] | None = None
     retain_payloads: RetainPayloadsConfig | None = None
 
 
@@ -115,10 +121,26 @@ class AgentDefaults:
 
 
 @attrs.frozen
+class AgentEntry:
+    """`agents.list[i]`: one agent; every value left out is taken from `agents.defaults`."""
+
+    id: str
+    default: bool = False
+    name: str | None = None
+    model: str | None = None
+    models: tuple[str, ...] | dict[str, ModelEntry] | None = None
+    system_prompt: str | None = None
+    heartbeat: HeartbeatConfig | None = None
+    timeout_seconds: float | None = None
+    max_concurrent_runs: int | None = None
+
+
+@attrs.frozen
 class AgentsConfig:
-    """`agents.*`."""
+    """`agents.*`: the defaults, and the agents (none listed: one agent, `main`)."""
 
     defaults: AgentDefaults = attrs.field(factory=AgentDefaults)
+    list: tuple[AgentEntry, ...] = ()
 
 
 @attrs.frozen
@@ -244,6 +266,10 @@ def _structure_models(value: object, _: Any) -> tuple[str, ...] | dict[str, Mode
 
 
 converter.register_structure_hook(tuple[str, ...] | dict[str, ModelEntry], _structure_models)
+converter.register_structure_hook(
+    tuple[str, ...] | dict[str, ModelEntry] | None,
+    lambda v, t: None if v is None else _structure_models(v, t),
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -496,6 +522,11 @@ def check_data(
                 return None, issues
     config, more, warnings = _check(config, base_dir)
     issues.extend(m for m in more if not any(_key_path(m.path)[: len(p)] == p for p in pruned))
+    from hookwise.engine.sessions import check_session_config  # it needs the models policy
+
+    more, notes = check_session_config(config)
+    issues.extend(more)
+    warnings.extend(notes)
     return LoadedConfig(config=config, source=source, warnings=tuple(warnings)), issues
 
 

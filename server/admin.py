@@ -96,11 +96,29 @@ class AdminController(Controller):
         )
         return EventPage(items=[Event.of(e) for e in page.items], next_cursor=page.next_cursor)
 
+    @get("/agents")
+    async def agents(self, request: Request) -> dict[str, Any]:
+        """The agents and their main sessions (what `/api/events?session=` takes)."""
+        roster = request.app.state.gateway.runtime.roster
+        items = [
+            {
+                "id": a.id,
+                "default": a.default,
+                "name": a.name,
+                "mainSession": a.main_session,
+                "model": a.default_model,
+                "maxConcurrentRuns": a.max_concurrent_runs,
+            }
+            for a in roster.agents
+        ]
+        return _page(items, None)
+
     @get("/runs", summary="Agent runs, newest first")
     async def runs(
         self,
         request: Request,
         run_state: str | None = state_parameter(RUN_STATES, "runs"),
+        agent: str | None = text_parameter("only runs of this agent"),
         rule: str | None = text_parameter("only runs made by this rule"),
         session: str | None = text_parameter("only runs of this session key"),
         channel: str | None = text_parameter("only runs delivering to this channel"),
@@ -110,7 +128,9 @@ class AdminController(Controller):
         cursor: str | None = CURSOR,
     ) -> RunPage:
         check_choice("state", run_state, RUN_STATES)
-        found = filters(since, until, state=run_state, rule=rule, session=session, channel=channel)
+        found = filters(
+            since, until, state=run_state, agent=agent, rule=rule, session=session, channel=channel
+        )
         page = await store_of(request).admin_list("runs", found, limit=limit, cursor=cursor)
         return RunPage(items=[Run.of(r) for r in page.items], next_cursor=page.next_cursor)
 

@@ -24,6 +24,7 @@ HEARTBEAT_STATES = ("succeeded", "failed", "timed_out")
 
 FILTER_COLUMNS = {
     "state": "state",
+    "agent": "agent_id",
     "rule": "rule_id",
     "session": "session_key",
     "channel": "channel",

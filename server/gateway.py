@@ -60,6 +60,7 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         ),
         env=dict(os.environ),  # `${NAME}` in rule files; read once, here, not in the engine
         verify=hooks.verify,
+        sessions=_session_policy(loaded.config),
     )
 
 
@@ -68,12 +69,27 @@ def provider_ids(config: Config) -> frozenset[str]:
     return frozenset(config.models.providers) | {"echo"}
 
 
+def _session_policy(config: Config) -> Any:
+    """The session policy rules are checked against; None (the built-in one) when the agents
+    themselves are broken: the config check reports those."""
+    from hookwise.engine.sessions import SessionPolicy
+
+    try:
+        return SessionPolicy.from_config(config)
+    except ConfigError:
+        return None
+
+
 def validation_policy(
     config: Config, channels: Mapping[str, Any] | None = None
 ) -> ValidationPolicy:
-    """What request validation needs: the model allowlist and the configured channels."""
+    """What request validation needs: the model allowlist, the configured channels, the agents
+    and the session-key policy (fresh keys are `hook:<uuid>`)."""
+    from hookwise.engine.agents import Roster
     from hookwise.engine.models import ModelPolicy
+    from hookwise.engine.sessions import GENERATED_PREFIX, SessionPolicy
     from hookwise.server.channels.registry import load_channels
+    from hookwise.server.ids import new_id
 
     if channels is None:
         channels = load_channels(config.channels)
@@ -88,6 +104,11 @@ def validation_policy(
         configured_channels=frozenset(channels),
         check_recipient=check_recipient,
         max_timeout_seconds=config.agents.defaults.max_timeout_seconds,
+        sessions=SessionPolicy.from_config(
+            config,
+            roster=Roster.from_config(config, provider_ids(config)),
+            new_key=lambda: GENERATED_PREFIX + new_id(),
+        ),
     )
 
 
@@ -133,6 +154,8 @@ class Gateway:
             self.store.lock_use(shared=self.shared)  # StoreInUse: refused before serving
         self.dispatcher = Dispatcher(self.store, idempotency_window=float(hooks.idempotency_window))
         self.rules: Any = compile_rules(loaded) if hooks.enabled else None
+        for warning in getattr(self.rules, "warnings", ()):
+            log.warning("%s", warning)
         self.hooks: HookEndpoint | None = None
         if hooks.enabled:
             assert hooks.token is not None

@@ -37,6 +37,7 @@ from hookwise.engine.actions import (
 )
 from hookwise.engine.errors import RequestError
 from hookwise.engine.request import InboundRequest
+from hookwise.engine.sessions import mapping_source
 from hookwise.engine.signatures import HandshakeRefused, SignatureError, answer, answers_get
 from hookwise.engine.signatures.door import Door
 from hookwise.server.asgi import content_length, read_body, send_error, send_json
@@ -103,6 +104,10 @@ def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
         if k == name:
             return v
     return None
+
+
+def _digest(path: str, body: bytes) -> str:
+    return hashlib.sha256(path.encode() + b"\n" + body).hexdigest()
 
 
 def _url(scope: Scope, headers: list[tuple[bytes, bytes]]) -> str:
@@ -309,7 +314,7 @@ class HookEndpoint:
         respond = None
         actions: list[Action]
         if sub == "wake":
-            actions = [validate_wake(payload)]
+            actions = [validate_wake(payload, policy)]
         elif sub == "agent":
             actions = [validate_agent(payload, policy)]
         else:
@@ -336,9 +341,10 @@ class HookEndpoint:
                     headers = [(k.lower().encode(), v.encode()) for k, v in respond.headers.items()]
                     await send_json(send, status, respond_body(respond), headers)
                 return
+            source = mapping_source(rule.config)
             try:
                 actions = [
-                    validate_action(spec.kind, spec.fields, policy, internal=True)
+                    validate_action(spec.kind, spec.fields, policy, internal=True, source=source)
                     for spec in outcome.actions
                 ]
             except RequestError as e:
@@ -348,8 +354,12 @@ class HookEndpoint:
                     rule_id=rule_id,
                 ) from None
             respond = outcome.respond
+            if idem_key is None and rule.for_each is not None:
+                # a fan-out batch redelivered identically replays (the peer derives a key too);
+                # the tab keeps it apart from every key a caller can send (printable only)
+                idem_key = "\tbatch:" + _digest(meta.path, body)
         if idem_key is not None and fingerprint is None:
-            fingerprint = hashlib.sha256(meta.path.encode() + b"\n" + body).hexdigest()
+            fingerprint = _digest(meta.path, body)
         accepted = await self._dispatcher.dispatch(
             actions,
             meta=meta,

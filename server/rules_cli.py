@@ -27,6 +27,7 @@ from hookwise.engine.config import LoadedConfig
 from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
 from hookwise.engine.mapping import MappingConfig
 from hookwise.engine.request import InboundRequest
+from hookwise.engine.sessions import mapping_source
 from hookwise.server.cliargs import add_common_options
 
 __all__ = ["add_cli", "explain_with_validation", "unconfigured_channel_issues"]
@@ -100,6 +101,8 @@ def explain_with_validation(
     from hookwise.engine.ruletool import explain
 
     report = explain(ruleset, request)
+    rule = next((r for r in ruleset.rules if r.id == report["matched"]), None)
+    source = mapping_source(rule.config) if rule is not None else "mapping"
     actions: list[dict[str, Any]] = []
     for entry in report["actions"]:
         item: dict[str, Any] = {
@@ -110,7 +113,9 @@ def explain_with_validation(
         }
         try:
             item["validated"] = _action_json(
-                validate_action(entry["kind"], entry["fields"], policy, internal=True)
+                validate_action(
+                    entry["kind"], entry["fields"], policy, internal=True, source=source
+                )
             )
         except RequestError as e:
             e = attrs.evolve(

@@ -29,7 +29,6 @@ from hookwise.server.version import outbound_client
 
 log = logging.getLogger("hookwise.deliveries")
 
-MAIN = "main"
 POLL_SECONDS = 5.0
 
 
@@ -153,7 +152,7 @@ class DeliveryWorker:
             now=now(),
             message_ids=d.message_ids + result.message_ids,
         )
-        await self._store.set_last_route(MAIN, Route(channel.id, d.to), now=now())
+        await self._store.set_last_route(d.route_session, Route(channel.id, d.to), now=now())
         log.info(
             "delivery %s: sent to %s (%d message(s))",
             d.delivery_id,

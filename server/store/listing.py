@@ -184,8 +184,10 @@ class ListingShortcuts:
             "events", Filters({"session": session}), limit=limit, cursor=cursor
         )
 
-    async def list_runs(self, *, limit: int, cursor: str | None, state: str | None) -> Page:
-        equal = {"state": state} if state is not None else {}
+    async def list_runs(
+        self, *, limit: int, cursor: str | None, state: str | None, agent: str | None = None
+    ) -> Page:
+        equal = {k: v for k, v in (("state", state), ("agent_id", agent)) if v is not None}
         return await self.admin_list("runs", Filters(equal), limit=limit, cursor=cursor)
 
     async def request_log(self, *, limit: int, cursor: str | None) -> Page:
@@ -214,7 +216,7 @@ LISTINGS: dict[str, tuple[Listing, Callable[[Any], Any]]] = {
             "runs",
             RUN_COLUMNS,
             "created_at",
-            frozenset({"state", "rule_id", "session_key", "channel"}),
+            frozenset({"state", "agent_id", "rule_id", "session_key", "channel"}),
         ),
         run_record,
     ),

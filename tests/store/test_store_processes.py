@@ -89,9 +89,14 @@ def test_stores_opening_together_migrate_once(postgres: Backend) -> None:
                 )
             finally:
                 await conn.close()
-            folder = resources.files("hookwise.server.store.postgres") / "migrations"
-            numbers = sorted(int(f.name[:4]) for f in folder.iterdir() if f.name.endswith(".sql"))
-            assert [r["version"] for r in rows] == numbers and 6 in numbers
+            shipped = sorted(
+                int(f.name[:4])
+                for f in (
+                    resources.files("hookwise.server.store.postgres") / "migrations"
+                ).iterdir()
+                if f.name.endswith(".sql")
+            )
+            assert [r["version"] for r in rows] == shipped  # each once, however many there are
             assert (await stores[3].accept(accept_op())).status == 202
         finally:
             for s in stores:

@@ -158,6 +158,8 @@ def test_rules_test_runs_the_transform_and_shows_a_skip(tmp_path: Path) -> None:
     assert out["actions"][0]["validated"] == {
         "text": "[warning] Disk usage above 95% on db-1",
         "mode": "next-heartbeat",
+        "agentId": "main",
+        "session": "main",
     }
 
 
@@ -413,3 +415,20 @@ def test_help_is_complete(args: tuple[str, ...], flags: tuple[str, ...]) -> None
     assert "usage: hookwise" in r.stdout
     for flag in flags:
         assert flag in r.stdout
+
+
+def test_rules_test_polices_session_keys_as_the_gateway_does(tmp_path: Path) -> None:
+    mappings = [
+        {"id": "pinned", "match": {"path": "p"}, "sessionKey": "hook:pinned",
+         "messageTemplate": "m"},
+        {"id": "fresh", "match": {"path": "f"}, "sessionMode": "per-request",
+         "messageTemplate": "m"},
+    ]  # fmt: skip
+    config = _config(
+        tmp_path, allowRequestSessionKey=False, defaultSessionKey="hook:d", mappings=mappings
+    )
+    code, out = _test(config, "p", {})
+    assert code == 0 and out["actions"][0]["validated"]["sessionKey"] == "hook:pinned"
+    code, out = _test(config, "f", {})
+    assert code == 0 and out["actions"][0]["validated"]["sessionKey"].startswith("hook:")
+    assert out["actions"][0]["validated"]["sessionKey"] != "hook:d"

@@ -14,6 +14,7 @@ ALTER TABLE runs ADD COLUMN request_id text;
 CREATE INDEX runs_rule ON runs (rule_id, seq);
 CREATE INDEX runs_channel ON runs (channel, seq);
 CREATE INDEX runs_created ON runs (created_at, seq);
+CREATE INDEX runs_agent_seq ON runs (agent_id, seq);  -- 0005 has (agent_id, state, seq): not in seq order
 
 CREATE INDEX events_session ON events (session, seq);
 CREATE INDEX events_created ON events (created_at, seq);

@@ -15,6 +15,7 @@ ALTER TABLE runs ADD COLUMN request_id TEXT;
 CREATE INDEX runs_rule ON runs (rule_id);
 CREATE INDEX runs_channel ON runs (channel);
 CREATE INDEX runs_created ON runs (created_at);
+CREATE INDEX runs_agent_seq ON runs (agent_id);  -- 0005 has (agent_id, state, seq): not in seq order
 
 CREATE INDEX events_session ON events (session);
 CREATE INDEX events_created ON events (created_at);
