@@ -111,7 +111,7 @@ class AdminController(Controller):
             }
             for a in roster.agents
         ]
-        return _page(items, None)
+        return {"ok": True, "items": items, "nextCursor": None}
 
     @get("/runs", summary="Agent runs, newest first")
     async def runs(
