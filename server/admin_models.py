@@ -70,6 +70,7 @@ class Usage(Model, kw_only=True):
 
 class Run(Model, kw_only=True):
     run_id: str
+    agent_id: str
     request_id: str | None
     session_key: str
     name: str
@@ -96,6 +97,7 @@ class Run(Model, kw_only=True):
     def fields_of(cls, r: RunRecord) -> dict[str, object]:
         return {
             "run_id": r.run_id,
+            "agent_id": r.agent_id,
             "request_id": r.request_id,
             "session_key": r.session_key,
             "name": r.name,
@@ -183,6 +185,7 @@ class RunDetail(Run, kw_only=True):
 
 class Heartbeat(Model, kw_only=True):
     heartbeat_id: str
+    agent_id: str
     reason: str
     state: str
     events: int
@@ -198,6 +201,7 @@ class Heartbeat(Model, kw_only=True):
     def of(cls, h: HeartbeatRecord) -> Heartbeat:
         return cls(
             heartbeat_id=h.heartbeat_id,
+            agent_id=h.agent_id,
             reason=h.reason,
             state=h.state,
             events=h.events,
