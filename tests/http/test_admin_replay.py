@@ -163,7 +163,7 @@ def test_the_cli_replays_a_kept_request(start_gateway) -> None:
     request_id = eventually(lambda: logged(gw, "/hooks/wake"))["requestId"]
     done = hookwise("requests", "replay", request_id, "--dry-run", "--url", gw.url)
     assert done.returncode == 0, done.stderr
-    assert 'wake: {"text": "from the cli", "mode": "next-heartbeat"}' in done.stdout
+    assert 'wake: {"text": "from the cli", "mode": "next-heartbeat"' in done.stdout
     done = hookwise("requests", "replay", request_id, "--url", gw.url, "--json")
     answer = json.loads(done.stdout)
     assert answer["replayOf"] == request_id and len(answer["eventIds"]) == 1
