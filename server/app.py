@@ -1,7 +1,7 @@
 """The Litestar application: routes, the hook mount, error handlers and the lifespan.
 
 `create_app(gateway)` mounts the hook endpoint at the configured hook path (only when hooks are
-enabled: otherwise no hook route exists and the path answers 404), serves `GET /healthz` and the
+enabled: otherwise no hook route exists and the path answers 404), serves `GET /healthz`, `GET /readyz`, `GET /metrics` (see `operate`) and the
 admin API, and ties the gateway's start-up and shutdown to Litestar's lifespan.
 """
 
@@ -19,6 +19,7 @@ from hookwise.server.admin import AdminController
 from hookwise.server.auth import TokenCheck
 from hookwise.server.errors import EXCEPTION_HANDLERS
 from hookwise.server.gateway import Gateway
+from hookwise.server.operate import metrics_handler, readyz
 
 
 @get("/healthz", sync_to_thread=False)
@@ -27,7 +28,10 @@ def healthz() -> dict[str, Any]:
 
 
 def create_app(gateway: Gateway) -> Litestar:
-    handlers: list[Any] = [healthz, AdminController]
+    handlers: list[Any] = [healthz, readyz, AdminController]
+    observed = gateway.config.gateway.metrics
+    if observed.enabled:
+        handlers.append(metrics_handler(observed.public))
     if gateway.hooks is not None:
         endpoint = gateway.hooks
 
@@ -43,7 +47,7 @@ def create_app(gateway: Gateway) -> Litestar:
             yield
 
     token = gateway.admin_token
-    return Litestar(
+    app = Litestar(
         route_handlers=handlers,
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=[lifespan],
@@ -52,3 +56,11 @@ def create_app(gateway: Gateway) -> Litestar:
         logging_config=None,
         debug=False,
     )
+    if observed.enabled:
+        from hookwise.server import metrics
+
+        metrics.enable()
+        app.asgi_handler = metrics.HttpMetrics(
+            app.asgi_handler, gateway.config.hooks.path if gateway.hooks else None
+        )
+    return app

@@ -226,6 +226,10 @@ class Gateway:
         """Open the store and start background work; undo it all on exit."""
         await self.store.open()
         self._tasks.append(asyncio.create_task(self._prune_forever(), name="hookwise-prune"))
+        from hookwise.server.retention import Retention
+
+        retention = Retention(self.store, self.config.retention, shared=self.shared)
+        self._tasks.append(asyncio.create_task(retention.run_forever(), name="hookwise-retention"))
         await self.runtime.start()
         self._start_mail_watcher()
         try:

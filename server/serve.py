@@ -19,6 +19,7 @@ import asyncio
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from hookwise.engine.config import LoadedConfig, load_config
 from hookwise.engine.errors import ConfigError
+from hookwise.server.logs import say
 
 log = logging.getLogger("hookwise")
 
@@ -38,9 +40,9 @@ MAX_RESTARTS_PER_MINUTE = 5
 
 
 def print_problems(what: str, error: ConfigError) -> None:
-    print(f"hookwise: {what} has {len(error.issues)} problem(s):", file=sys.stderr)
+    say(f"hookwise: {what} has {len(error.issues)} problem(s):", stream=sys.stderr, level="ERROR")
     for issue in error.issues:
-        print(f"  {issue}", file=sys.stderr)
+        say(f"  {issue}", stream=sys.stderr, level="ERROR")
 
 
 def load(path: str) -> LoadedConfig | None:
@@ -50,9 +52,22 @@ def load(path: str) -> LoadedConfig | None:
     except ConfigError as e:
         print_problems(f"{path}: the configuration", e)
         return None
+    _apply_log_format(loaded)
     for warning in loaded.warnings:
-        print(f"hookwise: warning: {warning}", file=sys.stderr)
+        say(f"hookwise: warning: {warning}", stream=sys.stderr, level="WARNING")
     return loaded
+
+
+_args: argparse.Namespace | None = None  # the `serve` arguments, once `serve` has begun
+
+
+def _apply_log_format(loaded: LoadedConfig) -> None:
+    """`logging.format` from the config, unless `--log-format` was given (serve only)."""
+    from hookwise.server import logs
+
+    if _args is not None and _args.log_format is None:
+        _args.log_format = loaded.config.logging.format
+        logs.configure(_args.log_level, _args.log_format)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -74,7 +89,9 @@ def serve(args: argparse.Namespace) -> int:
     """`hookwise serve`."""
     from hookwise.server import logs
 
-    logs.configure(args.log_level)
+    global _args
+    _args = args
+    logs.configure(args.log_level, args.log_format or "text")
     if args.workers > 1 and args.socket_fd is None:
         return _supervise(args)
     return _run_process(args)
@@ -99,7 +116,7 @@ def _run_process(args: argparse.Namespace) -> int:
         print_problems(f"{args.config}: the rules", e)
         return 1
     except StoreInUse as e:
-        print(f"hookwise: {e}", file=sys.stderr)
+        say(f"hookwise: {e}", stream=sys.stderr, level="ERROR")
         return 1
     app = create_app(gateway)
     if args.socket_fd is not None:
@@ -140,7 +157,7 @@ def _run_process(args: argparse.Namespace) -> int:
                 hooks = (
                     f"hooks at {loaded.config.hooks.path}" if gateway.hooks else "hooks disabled"
                 )
-                print(f"{READY} http://{host}:{port} ({hooks})", flush=True)
+                say(f"{READY} http://{host}:{port} ({hooks})")
         await serving
         if watcher is not None:
             watcher.cancel()
@@ -163,6 +180,8 @@ class _Worker:
             args.state_dir,
             "--log-level",
             args.log_level,
+            "--log-format",
+            args.log_format or "text",
             "--workers",
             str(args.workers),
             "--socket-fd",
@@ -208,16 +227,30 @@ def _supervise(args: argparse.Namespace) -> int:
             print_problems(f"{args.config}: the rules", e)
             return 1
     sock = bind(args.host, args.port)
+    metrics_dir = None
+    if loaded.config.gateway.metrics.enabled:  # the workers' shared metric files
+        from hookwise.server import metrics
+
+        metrics_dir = metrics.multiprocess_dir(Path(args.state_dir))
+        os.environ[metrics.ENV] = str(metrics_dir)
+    try:
+        return _supervise_workers(args, loaded, sock)
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _supervise_workers(args: argparse.Namespace, loaded: LoadedConfig, sock: socket.socket) -> int:
     host, port = _shown(sock)
     workers = [_Worker(args, sock, i) for i in range(args.workers)]
     if not all(w.wait_ready(60) for w in workers):
-        print("hookwise: a worker did not start; see the log above", file=sys.stderr)
+        say("hookwise: a worker did not start; see the log above", stream=sys.stderr, level="ERROR")
         _stop_all(workers, signal.SIGTERM)
         return 1
     hooks = (
         f"hooks at {loaded.config.hooks.path}" if loaded.config.hooks.enabled else "hooks disabled"
     )
-    print(f"{READY} http://{host}:{port} ({hooks}, {args.workers} workers)", flush=True)
+    say(f"{READY} http://{host}:{port} ({hooks}, {args.workers} workers)")
 
     stopping = threading.Event()
 

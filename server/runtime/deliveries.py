@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from hookwise.server.channels.base import Channel, DeliveryError
+from hookwise.server.runtime import report
 from hookwise.server.store.base import DeliveryRecord, Route
 
 log = logging.getLogger("hookwise.deliveries")
@@ -136,6 +137,7 @@ class DeliveryWorker:
                     message_ids=sent,
                     next_attempt_at=now() + delay,
                 )
+                report.delivery_retried(d)
                 return
             reason = (
                 e.message
@@ -154,6 +156,7 @@ class DeliveryWorker:
             now=now(),
             message_ids=d.message_ids + result.message_ids,
         )
+        report.delivery_sent(d, channel.id)
         await self._store.set_last_route(MAIN, Route(channel.id, d.to), now=now())
         log.info(
             "delivery %s: sent to %s (%d message(s))",
@@ -188,4 +191,4 @@ class DeliveryWorker:
         await self._store.update_delivery(
             d.delivery_id, state="failed", now=self._clock(), last_error=reason, message_ids=sent
         )
-        log.warning("delivery %s to %s failed: %s", d.delivery_id, d.channel, reason)
+        report.delivery_failed(d, reason)

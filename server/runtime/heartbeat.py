@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hookwise.server.ids import new_id
+from hookwise.server.runtime import report
 from hookwise.server.runtime.ack import is_ack
 from hookwise.server.runtime.prompts import MAIN_SYSTEM, heartbeat_prompt
 from hookwise.server.runtime.providers.base import ChatMessage, ProviderError
@@ -98,6 +99,7 @@ class Heartbeats:
                 raise
             except Exception:
                 log.exception("heartbeat failed")
+                report.heartbeat_crashed()
                 more = False
             if more:
                 self.request("backlog")
@@ -137,31 +139,24 @@ class Heartbeats:
         if reply is not None and not acknowledged:
             turns = (NewTurn(MAIN, "user", prompt), NewTurn(MAIN, "assistant", reply))
             delivery = await self._deliveries(text=reply, heartbeat_id=hb_id)
-        await self._store.finish_heartbeat(
-            HeartbeatOutcome(
-                heartbeat_id=hb_id,
-                reason=reason,
-                state=state,
-                event_ids=tuple(e.event_id for e in events) if state == "succeeded" else (),
-                requested_at=requested_at,
-                started_at=started,
-                finished_at=self._clock(),
-                reply=reply,
-                error=error,
-                acknowledged=acknowledged,
-                model_used=model_used,
-                turns=turns,
-                delivery=delivery,
-            )
+        outcome = HeartbeatOutcome(
+            heartbeat_id=hb_id,
+            reason=reason,
+            state=state,
+            event_ids=tuple(e.event_id for e in events) if state == "succeeded" else (),
+            requested_at=requested_at,
+            started_at=started,
+            finished_at=self._clock(),
+            reply=reply,
+            error=error,
+            acknowledged=acknowledged,
+            model_used=model_used,
+            turns=turns,
+            delivery=delivery,
         )
+        await self._store.finish_heartbeat(outcome)
         self.beats += 1
         if delivery is not None and delivery.state == "pending":
             self._on_delivery()
-        log.info(
-            "heartbeat %s (%s): %d event(s), %s",
-            hb_id,
-            reason,
-            len(events),
-            "acknowledged" if acknowledged else state,
-        )
+        report.heartbeat_ended(outcome, len(events))
         return state == "succeeded" and len(events) >= MAX_EVENTS_PER_BEAT
