@@ -74,6 +74,7 @@ class Retention:
             if total:
                 pruned[target.key] = total
         if pruned:
+            await self._store.reclaim([t for t in TARGETS if t.key in pruned])
             summary = ", ".join(f"{n} {key}" for key, n in pruned.items())
             log.info("retention: pruned %s", summary, extra=fields(pruned=pruned))
         return pruned

@@ -1,6 +1,7 @@
 """Retention on PostgreSQL: find the oldest rows of a table (on the read pool) and delete
 finished ones in small batches (each through the group-commit writer). A mixin of
-`PostgresStore`; what may be pruned is in `hookwise.server.store.retention`."""
+`PostgresStore`; what may be pruned is in `hookwise.server.store.retention`. After a round,
+`reclaim` vacuums the tables it pruned."""
 
 from __future__ import annotations
 
@@ -49,3 +50,10 @@ class PostgresRetention:
             return int(status.rsplit(" ", 1)[-1])
 
         return await self.write(fn)
+
+    async def reclaim(self, targets: list[Target]) -> None:
+        """VACUUM the tables a round pruned, so that their freed space is reused at once rather
+        than after autovacuum's next visit (it does not block reads or writes)."""
+        async with self._readers.acquire() as conn:
+            for target in targets:
+                await conn.execute(f"VACUUM {target.table}")

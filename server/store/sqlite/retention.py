@@ -45,6 +45,9 @@ class SQLiteRetention:
         )
         return await self.write(lambda cur: cur.execute(sql, (upto, cutoff, limit)).rowcount)
 
+    async def reclaim(self, targets: list[Target]) -> None:
+        """Nothing to do: SQLite reuses the pages of deleted rows (its free list) by itself."""
+
 
 def _sync(probe: Callable[[int], Any]) -> Callable[[int], Any]:
     async def call(seq: int) -> Any:
