@@ -45,7 +45,9 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         transforms_dir = Path(hooks.transforms_dir)
         if not transforms_dir.is_absolute():
             transforms_dir = loaded.base_dir / transforms_dir
-    return RuleSet.compile(
+    from hookwise.server.metrics import time_transform
+
+    ruleset = RuleSet.compile(
         hooks.mappings,
         presets=hooks.presets,
         rule_files=hooks.rules,
@@ -56,6 +58,8 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         ),
         env=dict(os.environ),  # `${NAME}` in rule files; read once, here, not in the engine
     )
+    ruleset.observe_transform = time_transform
+    return ruleset
 
 
 def validation_policy(

@@ -14,6 +14,7 @@ the (route, status) children and two increments.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -140,6 +141,32 @@ def provider_request(provider: str, status: int | str) -> None:
 def transform(runtime: str, seconds: float) -> None:
     if _metrics is not None:
         _metrics.transform_duration.labels(runtime).observe(seconds)
+
+
+class _TransformTimer:
+    __slots__ = ("_runtime", "_started")
+
+    def __init__(self, runtime: str) -> None:
+        self._runtime = runtime
+        self._started = time.perf_counter()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        transform(self._runtime, time.perf_counter() - self._started)
+
+
+_NOT_TIMED = contextlib.nullcontext()
+_RUNTIMES = {"js": "js", "py": "python"}
+
+
+def time_transform(call: Any) -> contextlib.AbstractContextManager[Any]:
+    """`RuleSet.observe_transform`: times one transform call by its runtime (`js`, `python`)."""
+    if _metrics is None:
+        return _NOT_TIMED
+    kind = str(getattr(call, "description", "")).split(":", 1)[0]
+    return _TransformTimer(_RUNTIMES.get(kind, kind or "other"))
 
 
 def heartbeat(agent: str, outcome: str) -> None:

@@ -350,3 +350,33 @@ def test_retention_prunes_finished_runs_and_their_transcripts(start_gateway, sto
 
 def events(gw: GatewayProcess) -> list[dict]:
     return gw.admin("/api/events", limit=500)["items"]
+
+
+def test_transform_calls_are_timed_by_runtime(start_gateway, tmp_path) -> None:
+    tdir = tmp_path / "transforms"
+    tdir.mkdir()
+    (tdir / "shout.js").write_text(
+        "export default function ({ payload }) { return { text: payload.t.toUpperCase() }; }\n"
+    )
+    (tdir / "shout.py").write_text("def transform(ctx):\n    return {'text': ctx.payload['t']}\n")
+    mappings = [
+        {
+            "id": f"{kind}-shout",
+            "match": {"path": kind},
+            "action": "wake",
+            "textTemplate": "x",
+            "wakeMode": "next-heartbeat",
+            "transform": {"module": f"shout.{kind}"},
+        }
+        for kind in ("js", "py")
+    ]
+    cfg = config()
+    cfg["hooks"] |= {"transformsDir": str(tdir), "mappings": mappings}
+    gw = start_gateway(cfg)
+    for kind in ("js", "js", "py"):
+        r = gw.hook(kind, {"t": "hi"})
+        assert r.status_code == 200, r.text
+    s = scrape(gw)
+    assert sample(s, "hookwise_transform_duration_seconds_count", runtime="js") == 2
+    assert sample(s, "hookwise_transform_duration_seconds_count", runtime="python") == 1
+    assert sample(s, "hookwise_http_requests_total", route="/hooks/{name}", status="200") == 3
