@@ -3,6 +3,7 @@ worker answers it, sees the whole service; retention prunes one store shared by 
 
 from __future__ import annotations
 
+import json
 import re
 
 import httpx
@@ -27,7 +28,8 @@ def scrape(url: str) -> dict[tuple, float]:
 
 
 def test_one_scrape_sees_every_worker(start_gateway, backend) -> None:
-    gw = start_gateway(config(), extra_args=[*backend, "--workers", "2"])
+    gw = start_gateway(config(), extra_args=[*backend, "--workers", "2", "--log-format", "json"])
+    assert "2 workers" in json.loads(gw.ready_line)["msg"]
     ids = post_many(gw.url, 60)
     eventually(
         lambda: len(rs := all_runs(gw)) == 60 and all(r["state"] == "succeeded" for r in rs),
@@ -45,6 +47,10 @@ def test_one_scrape_sees_every_worker(start_gateway, backend) -> None:
     assert len(pids) >= 2  # both workers counted; the scrape summed them
     gw.stop()
     assert not metrics_dir.exists()  # the supervisor removes its workers' files
+    lines = [json.loads(line) for line in gw.stderr().splitlines()]  # every line, all workers
+    started = {x["msg"] for x in lines if x["msg"].startswith("Started server process")}
+    assert len(started) == 2
+    assert len([x for x in lines if x.get("state") == "succeeded" and "runId" in x]) == 60
 
 
 def test_retention_prunes_the_shared_store(start_gateway, backend) -> None:
