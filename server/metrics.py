@@ -188,14 +188,7 @@ class HttpMetrics:
     def __init__(self, app: ASGIApp, hook_path: str | None) -> None:
         self._app = app
         self._hooks = hook_path.rstrip("/") + "/" if hook_path else None
-        self._fixed = (
-            {
-                f"{self._hooks}wake": f"{self._hooks}wake",
-                f"{self._hooks}agent": f"{self._hooks}agent",
-            }
-            if self._hooks
-            else {}
-        )
+        self._built_in = {f"{self._hooks}wake", f"{self._hooks}agent"} if self._hooks else set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or _metrics is None:
@@ -206,7 +199,7 @@ class HttpMetrics:
         path: str = scope["path"]  # before the app: a mount rewrites it
         route = None
         if self._hooks is not None and path.startswith(self._hooks):
-            route = self._fixed.get(path) or f"{self._hooks}{{name}}"
+            route = path if path in self._built_in else f"{self._hooks}{{name}}"
 
         async def sending(message: Message) -> None:
             nonlocal status
