@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import attrs
 
-from hookwise.engine.channels import CHANNEL_IDS, LAST, canonical_channel
+from hookwise.engine.channels import CHANNEL_IDS, LAST, canonical_channel, unknown_channel_hint
 from hookwise.engine.errors import RequestError
 
 WakeMode = Literal["now", "next-heartbeat"]
@@ -146,7 +146,8 @@ def _channel(value: object, field: str) -> str:
     if canonical is None:
         raise _bad(
             field,
-            f"{field} must be {LAST} or one of {', '.join(CHANNEL_IDS)}",
+            f"{field} must be {LAST} or one of {', '.join(CHANNEL_IDS)}"
+            + (hint if (hint := unknown_channel_hint(value)).startswith(";") else ""),
             "unknown_channel",
         )
     return canonical

@@ -6,6 +6,8 @@ names are channels, so that a payload naming an unknown one is refused at the do
 
 from __future__ import annotations
 
+import difflib
+
 LAST = "last"
 CHANNEL_IDS: tuple[str, ...] = (
     "whatsapp",
@@ -28,3 +30,13 @@ def canonical_channel(name: str) -> str | None:
     if key == LAST or key in CHANNEL_IDS:
         return key
     return ALIASES.get(key)
+
+
+def unknown_channel_hint(name: str) -> str:
+    """What to append to "unknown channel": `; did you mean 'telegram'?` for a close name, else
+    the list of known ones."""
+    known = (LAST, *CHANNEL_IDS, *ALIASES)
+    close = difflib.get_close_matches(name.strip().lower(), known, n=1, cutoff=0.6)
+    return (
+        f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join((LAST, *CHANNEL_IDS))})"
+    )

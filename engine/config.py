@@ -23,6 +23,7 @@ from hookwise.engine.durations import Duration
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.engine.gmail_config import GmailConfig
 from hookwise.engine.mapping import MappingConfig
+from hookwise.engine.yamlfile import YamlSyntaxError, load_yaml
 
 MIN_TOKEN_LENGTH = 24
 
@@ -256,11 +257,9 @@ converter.register_structure_hook(tuple[str, ...] | dict[str, ModelEntry], _stru
 # reading
 
 
-def _parse(text: str, suffix: str) -> object:
+def _parse(text: str, suffix: str, name: str) -> object:
     if suffix in (".yaml", ".yml"):
-        import yaml
-
-        return yaml.safe_load(text)
+        return load_yaml(text, name)
     if suffix == ".json5":
         import json5
 
@@ -280,7 +279,9 @@ def read_file(path: Path) -> object:
     except OSError as e:
         raise ConfigError([ConfigIssue("", f"cannot read {path}: {e.strerror}")]) from None
     try:
-        data = _parse(text, suffix)
+        data = _parse(text, suffix, str(path))
+    except YamlSyntaxError as e:
+        raise ConfigError([ConfigIssue("", f"{path} is not valid YAML: {e.where}")]) from None
     except Exception as e:
         raise ConfigError(
             [ConfigIssue("", f"{path} is not valid {suffix[1:].upper()}: {e}")]
@@ -467,21 +468,82 @@ def load_data(
     data: object, *, source: Path | None = None, env: Mapping[str, str] | None = None
 ) -> LoadedConfig:
     """Validate already-parsed config data. Raises `ConfigError` with every problem."""
+    loaded, issues = check_data(data, source=source, env=env)
+    if issues or loaded is None:
+        raise ConfigError(issues)
+    return loaded
+
+
+def check_data(
+    data: object, *, source: Path | None = None, env: Mapping[str, str] | None = None
+) -> tuple[LoadedConfig | None, list[ConfigIssue]]:
+    """Every problem of the config data in one pass, and the configuration without the keys at
+    fault (their defaults in their place), so that later checks (rules, channels, providers) can
+    go on and report theirs too. None when nothing usable is left (not a mapping)."""
     if not isinstance(data, dict):
-        raise ConfigError([ConfigIssue("", "the configuration must be a mapping at the top level")])
+        return None, [ConfigIssue("", "the configuration must be a mapping at the top level")]
     issues: list[ConfigIssue] = []
     base_dir = source.parent if source else Path.cwd()
     resolved = _resolve_env(data, os.environ if env is None else env, "", issues)
     resolved = _channel_secret_files(resolved, base_dir, issues)  # type: ignore[arg-type]
-    try:
-        config = structure(resolved, Config)
-    except ConfigError as e:
-        raise ConfigError(issues + e.issues) from None
+    pruned: list[list[str | int]] = []
+    config = None
+    while config is None:
+        try:
+            config = structure(resolved, Config)
+        except ConfigError as e:
+            before = resolved
+            for issue in e.issues:
+                keys = _key_path(issue.path)
+                if any(keys[: len(p)] == p for p in pruned):
+                    # a consequence of a key taken away ("required key is missing"): the same
+                    # problem, said once; take the enclosing value away instead
+                    keys = keys[:-1]
+                elif issue not in issues:
+                    issues.append(issue)
+                resolved = _without(resolved, keys)
+                pruned.append(keys)
+            if resolved == before:  # nothing left to take away: give up on the rest
+                return None, issues
     config, more, warnings = _check(config, base_dir)
-    issues.extend(more)
-    if issues:
-        raise ConfigError(issues)
-    return LoadedConfig(config=config, source=source, warnings=tuple(warnings))
+    issues.extend(m for m in more if not any(_key_path(m.path)[: len(p)] == p for p in pruned))
+    return LoadedConfig(config=config, source=source, warnings=tuple(warnings)), issues
+
+
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _key_path(path: str) -> list[str | int]:
+    """`hooks.mappings[1].action` -> `["hooks", "mappings", 1, "action"]`."""
+    return [int(i) if i else k for k, i in _PATH_PART.findall(path)]
+
+
+def _without(data: Any, keys: list[str | int]) -> Any:
+    """A copy of `data` without the value at `keys` (unchanged when there is none)."""
+    if not keys:
+        return data
+    head, rest = keys[0], keys[1:]
+    if isinstance(data, dict) and isinstance(head, str) and head in data:
+        if not rest:
+            return {k: v for k, v in data.items() if k != head}
+        return {**data, head: _without(data[head], rest)}
+    if isinstance(data, list) and isinstance(head, int) and 0 <= head < len(data):
+        if not rest:
+            return data[:head] + data[head + 1 :]
+        return [*data[:head], _without(data[head], rest), *data[head + 1 :]]
+    return data
+
+
+def check_config(
+    path: str | Path, *, env: Mapping[str, str] | None = None
+) -> tuple[LoadedConfig | None, list[ConfigIssue]]:
+    """`check_data` for a file. A file that cannot be read or parsed is one problem and None."""
+    p = Path(path).resolve()
+    try:
+        data = read_file(p)
+    except ConfigError as e:
+        return None, e.issues
+    return check_data(data, source=p, env=env)
 
 
 def load_config(path: str | Path, *, env: Mapping[str, str] | None = None) -> LoadedConfig:

@@ -7,12 +7,15 @@ an alias) is the default and is always allowed.
 
 `ModelPolicy.resolve(ref)` returns the canonical `provider/model`, or raises `RequestError`:
 `invalid_field` for a value that is not a non-blank string of that form, `model_not_allowed` for
-one outside the allowlist. Pure: data in, data out.
+one outside the allowlist, `model_not_available` for one whose provider is not configured (when
+the policy knows the providers: `models.providers` and the built-in `echo`), so that a run that
+could only fail is refused at the door. Pure: data in, data out.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import attrs
 
@@ -34,6 +37,8 @@ class ModelPolicy:
     default_model: str = "echo/echo"
     allowed: frozenset[str] = frozenset()
     aliases: dict[str, str] = attrs.field(factory=dict)
+    #: the configured provider ids (None: not checked)
+    providers: frozenset[str] | None = None
 
     @property
     def enforced(self) -> bool:
@@ -41,8 +46,11 @@ class ModelPolicy:
         return bool(self.allowed)
 
     @classmethod
-    def from_config(cls, defaults: AgentDefaults) -> ModelPolicy:
-        """The policy of `agents.defaults`; raises `ConfigError` naming the bad key."""
+    def from_config(
+        cls, defaults: AgentDefaults, providers: Iterable[str] | None = None
+    ) -> ModelPolicy:
+        """The policy of `agents.defaults`; raises `ConfigError` naming the bad key. With
+        `providers` (the configured ids), a model of another provider is not available."""
         issues: list[ConfigIssue] = []
         allowed: set[str] = set()
         aliases: dict[str, str] = {}
@@ -89,7 +97,32 @@ class ModelPolicy:
             )
         if issues:
             raise ConfigError(issues)
-        return cls(default_model=default, allowed=frozenset(allowed), aliases=aliases)
+        return cls(
+            default_model=default,
+            allowed=frozenset(allowed),
+            aliases=aliases,
+            providers=None if providers is None else frozenset(providers),
+        )
+
+    def unavailable(self) -> list[ConfigIssue]:
+        """The default model and allowlist entries whose provider is not configured."""
+        if self.providers is None:
+            return []
+        refs = [("agents.defaults.model", self.default_model)]
+        refs += [(f"agents.defaults.models.{ref}", ref) for ref in sorted(self.allowed)]
+        return [
+            ConfigIssue(path, self._unavailable_message(ref))
+            for path, ref in refs
+            if ref.partition("/")[0] not in self.providers
+        ]
+
+    def _unavailable_message(self, ref: str) -> str:
+        provider = ref.partition("/")[0]
+        known = ", ".join(sorted(self.providers or ()))
+        return (
+            f"model {_show(ref)} names the provider {_show(provider)}, which is not configured "
+            f"under models.providers (configured: {known})"
+        )
 
     def resolve(self, ref: object) -> str:
         """The canonical `provider/model` for a request's `model`; None means the default."""
@@ -115,6 +148,10 @@ class ModelPolicy:
                 f"model {_show(value)} is not allowed; allowed models: "
                 f"{', '.join(sorted(self.allowed | {self.default_model}))}",
                 field="model",
+            )
+        if self.providers is not None and canonical.partition("/")[0] not in self.providers:
+            raise RequestError(
+                400, "model_not_available", self._unavailable_message(canonical), field="model"
             )
         return canonical
 

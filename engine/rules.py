@@ -55,7 +55,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
-import yaml
 
 from hookwise.engine.actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
 from hookwise.engine.conditions import Condition, compile_when
@@ -89,6 +88,7 @@ from hookwise.engine.transforms import (
     TransformLoadError,
     TransformTimedOut,
 )
+from hookwise.engine.yamlfile import YamlSyntaxError, load_yaml
 
 ActionKind = Literal["wake", "agent"]
 
@@ -343,15 +343,12 @@ def _read_rule_file(
     path: Path, shown: str, issues: list[ConfigIssue], env: Mapping[str, str] | None = None
 ) -> list[_Entry]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"), shown)
     except OSError as exc:
         issues.append(ConfigIssue("", f"cannot read rule file: {exc.strerror or exc}", file=shown))
         return []
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" on line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        issues.append(ConfigIssue("", f"invalid YAML{line}: {problem}", file=shown))
+    except YamlSyntaxError as exc:
+        issues.append(ConfigIssue("", f"invalid YAML: {exc.where}", file=shown))
         return []
     if data is None:
         return []

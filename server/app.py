@@ -43,8 +43,15 @@ def create_app(gateway: Gateway) -> Litestar:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
-        async with gateway.running():
-            yield
+        started = False
+        try:
+            async with gateway.running():
+                started = True
+                yield
+        except Exception as e:
+            if not started:  # for `hookwise serve`'s one-line start-up error
+                gateway.startup_error = e
+            raise
 
     token = gateway.admin_token
     app = Litestar(

@@ -1,7 +1,9 @@
-"""The `hookwise` command line: serve, config check, rules test/check, webhooks gmail.
+"""The `hookwise` command line: init, serve, config check, rules test/check, webhooks gmail.
 
-Every subcommand has a complete `--help`. Errors in configuration are printed one per line with
-their key path and exit with status 1.
+Every subcommand has a complete `--help` and takes `-c/--config` (default `$HOOKWISE_CONFIG`,
+else `hookwise.yaml`; see `hookwise.server.cliargs`). Errors in configuration are printed one per
+line with their key path. Exit status: 2 for a usage error only, 1 for every other failure; an
+unexpected error is one line (`--debug` shows the traceback).
 """
 
 from __future__ import annotations
@@ -9,10 +11,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import traceback
+from pathlib import Path
 from typing import Any
 
 from hookwise.engine.config import LoadedConfig
 from hookwise.engine.errors import ConfigError
+from hookwise.server.cliargs import EXIT_FAILURE, EXIT_USAGE, add_common_options
+from hookwise.server.version import VERSION
 
 log = logging.getLogger("hookwise")
 
@@ -28,29 +34,59 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.workers < 1:
         print("hookwise: --workers must be at least 1", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     return serve(args)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write a commented starter config with fresh tokens; never overwrite."""
+    from hookwise.server.starter import StarterExists, write_starter
+
+    try:
+        write_starter(Path(args.config))
+    except StarterExists as e:
+        print(f"hookwise: {e}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as e:
+        print(f"hookwise: cannot write {args.config}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(
+        f"hookwise: wrote {args.config} with fresh hook and admin tokens (mode 0600); "
+        f"next: hookwise config check -c {args.config}"
+    )
+    return 0
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
     """Everything `serve` would check at start-up, without starting: the config, the channels,
     the model providers and allowlist, the rules, and rules naming unconfigured channels."""
+    from hookwise.engine.config import check_config
     from hookwise.engine.models import ModelPolicy
     from hookwise.server.channels.registry import load_channels
-    from hookwise.server.gateway import compile_rules
+    from hookwise.server.cliargs import missing_config_hint
+    from hookwise.server.gateway import compile_rules, provider_ids
     from hookwise.server.rules_cli import unconfigured_channel_issues
     from hookwise.server.runtime.providers.registry import Providers
     from hookwise.server.serve import print_problems
 
-    loaded = _load(args.config)
+    hint = missing_config_hint(args.config)
+    if hint:
+        print(hint, file=sys.stderr)
+        return EXIT_FAILURE
+    # every problem in one pass: the keys at fault are set aside and the rest is checked on
+    loaded, issues = check_config(args.config)
     if loaded is None:
-        return 1
+        print_problems(f"{args.config}: the configuration", ConfigError(issues))
+        return EXIT_FAILURE
+    for warning in loaded.warnings:
+        print(f"hookwise: warning: {warning}", file=sys.stderr)
     config = loaded.config
-    issues = []
     ruleset = None
     for check in (
         lambda: load_channels(config.channels),
-        lambda: ModelPolicy.from_config(config.agents.defaults),
+        lambda: issues.extend(
+            ModelPolicy.from_config(config.agents.defaults, provider_ids(config)).unavailable()
+        ),
         lambda: Providers.from_config(config.models, base_dir=loaded.base_dir),
     ):
         try:
@@ -78,11 +114,36 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hookwise",
         description="hookwise: a webhook gateway for AI agents.",
+        epilog="Every command reads its config from -c FILE, else $HOOKWISE_CONFIG, else "
+        "./hookwise.yaml. Exit status: 0 success, 2 usage error, 1 any other failure.",
+    )
+    parser.add_argument("--version", action="version", version=f"hookwise {VERSION}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an unexpected error, print the Python traceback (default: one line)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
+    init = sub.add_parser(
+        "init",
+        help="write a starter config with fresh tokens",
+        description="Write a commented starter configuration with freshly generated hook and "
+        "admin tokens (mode 0600). An existing file is never overwritten (exit 1).",
+    )
+    init.add_argument(
+        "--path",
+        "-c",
+        "--config",
+        dest="config",
+        default=_default_config(),
+        metavar="FILE",
+        help="where to write it (default $HOOKWISE_CONFIG, else hookwise.yaml)",
+    )
+    init.set_defaults(func=cmd_init)
+
     serve = sub.add_parser("serve", help="run the service", description="Run the hookwise service.")
-    serve.add_argument("--config", required=True, help="config file (.yaml, .json or .json5)")
+    add_common_options(serve)
     serve.add_argument(
         "--host",
         default="127.0.0.1",
@@ -143,7 +204,7 @@ def _parser() -> argparse.ArgumentParser:
         help="validate a config file",
         description="Validate a config file and its rules; print every problem with its key path. Exit 1 on error.",
     )
-    check.add_argument("--config", required=True, help="config file (.yaml, .json or .json5)")
+    add_common_options(check)
     check.set_defaults(func=cmd_config_check)
     _add_optional_commands(sub)
     return parser
@@ -170,9 +231,32 @@ def _add_optional_commands(sub: Any) -> None:
         add_gmail(providers)
 
 
+def _default_config() -> str:
+    import os
+
+    from hookwise.server.cliargs import CONFIG_ENV, DEFAULT_CONFIG
+
+    return os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns the exit status (argparse exits 2 itself on a usage error)."""
     args = _parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        else:
+            log.debug("unexpected error", exc_info=True)
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            print(
+                f"hookwise: {args.command} failed: {reason} (--debug shows the traceback)",
+                file=sys.stderr,
+            )
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":

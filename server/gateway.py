@@ -62,6 +62,11 @@ def compile_rules(loaded: LoadedConfig) -> Any:
     return ruleset
 
 
+def provider_ids(config: Config) -> frozenset[str]:
+    """The model providers a run can use: `models.providers` and the built-in `echo`."""
+    return frozenset(config.models.providers) | {"echo"}
+
+
 def validation_policy(
     config: Config, channels: Mapping[str, Any] | None = None
 ) -> ValidationPolicy:
@@ -71,7 +76,7 @@ def validation_policy(
 
     if channels is None:
         channels = load_channels(config.channels)
-    models = ModelPolicy.from_config(config.agents.defaults)
+    models = ModelPolicy.from_config(config.agents.defaults, providers=provider_ids(config))
 
     def check_recipient(channel: str, to: str) -> str | None:
         configured = channels.get(channel)
@@ -151,6 +156,8 @@ class Gateway:
         self._tasks: list[asyncio.Task[None]] = []
         #: the port the service listens on (set by the CLI once bound); the mail watcher posts there
         self.listen_port: int | None = None
+        #: why the lifespan's start-up failed (the store unreachable, ...), for one clear line
+        self.startup_error: BaseException | None = None
         from hookwise.server.runtime.core import Runtime
 
         self.runtime = Runtime(

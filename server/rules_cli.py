@@ -22,11 +22,12 @@ from typing import Any
 import attrs
 
 from hookwise.engine.actions import Action, ValidationPolicy, validate_action
-from hookwise.engine.channels import CHANNEL_IDS, LAST, canonical_channel
-from hookwise.engine.config import LoadedConfig, load_config
+from hookwise.engine.channels import LAST, canonical_channel, unknown_channel_hint
+from hookwise.engine.config import LoadedConfig
 from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
 from hookwise.engine.mapping import MappingConfig
 from hookwise.engine.request import InboundRequest
+from hookwise.server.cliargs import add_common_options
 
 __all__ = ["add_cli", "explain_with_validation", "unconfigured_channel_issues"]
 
@@ -68,14 +69,9 @@ with its file, rule id and key path).
 
 
 def _load(path: str) -> LoadedConfig | None:
-    try:
-        loaded = load_config(path)
-    except ConfigError as e:
-        _print_issues(f"{path}: the configuration has", e.issues)
-        return None
-    for warning in loaded.warnings:
-        print(f"hookwise: warning: {warning}", file=sys.stderr)
-    return loaded
+    from hookwise.server.serve import load
+
+    return load(path)
 
 
 def _print_issues(what: str, issues: Sequence[ConfigIssue | str]) -> None:
@@ -262,8 +258,7 @@ def unconfigured_channel_issues(loaded: LoadedConfig, *, ruleset: Any = None) ->
                 continue
             canonical = canonical_channel(name)
             if canonical is None:
-                known = ", ".join((LAST, *CHANNEL_IDS))
-                message = f"unknown channel {name!r} (known: {known})"
+                message = f"unknown channel {name!r}{unknown_channel_hint(name)}"
             elif canonical != LAST and canonical not in configured and mapping.deliver is not False:
                 message = (
                     f"channel {canonical} is not configured: add channels.{canonical} to the "
@@ -277,12 +272,20 @@ def unconfigured_channel_issues(loaded: LoadedConfig, *, ruleset: Any = None) ->
 
 
 def cmd_rules_check(args: argparse.Namespace) -> int:
+    from hookwise.engine.config import check_config
+    from hookwise.server.cliargs import missing_config_hint
     from hookwise.server.gateway import compile_rules
 
-    loaded = _load(args.config)
-    if loaded is None:
+    hint = missing_config_hint(args.config)
+    if hint:
+        print(hint, file=sys.stderr)
         return 1
-    issues: list[ConfigIssue] = []
+    # every problem in one pass: the config's own, then the rules of what is usable
+    loaded, config_issues = check_config(args.config)
+    issues: list[ConfigIssue] = list(config_issues)
+    if loaded is None:
+        _print_issues(f"{args.config}: the configuration has", issues)
+        return 1
     ruleset = None
     try:
         ruleset = compile_rules(loaded)
@@ -326,7 +329,7 @@ def add_cli(subparsers: Any) -> None:
         epilog=_TEST_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    test.add_argument("--config", required=True, help="config file (.yaml, .json or .json5)")
+    add_common_options(test)
     test.add_argument(
         "--path",
         required=True,
@@ -367,5 +370,5 @@ def add_cli(subparsers: Any) -> None:
         epilog=_CHECK_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    check.add_argument("--config", required=True, help="config file (.yaml, .json or .json5)")
+    add_common_options(check)
     check.set_defaults(func=cmd_rules_check)

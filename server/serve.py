@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import select
@@ -27,10 +28,12 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from hookwise.engine.config import LoadedConfig, load_config
 from hookwise.engine.errors import ConfigError
 from hookwise.server.logs import say
+from hookwise.server.version import VERSION
 
 log = logging.getLogger("hookwise")
 
@@ -47,6 +50,12 @@ def print_problems(what: str, error: ConfigError) -> None:
 
 def load(path: str) -> LoadedConfig | None:
     """Load and validate a config file, printing every problem (None when invalid)."""
+    from hookwise.server.cliargs import missing_config_hint
+
+    hint = missing_config_hint(path)
+    if hint:
+        say(hint, stream=sys.stderr, level="ERROR")
+        return None
     try:
         loaded = load_config(path)
     except ConfigError as e:
@@ -70,12 +79,35 @@ def _apply_log_format(loaded: LoadedConfig) -> None:
         logs.configure(_args.log_level, _args.log_format)
 
 
+class StartupError(Exception):
+    """A start-up failure with a one-line explanation for the operator."""
+
+
 def bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
+    """The listening socket. Raises `StartupError` with one line for the usual failures (the
+    port in use, an address this machine does not have, a privileged port)."""
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as e:
+        raise StartupError(f"cannot listen on {shown}: {e.strerror or e}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise StartupError(f"{shown} is in use; pick another with --port") from None
+        if e.errno == errno.EACCES:
+            raise StartupError(f"{shown}: permission denied; use a port above 1023") from None
+        if e.errno == errno.EADDRNOTAVAIL:
+            raise StartupError(f"{shown}: this machine has no address {host}; see --host") from None
+        raise StartupError(f"cannot listen on {shown}: {e.strerror or e}") from None
+    except socket.gaierror as e:
+        sock.close()
+        raise StartupError(f"cannot listen on {shown}: {e.strerror or e}") from None
     sock.set_inheritable(True)
     return sock
 
@@ -92,9 +124,13 @@ def serve(args: argparse.Namespace) -> int:
     global _args
     _args = args
     logs.configure(args.log_level, args.log_format or "text")
-    if args.workers > 1 and args.socket_fd is None:
-        return _supervise(args)
-    return _run_process(args)
+    try:
+        if args.workers > 1 and args.socket_fd is None:
+            return _supervise(args)
+        return _run_process(args)
+    except StartupError as e:
+        say(f"hookwise: {e}", stream=sys.stderr, level="ERROR")
+        return 1
 
 
 def _run_process(args: argparse.Namespace) -> int:
@@ -108,21 +144,24 @@ def _run_process(args: argparse.Namespace) -> int:
     loaded = load(args.config)
     if loaded is None:
         return 1
+    # the port first: when it is taken, nothing (no state dir, no store) has been created
+    if args.socket_fd is not None:
+        sock = socket.socket(fileno=args.socket_fd)
+    else:
+        sock = bind(args.host, args.port)
     try:
         gateway = Gateway(
             loaded, state_dir=Path(args.state_dir), store_url=args.store, workers=args.workers
         )
     except ConfigError as e:
+        sock.close()
         print_problems(f"{args.config}: the rules", e)
         return 1
     except StoreInUse as e:
+        sock.close()
         say(f"hookwise: {e}", stream=sys.stderr, level="ERROR")
         return 1
     app = create_app(gateway)
-    if args.socket_fd is not None:
-        sock = socket.socket(fileno=args.socket_fd)
-    else:
-        sock = bind(args.host, args.port)
     host, port = _shown(sock)
     gateway.listen_port = port
     server = uvicorn.Server(
@@ -157,13 +196,63 @@ def _run_process(args: argparse.Namespace) -> int:
                 hooks = (
                     f"hooks at {loaded.config.hooks.path}" if gateway.hooks else "hooks disabled"
                 )
-                say(f"{READY} http://{host}:{port} ({hooks})")
+                say(f"{READY} http://{host}:{port} (hookwise {VERSION}, {hooks})")
         await serving
         if watcher is not None:
             watcher.cancel()
 
-    uvloop.run(main())
-    return 0 if server.started else 1
+    quiet = None if getattr(args, "debug", False) else _QuietStartup(server)
+    try:
+        uvloop.run(main())
+    except SystemExit:  # uvicorn's own exit when the application's start-up failed
+        if server.started:
+            raise
+    if quiet is not None and server.started:
+        quiet.remove()  # (after a failed start-up it stays: asyncio reports uvicorn's exit late)
+    if not server.started:
+        say(
+            f"hookwise: start-up failed: {_reason(gateway.startup_error)}",
+            stream=sys.stderr,
+            level="ERROR",
+        )
+        return 1
+    return 0
+
+
+class _QuietStartup(logging.Filter):
+    """Until the server has started, keeps the ASGI server's error lines (a traceback of the
+    lifespan's failure) off the log: `hookwise serve` prints one line instead (`--debug` keeps
+    them)."""
+
+    def __init__(self, server: Any) -> None:
+        super().__init__()
+        self._server = server
+        self._loggers = [logging.getLogger("uvicorn.error"), logging.getLogger("asyncio")]
+        for lg in self._loggers:
+            lg.addFilter(self)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self._server.started or record.levelno < logging.ERROR
+
+    def remove(self) -> None:
+        for lg in self._loggers:
+            lg.removeFilter(self)
+
+
+def _reason(error: BaseException | None) -> str:
+    """One line for an exception (the first leaf of an exception group)."""
+    if error is None:
+        return "see the log above (--debug shows the details)"
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    text = str(error).splitlines()[0] if str(error) else ""
+    name = type(error).__name__
+    if not text:
+        return name
+    # a builtin's text needs its name (`[Errno 111] Connection refused`); hookwise's own and
+    # drivers' errors say what they are
+    shown = f"{name}: {text}" if type(error).__module__ == "builtins" else text
+    return f"{shown} (--debug shows the traceback)"
 
 
 class _Worker:
@@ -250,7 +339,7 @@ def _supervise_workers(args: argparse.Namespace, loaded: LoadedConfig, sock: soc
     hooks = (
         f"hooks at {loaded.config.hooks.path}" if loaded.config.hooks.enabled else "hooks disabled"
     )
-    say(f"{READY} http://{host}:{port} ({hooks}, {args.workers} workers)")
+    say(f"{READY} http://{host}:{port} (hookwise {VERSION}, {hooks}, {args.workers} workers)")
 
     stopping = threading.Event()
 

@@ -27,9 +27,10 @@ from hookwise.server.channels.base import (
     send_parts,
     split_for,
 )
+from hookwise.server.version import VERSION
 
 _TARGET = re.compile(r"(?:(?P<kind>channel|user):)?(?P<id>\d{5,25})")
-_USER_AGENT = "DiscordBot (https://github.com/hookwise/hookwise, 0.1)"
+_USER_AGENT = f"DiscordBot (https://github.com/hookwise/hookwise, {VERSION})"  # Discord's format
 
 
 @attrs.frozen

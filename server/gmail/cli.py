@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from hookwise.engine.gmail_config import GMAIL_IMAP_HOST
+from hookwise.server.cliargs import add_common_options
 
-DEFAULT_CONFIG = "hookwise.yaml"
 DEFAULT_PORT = 8787
 DEFAULT_STATE_DIR = ".hookwise"  # as `hookwise serve --state-dir`
-CONFIG_ENV = "HOOKWISE_CONFIG"
 STATE_DIR_ENV = "HOOKWISE_STATE_DIR"
 
 _GMAIL_HELP = """\
@@ -101,7 +100,7 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
         "--label", default="INBOX", help="folder (Gmail label) to watch (default INBOX)"
     )
     setup.add_argument("--hook-url", help="POST target, when the gateway is not on 127.0.0.1")
-    _config_arg(setup)
+    add_common_options(setup)
     setup.add_argument(
         "--no-login-check",
         action="store_true",
@@ -115,7 +114,7 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
         description=_RUN_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _config_arg(run)
+    add_common_options(run)
     run.add_argument(
         "--state-dir",
         type=Path,
@@ -131,15 +130,6 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     run.set_defaults(func=_run_command)
     return gmail
-
-
-def _config_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config",
-        "-c",
-        default=os.environ.get(CONFIG_ENV, DEFAULT_CONFIG),
-        help=f"config file, .yaml/.json/.json5 (default ${CONFIG_ENV}, else {DEFAULT_CONFIG})",
-    )
 
 
 def _setup_command(args: argparse.Namespace) -> int:
@@ -182,7 +172,7 @@ def _run_command(args: argparse.Namespace) -> int:
         loaded = load_config(args.config)
     except ConfigError as e:
         print(f"{args.config}: invalid configuration:\n{e}", file=sys.stderr)
-        return 2
+        return 1
     hooks = loaded.config.hooks
     gmail = hooks.gmail
     if gmail is None:
@@ -190,10 +180,10 @@ def _run_command(args: argparse.Namespace) -> int:
             f"{args.config}: no hooks.gmail block; run `hookwise webhooks gmail setup` first",
             file=sys.stderr,
         )
-        return 2
+        return 1
     if not hooks.token:
         print(f"{args.config}: hooks.token is not set", file=sys.stderr)
-        return 2
+        return 1
     base_dir = loaded.base_dir
     state_dir = args.state_dir or Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
     hook_url = args.hook_url or gmail.resolve_hook_url(args.port, hooks.path)

@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 import httpx
 
+from hookwise.server.version import USER_AGENT, outbound_client
+
 log = logging.getLogger("hookwise.gmail")
 
 PostOutcome = Literal["accepted", "refused"]
@@ -77,7 +79,7 @@ class Poster:
         self._token = token
         self._retry_min = retry_min
         self._retry_max = retry_max
-        self._client = client or httpx.AsyncClient(timeout=timeout, trust_env=False)
+        self._client = client or outbound_client(timeout=timeout, trust_env=False)
         self._own_client = client is None
 
     async def aclose(self) -> None:
@@ -90,7 +92,7 @@ class Poster:
         headers = {
             "Authorization": f"Bearer {self._token}",
             "Idempotency-Key": key,
-            "User-Agent": "hookwise-gmail-watcher",
+            "User-Agent": f"{USER_AGENT} gmail-watcher",
         }
         backoff = Backoff(self._retry_min, self._retry_max)
         attempt = 0

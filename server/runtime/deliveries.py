@@ -25,6 +25,7 @@ import httpx
 from hookwise.server.channels.base import Channel, DeliveryError
 from hookwise.server.runtime import report
 from hookwise.server.store.base import DeliveryRecord, Route
+from hookwise.server.version import outbound_client
 
 log = logging.getLogger("hookwise.deliveries")
 
@@ -65,7 +66,7 @@ class DeliveryWorker:
         self._wakeup.set()
 
     def start(self) -> None:
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0))
+        self._client = outbound_client(timeout=httpx.Timeout(30.0, connect=10.0))
         self._task = asyncio.create_task(self._loop(), name="hookwise-deliveries")
 
     async def stop(self) -> None:

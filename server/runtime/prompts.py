@@ -34,13 +34,15 @@ def safe_name(name: str) -> str:
 
 
 def summary_line(name: str, state: str, text: str) -> str:
-    """`Hook <name>: <summary>` on success, `Hook <name> (<state>): <error>` otherwise."""
+    """`Hook <name>: <summary>` on success, `Hook <name> (<state>): <error>` otherwise; a run
+    without a name (the default, `Hook`) is `Hook: <summary>`, not `Hook Hook: ...`."""
     body = text.strip()
     if len(body) > SUMMARY_MAX_CHARS:
         body = body[: SUMMARY_MAX_CHARS - 1] + "…"
-    label = (
-        f"Hook {safe_name(name)}" if state == "succeeded" else f"Hook {safe_name(name)} ({state})"
-    )
+    shown = safe_name(name)
+    label = "Hook" if shown == "Hook" else f"Hook {shown}"
+    if state != "succeeded":
+        label += f" ({state})"
     return f"{label}: {body}"
 
 

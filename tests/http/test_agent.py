@@ -24,6 +24,13 @@ def gw(start_module_gateway: Callable[..., GatewayProcess]) -> GatewayProcess:
                 "maxTimeoutSeconds": 900,
             }
         },
+        # configured (a model of an unconfigured provider is refused at the door), unreachable
+        "models": {
+            "providers": {
+                "openai": {"api": "openai", "baseUrl": "http://127.0.0.1:9/v1"},
+                "anthropic": {"api": "anthropic", "baseUrl": "http://127.0.0.1:9"},
+            }
+        },
         "channels": {"telegram": {"botToken": "123:abc"}},
     }
     return start_module_gateway(config, name="agent")

@@ -117,6 +117,7 @@ def gw(start_module_gateway: Callable[..., GatewayProcess]) -> GatewayProcess:
         },
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
         "agents": {"defaults": {"models": {"openai/gpt-4o": {"alias": "gpt"}}}},
+        "models": {"providers": {"openai": {"api": "openai", "baseUrl": "http://127.0.0.1:9/v1"}}},
         "channels": {"telegram": {"botToken": "123:abc"}},
     }
     return start_module_gateway(config, name="mapped")

@@ -119,6 +119,14 @@ def test_an_agent_run_succeeds_and_summarises_into_the_main_session(start_gatewa
     assert delivery["state"] == "failed" and "no last route" in delivery["lastError"]
 
 
+def test_a_run_without_a_name_summarises_as_hook_not_hook_hook(start_gateway) -> None:
+    gw = start_gateway(config())
+    body = gw.hook("agent", {"message": "nightly report", "wakeMode": "next-heartbeat"}).json()
+    run_state(gw, body["runId"], "succeeded")
+    [summary] = [e for e in events(gw) if e["source"] == f"run:{body['runId']}"]
+    assert summary["text"] == "Hook: echo: nightly report"
+
+
 def test_wake_mode_now_requests_a_heartbeat_after_the_run(start_gateway) -> None:
     gw = start_gateway(config())
     gw.hook("agent", {"message": "hello", "name": "Ping"})

@@ -121,6 +121,7 @@ def test_rules_test_checks_the_model_allowlist(tmp_path: Path) -> None:
     config = _config(tmp_path, mappings=[mapping])
     data = yaml.safe_load(config.read_text())
     data["agents"] = {"defaults": {"models": {"openai/gpt-4o": {"alias": "gpt"}}}}
+    data["models"] = {"providers": {"openai": {"api": "openai", "baseUrl": "http://127.0.0.1:9"}}}
     config.write_text(yaml.safe_dump(data))
     code, out = _test(config, "x", {"model": "gpt"})
     assert (code, out["actions"][0]["validated"]["model"]) == (0, "openai/gpt-4o")

@@ -27,6 +27,7 @@ from hookwise.server.runtime.providers.transport import (
     post_json,
     retryable_status,
 )
+from hookwise.server.version import outbound_client
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -62,7 +63,7 @@ class AnthropicProvider:
         self._max_tokens = int(getattr(config, "max_tokens", None) or DEFAULT_MAX_TOKENS)
         self._timeout = config.timeout_seconds
         self._retry = retry or RetryPolicy(max_retries=config.max_retries)
-        self._client = client or httpx.AsyncClient()
+        self._client = client or outbound_client()
 
     def request_body(
         self, model: str, messages: Sequence[ChatMessage], thinking: str | None

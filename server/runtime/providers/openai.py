@@ -30,6 +30,7 @@ from hookwise.server.runtime.providers.transport import (
     post_json,
     retryable_status,
 )
+from hookwise.server.version import outbound_client
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -55,7 +56,7 @@ class OpenAIProvider:
         self._headers.update({k.lower(): v for k, v in config.headers.items()})
         self._timeout = config.timeout_seconds
         self._retry = retry or RetryPolicy(max_retries=config.max_retries)
-        self._client = client or httpx.AsyncClient()
+        self._client = client or outbound_client()
 
     async def complete(
         self,

@@ -22,6 +22,7 @@ from hookwise.server.runtime.providers.command import CommandProvider
 from hookwise.server.runtime.providers.echo import EchoProvider
 from hookwise.server.runtime.providers.openai import OpenAIProvider
 from hookwise.server.runtime.providers.retry import RetryPolicy
+from hookwise.server.version import outbound_client
 
 ECHO_ID = "echo"
 
@@ -126,7 +127,7 @@ def _build(pid: str, pc: ProviderConfig, key: str | None, retry: RetryPolicy | N
             sleep=retry.sleep,
             random=retry.random,
         )
-    client = httpx.AsyncClient(limits=httpx.Limits(max_connections=32, max_keepalive_connections=8))
+    client = outbound_client(limits=httpx.Limits(max_connections=32, max_keepalive_connections=8))
     if pc.api == "anthropic":
         return AnthropicProvider(pid, pc, api_key=key, client=client, retry=retry)
     return OpenAIProvider(pid, pc, api_key=key, client=client, retry=retry)

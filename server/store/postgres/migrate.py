@@ -7,6 +7,8 @@ from importlib import resources
 
 import asyncpg
 
+from hookwise.server.store.schema import refuse_newer
+
 # 'hookwise' as a big-endian int64: outside hashtext()'s int4 range, so the migration lock never
 # collides with a leadership lock.
 MIGRATION_LOCK = 0x686F6F6B77697365
@@ -32,6 +34,7 @@ async def migrate(conn: asyncpg.Connection, schema: str | None = None) -> int:
 
     Everything runs in one transaction holding a transaction-level advisory lock: the first
     process migrates, the others wait for it and then find nothing to do. Returns the version.
+    Raises `SchemaTooNew` (changing nothing) when the database is newer than this code.
     """
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
@@ -44,7 +47,10 @@ async def migrate(conn: asyncpg.Connection, schema: str | None = None) -> int:
         )
         done = {r[0] for r in await conn.fetch("SELECT version FROM schema_migrations")}
         version = max(done, default=0)
-        for number, sql in _migrations():
+        migrations = _migrations()
+        # raised inside the transaction: it rolls back, nothing is changed
+        refuse_newer(f"the PostgreSQL schema {schema or 'public'}", version, migrations)
+        for number, sql in migrations:
             if number not in done:
                 await conn.execute(sql)
                 await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", number)

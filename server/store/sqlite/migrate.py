@@ -6,6 +6,8 @@ from __future__ import annotations
 import sqlite3
 from importlib import resources
 
+from hookwise.server.store.schema import refuse_newer
+
 
 def _migrations() -> list[tuple[int, str]]:
     folder = resources.files("hookwise.server.store.sqlite") / "migrations"
@@ -18,9 +20,13 @@ def _migrations() -> list[tuple[int, str]]:
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Bring the schema up to date; returns the version reached."""
+    """Bring the schema up to date; returns the version reached. Raises `SchemaTooNew` (and
+    changes nothing) when the database is newer than this code."""
     (version,) = conn.execute("PRAGMA user_version").fetchone()
-    for number, sql in _migrations():
+    migrations = _migrations()
+    file = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+    refuse_newer(f"the SQLite database {file or '(in memory)'}", version, migrations)
+    for number, sql in migrations:
         if number > version:
             conn.executescript(f"BEGIN;\n{sql}\nPRAGMA user_version = {number};\nCOMMIT;")
             version = number
