@@ -3,7 +3,8 @@
 `/healthz` stays the cheap liveness probe (the process answers). `/readyz` answers 200 only
 when the store answers a read and its writer runs, and this process's run, delivery and
 heartbeat loops are alive (a process that does not lead the heartbeat checks its leadership
-loop instead); otherwise 503 with the reasons. Both carry the version.
+loop instead); otherwise 503 with the reasons. Both carry the version
+(`hookwise.server.version.version_info()`).
 
 `/metrics` is behind the gateway token (`Authorization: Bearer`, as Prometheus' scrape config
 sends it) unless `gateway.metrics.public: true`; it exists only while metrics are enabled.
@@ -17,9 +18,9 @@ from typing import Any
 
 from litestar import Request, Response, get
 
-from hookwise import __version__
 from hookwise.server import metrics
 from hookwise.server.admin import admin_guard
+from hookwise.server.version import version_info
 
 
 def _alive(task: asyncio.Task[Any] | None) -> bool:
@@ -46,14 +47,14 @@ async def readyz(request: Request) -> Response[dict[str, Any]]:
     gateway = request.app.state.gateway
     problems = await gateway.store.readiness() + runtime_problems(gateway.runtime)
     if not problems:
-        return Response({"ok": True, "version": __version__})
+        return Response({"ok": True, **version_info()})
     return Response(
         {
             "ok": False,
             "error": "not ready: " + "; ".join(problems),
             "code": "not_ready",
             "reasons": problems,
-            "version": __version__,
+            **version_info(),
         },
         status_code=503,
     )

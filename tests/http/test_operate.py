@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import platform
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -270,7 +271,8 @@ def test_readyz_answers_ready_with_the_version(start_gateway) -> None:
     gw = start_gateway(config())
     assert gw.client is not None
     r = gw.client.get("/readyz")
-    assert r.status_code == 200 and r.json() == {"ok": True, "version": __version__}
+    assert r.status_code == 200
+    assert r.json() == {"ok": True, "version": __version__, "python": platform.python_version()}
     assert gw.client.get("/healthz").json() == {"ok": True}
 
 
