@@ -22,7 +22,7 @@ from hookwise.engine.convert import converter, structure
 from hookwise.engine.durations import Duration
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.engine.gmail_config import GmailConfig
-from hookwise.engine.mapping import MappingConfig
+from hookwise.engine.mapping import MappingConfig, VerifyConfig
 from hookwise.engine.yamlfile import YamlSyntaxError, load_yaml
 
 MIN_TOKEN_LENGTH = 24
@@ -57,6 +57,8 @@ class HooksConfig:
     presets: tuple[str, ...] = ()
     mappings: tuple[MappingConfig, ...] = ()
     rules: tuple[str, ...] = ()
+    # Path-level signature checks: every rule on the path requires the block.
+    verify: dict[str, VerifyConfig] = attrs.field(factory=dict)
     transforms_dir: str | None = None
     max_body_bytes: int = 262144
     body_timeout_seconds: Duration = Duration(30)

@@ -60,22 +60,74 @@ class ExtractConfig:
     all: bool = False
 
 
+SchemeName = Literal[
+    "discord",
+    "dropbox",
+    "github",
+    "gitlab",
+    "hmac",
+    "hmac-sha256",
+    "instagram",
+    "linear",
+    "mailgun",
+    "messenger",
+    "meta",
+    "msgraph",
+    "paddle",
+    "pagerduty",
+    "sendgrid",
+    "sentry",
+    "shopify",
+    "slack",
+    "square",
+    "standard-webhooks",
+    "stripe",
+    "svix",
+    "twilio",
+    "twitch",
+    "whatsapp",
+    "zoom",
+]
+
+
 @attrs.frozen
 class VerifyConfig:
-    """Signature verification of the raw body before anything else runs (see engine.signatures).
+    """How a provider proves its deliveries (see `hookwise.engine.signatures`), checked on the
+    raw body before anything else runs.
 
-    `secret` (or `secretFile`, relative to the folder of the file holding the rule) is resolved at
-    load. `header`, `prefix` (default "") and `encoding` (default hex) are for `hmac-sha256` only;
-    `tolerance` (default 5m) for the timestamped schemes, `stripe` and `standard-webhooks`.
+    Keys: `secret`, `secretFile` (relative to the folder of the file holding it) or `secrets`
+    (several while one is rotated; any may match); `publicKey` for the Ed25519 and ECDSA schemes
+    (Discord, SendGrid, asymmetric Standard Webhooks); `verifyToken` for Meta's GET handshake;
+    `publicUrl` for schemes that sign the URL (Twilio, Square) when a proxy changes it. `auth:
+    signature` lets a valid signature stand in for the hook token. The generic `hmac` scheme
+    takes `header`, `algorithm` (sha1, sha256, sha512), `encoding` (hex, base64), `prefix`,
+    `signed` (a template such as `{timestamp}.{body}`) and `timestampHeader`; `tolerance`
+    applies to the schemes that sign a timestamp.
     """
 
-    scheme: Literal["github", "stripe", "standard-webhooks", "hmac-sha256"]
+    scheme: SchemeName
     secret: str | None = attrs.field(default=None, repr=False)  # never in a repr or log line
     secret_file: str | None = None
+    secrets: tuple[str, ...] | None = attrs.field(default=None, repr=False)
+    public_key: str | None = None
+    verify_token: str | None = attrs.field(default=None, repr=False)
+    public_url: str | None = None
+    auth: Literal["token", "signature"] = "token"
     header: str | None = None
     prefix: str | None = None
     encoding: Literal["hex", "base64"] | None = None
+    algorithm: Literal["sha1", "sha256", "sha512"] | None = None
+    signed: str | None = None
+    timestamp_header: str | None = None
     tolerance: Duration | None = None
+
+
+@attrs.frozen
+class DedupeConfig:
+    """Where a delivery's id is, when it is not the provider's: a header or a JSONPath."""
+
+    header: str | None = None
+    jsonpath: str | None = None
 
 
 @attrs.frozen
@@ -104,8 +156,11 @@ class MappingConfig:
     # Fan-out: a JSONPath selecting a list; one action is produced per item (capped).
     for_each: str | None = None
     for_each_max: int = 20
-    # HMAC signature of the raw body, checked before templates and transforms.
+    # The provider's signature of the raw body, checked before templates and transforms.
     verify: VerifyConfig | None = None
+    # Deduplication of provider retries: off, provider (the scheme's delivery id, the
+    # default), or {header: ...} / {jsonpath: ...}.
+    dedupe: Literal["off", "provider"] | DedupeConfig | None = None
 
 
 _structure_extract_mapping = converter.get_structure_hook(ExtractConfig)
@@ -120,3 +175,17 @@ def _structure_extract(value: object, _: object) -> str | ExtractConfig:
 
 
 converter.register_structure_hook_func(lambda tp: tp == (str | ExtractConfig), _structure_extract)
+
+_structure_dedupe_mapping = converter.get_structure_hook(DedupeConfig)
+_DEDUPE = Literal["off", "provider"] | DedupeConfig | None
+
+
+def _structure_dedupe(value: object, _: object) -> str | DedupeConfig | None:
+    if value is None or value in ("off", "provider"):
+        return value  # type: ignore[return-value]
+    if not isinstance(value, dict):
+        raise ValueError("must be off, provider, {header: NAME} or {jsonpath: $.PATH}")
+    return _structure_dedupe_mapping(value, DedupeConfig)
+
+
+converter.register_structure_hook_func(lambda tp: tp == _DEDUPE, _structure_dedupe)

@@ -19,7 +19,7 @@ class InboundRequest:
 
     `path` is the sub-path after the hook base path with slashes trimmed (`github`, `ingest/x`);
     `headers` have lower-cased names; `raw_body` is the body exactly as received (for signature
-    checks and transforms that need it).
+    checks and transforms that need it); `url` is the full request URL.
     """
 
     path: str
@@ -28,3 +28,5 @@ class InboundRequest:
     query: Mapping[str, str] = attrs.field(factory=dict)
     raw_body: bytes = b""
     now: datetime | None = None
+    # The URL as requested (scheme, host, path, query), for schemes that sign it (Twilio, Square).
+    url: str = ""

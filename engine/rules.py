@@ -28,9 +28,12 @@ merged over it: keys of the action's kind replace the templated ones (a null val
 templated one, like OpenClaw), other keys are ignored. `kind` may switch between wake and agent;
 then nothing templated carries over and the dict must supply the new kind's fields.
 
-`verify` checks the request's HMAC signature (`hookwise.engine.signatures`) on the raw body, first thing in
-`evaluate` and only for the selected rule: nothing is extracted, rendered or transformed for a
-request whose signature does not verify. Its secret (`secret`, or `secretFile` relative to the
+`verify` checks the provider's signature (`hookwise.engine.signatures`) on the raw body, first
+thing in `evaluate` and only for the selected rule: nothing is extracted, rendered or transformed
+for a request whose signature does not verify. A path's door (`RuleSet.door`: `hooks.verify.<path>`
+or the first rule on the path with `verify`) is checked by the server before any rule is
+selected when it is path-level or authenticates by signature; `evaluate` then skips that same
+block. `Outcome.delivery_id` is the provider's delivery id (`dedupe`), for deduplication. Its secret (`secret`, or `secretFile` relative to the
 folder of the file holding the rule) is resolved at compile time. `${NAME}` references in rule
 files (`hooks.rules`) are resolved from the `env` given to `RuleSet.compile` (the engine reads no
 environment itself), as the config loader does for `hooks.mappings`.
@@ -62,7 +65,7 @@ from hookwise.engine.config import _resolve_env as resolve_env
 from hookwise.engine.convert import structure
 from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
 from hookwise.engine.extract import JsonPath, JsonPathError, compile_jsonpath
-from hookwise.engine.mapping import ExtractConfig, MappingConfig, RespondConfig
+from hookwise.engine.mapping import ExtractConfig, MappingConfig, RespondConfig, VerifyConfig
 from hookwise.engine.render import (
     RESERVED_NAMES,
     MissingValueError,
@@ -77,6 +80,7 @@ from hookwise.engine.render import (
 )
 from hookwise.engine.request import InboundRequest
 from hookwise.engine.signatures import SignatureError, Verifier, compile_verifier
+from hookwise.engine.signatures.door import Dedupe, Door, compile_dedupe, compile_doors
 from hookwise.engine.transforms import (
     KEEP,
     Transform,
@@ -128,6 +132,7 @@ class Outcome:
     skipped: bool
     respond: RespondConfig | None
     extracted: dict[str, Any]
+    delivery_id: str | None = None  # the provider's id of this delivery (see `dedupe`)
 
 
 def _presets_dir() -> Path:
@@ -181,6 +186,7 @@ class CompiledRule:
     transform: Transform | None
     respond_body: Callable[[dict[str, Any]], Any] | None
     verifier: Verifier | None = None
+    dedupe: Dedupe = Dedupe()
 
     @property
     def kind(self) -> ActionKind:
@@ -297,6 +303,13 @@ def _compile_rule(
             verifier = compile_verifier(config.verify, base_dir, prefix + "verify")
         except ConfigError as exc:
             issues.extend(exc.issues)
+        if config.verify.auth == "signature" and _normalize_path(config.match.path) is None:
+            fail("verify.auth", "auth: signature needs match.path (or a hooks.verify block)")
+    dedupe = Dedupe()
+    try:
+        dedupe = compile_dedupe(config, prefix)
+    except ConfigError as exc:
+        issues.extend(exc.issues)
 
     transform = None
     if config.transform is not None:
@@ -321,6 +334,7 @@ def _compile_rule(
         transform=transform,
         respond_body=respond_body,
         verifier=verifier,
+        dedupe=dedupe,
     )
 
 
@@ -408,9 +422,15 @@ class _BadResult(Exception):
 class RuleSet:
     """Compiled rules, in the order they are tried. Safe to share between concurrent requests."""
 
-    def __init__(self, rules: Sequence[CompiledRule], host: TransformHost) -> None:
+    def __init__(
+        self,
+        rules: Sequence[CompiledRule],
+        host: TransformHost,
+        doors: Mapping[str, Door] | None = None,
+    ) -> None:
         self._rules = tuple(rules)
         self._host = host
+        self._doors = dict(doors or {})
         self._wildcard = tuple(r for r in self._rules if r.path is None)
         paths = {r.path for r in self._rules if r.path is not None}
         self._by_path = {
@@ -432,12 +452,14 @@ class RuleSet:
         transforms_dir: Path | None = None,
         limits: TransformLimits = TransformLimits(),  # noqa: B008 (frozen value)
         env: Mapping[str, str] | None = None,
+        verify: Mapping[str, VerifyConfig] | None = None,
     ) -> RuleSet:
         """Compile everything at once; raise `ConfigError` with every problem found (file, rule
         id, key path). `rule_files` (files or globs) and a relative `transforms_dir` are relative
         to `base_dir` (the config file's folder); `transforms_dir` defaults to
         `<base_dir>/hooks/transforms`, as in OpenClaw. `env` resolves `${NAME}` in rule files
-        (none given: an empty environment; `hooks.mappings` arrive already resolved)."""
+        (none given: an empty environment; `hooks.mappings` arrive already resolved).
+        `verify` holds the path-level blocks (`hooks.verify`)."""
         base = (base_dir or Path.cwd()).resolve()
         issues: list[ConfigIssue] = []
         entries = [_Entry(m, f"hooks.mappings[{i}]", None, base) for i, m in enumerate(mappings)]
@@ -493,10 +515,18 @@ class RuleSet:
         except BaseException:
             host.close()
             raise
+        doors, door_issues = compile_doors(
+            verify or {}, ((r.id, r.path, r.verifier) for r in rules), base
+        )
+        issues.extend(door_issues)
         if issues:
             host.close()
             raise ConfigError(issues)
-        return cls(rules, host)
+        return cls(rules, host, doors)
+
+    def door(self, path: str) -> Door | None:
+        """The verify block guarding a mapped path, if any."""
+        return self._doors.get(path.strip("/"))
 
     def select(self, request: InboundRequest) -> CompiledRule | None:
         """The first rule matching the request, or None (answer 404)."""
@@ -506,10 +536,18 @@ class RuleSet:
                 return rule
         return None
 
-    async def evaluate(self, rule: CompiledRule, request: InboundRequest) -> Outcome:
-        """Run a selected rule: verify, extract, render, transform. Raises `RequestError`."""
-        if rule.verifier is not None:
-            self._verify(rule, request)
+    async def evaluate(
+        self, rule: CompiledRule, request: InboundRequest, *, verified: Verifier | None = None
+    ) -> Outcome:
+        """Run a selected rule: verify, extract, render, transform. Raises `RequestError`.
+        `verified` is a block the door already checked (not checked again)."""
+        door = self._doors.get(request.path.strip("/"))
+        if door is not None and door.checks_every_request and door.verifier is not verified:
+            self._verify(rule, request, door.verifier, door.rule_id)
+            verified = door.verifier
+        if rule.verifier is not None and rule.verifier is not verified:
+            self._verify(rule, request, rule.verifier, rule.id)
+        delivery_id = rule.dedupe.delivery_id(request, rule.verifier or verified)
         payload = request.payload
         extracted = {
             name: (expr.all(payload) if every else expr.first(payload))
@@ -553,7 +591,7 @@ class RuleSet:
             if rule.respond_body is not None:
                 body = self._guard(rule, "respond.body", lambda: rule.respond_body(variables))
             respond = attrs.evolve(rule.config.respond, body=body)
-        return Outcome(rule.id, tuple(actions), not actions, respond, extracted)
+        return Outcome(rule.id, tuple(actions), not actions, respond, extracted, delivery_id)
 
     def _render(self, rule: CompiledRule, scope: dict[str, Any]) -> ActionSpec:
         fields = dict(rule.static)
@@ -570,13 +608,16 @@ class RuleSet:
         return ActionSpec(rule.kind, fields)
 
     @staticmethod
-    def _verify(rule: CompiledRule, request: InboundRequest) -> None:
-        assert rule.verifier is not None
+    def _verify(
+        rule: CompiledRule, request: InboundRequest, verifier: Verifier, owner: str | None
+    ) -> None:
+        """401 `invalid_signature` naming the block's rule (or its `hooks.verify` path)."""
         try:
-            rule.verifier.verify(request.headers, request.raw_body, request.now)
+            verifier.verify(request)
         except SignatureError as exc:
+            where = f"rule {owner!r}" if owner else verifier.where
             raise RequestError(
-                401, "invalid_signature", f"rule {rule.id!r}: {exc}", None, rule.id
+                401, "invalid_signature", f"{where}: {exc}", None, owner or rule.id
             ) from None
 
     @staticmethod

@@ -217,17 +217,20 @@ def _add_optional_commands(sub: Any) -> None:
         pass
     else:
         add_rules(sub)
+    from hookwise.server.signatures_cli import add_cli as add_sign
+
+    webhooks = sub.add_parser(
+        "webhooks",
+        help="helpers for webhook providers",
+        description="Helpers for webhook providers.",
+    )
+    providers = webhooks.add_subparsers(dest="provider", metavar="PROVIDER", required=True)
+    add_sign(providers)
     try:
         from hookwise.server.gmail.cli import add_cli as add_gmail
     except ImportError:
         pass
     else:
-        webhooks = sub.add_parser(
-            "webhooks",
-            help="helpers for webhook providers",
-            description="Helpers for webhook providers.",
-        )
-        providers = webhooks.add_subparsers(dest="provider", metavar="PROVIDER", required=True)
         add_gmail(providers)
 
 

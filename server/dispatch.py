@@ -156,9 +156,15 @@ class Dispatcher:
         return accepted
 
     def refused(
-        self, meta: RequestMeta, status: int, code: str, rule_id: str | None = None
+        self,
+        meta: RequestMeta,
+        status: int,
+        code: str,
+        rule_id: str | None = None,
+        action: str | None = None,
     ) -> None:
-        """Record a refused request in the request log (not awaited)."""
+        """Record a refused (or answered, not dispatched) request in the request log (not
+        awaited); `action` is `handshake` for a provider's verification handshake."""
         self.store.log_request(
             RequestLogEntry(
                 at=self._clock(),
@@ -166,6 +172,7 @@ class Dispatcher:
                 status=status,
                 client=meta.client,
                 size=meta.size,
+                action=action,
                 rule_id=rule_id,
                 code=code,
             )

@@ -57,6 +57,7 @@ def compile_rules(loaded: LoadedConfig) -> Any:
             timeout_ms=limits.timeout_ms, memory_mb=limits.memory_mb, pool_size=limits.pool_size
         ),
         env=dict(os.environ),  # `${NAME}` in rule files; read once, here, not in the engine
+        verify=hooks.verify,
     )
     ruleset.observe_transform = time_transform
     return ruleset

@@ -5,6 +5,14 @@ contract: method (405, before auth) -> authentication and lock-out (401/429, bef
 read) -> sub-path (404 for the bare hook path) -> body (413 as soon as it is too large, 408 when
 it is too slow) -> payload (400) -> idempotency key -> rule or built-in action -> validation (400)
 -> dispatch (commit, then 200/202; 204 when a transform skipped the request).
+
+A mapped path with a door (`hooks.verify.<path>`, or a rule's `verify` on that path; see
+`hookwise.engine.signatures.door`) changes three things: `GET` is allowed when the door has a
+GET handshake (Meta, Dropbox; otherwise 405 as everywhere); with `auth: signature` the hook
+token is not required and a failed signature counts towards the lock-out like a wrong token;
+and, after the body is read, the provider's handshake is answered (recorded in the request log
+with action `handshake`, never dispatched) or the signature checked before any rule is selected.
+A verified request without `Idempotency-Key` uses the provider's delivery id as its key.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ from hookwise.engine.actions import (
 )
 from hookwise.engine.errors import RequestError
 from hookwise.engine.request import InboundRequest
+from hookwise.engine.signatures import HandshakeRefused, SignatureError, answer, answers_get
+from hookwise.engine.signatures.door import Door
 from hookwise.server.asgi import content_length, read_body, send_error, send_json
 from hookwise.server.auth import (
     AuthThrottle,
@@ -84,6 +94,26 @@ def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
     return None
 
 
+def _url(scope: Scope, headers: list[tuple[bytes, bytes]]) -> str:
+    """The URL as the client requested it (for schemes that sign it: Twilio, Square)."""
+    host = _header(headers, b"host")
+    if host is None:
+        server = scope.get("server") or ("localhost", None)
+        host = f"{server[0]}:{server[1]}".encode() if server[1] else str(server[0]).encode()
+    path = scope.get("raw_path") or scope["path"].encode()
+    query = scope.get("query_string", b"")
+    url = f"{scope.get('scheme', 'http')}://{host.decode('latin-1')}{path.decode('latin-1')}"
+    return url + ("?" + query.decode("latin-1") if query else "")
+
+
+def _delivery_key(path: str, delivery_id: str) -> str:
+    """The idempotency key of a provider's delivery: its id, scoped to the hook path."""
+    key = f"delivery:{path}:{delivery_id}"
+    if len(key) > MAX_IDEMPOTENCY_KEY:
+        key = "delivery:" + hashlib.sha256(key.encode()).hexdigest()
+    return key
+
+
 class HookEndpoint:
     """The ASGI application behind `{hook_path}`."""
 
@@ -111,7 +141,9 @@ class HookEndpoint:
         if sub is None:
             await send_error(send, RequestError(404, "not_found", "no such endpoint"))
             return
-        if scope["method"] != "POST":
+        door = self._door(sub)
+        get_handshake = door is not None and answers_get(door.verifier)
+        if scope["method"] != "POST" and not (scope["method"] == "GET" and get_handshake):
             await send_error(
                 send,
                 RequestError(405, "method_not_allowed", "hook endpoints accept POST only"),
@@ -119,23 +151,34 @@ class HookEndpoint:
             )
             return
         headers: list[tuple[bytes, bytes]] = scope["headers"]
+        by_signature = door is not None and door.verifier.signature_auth
         try:
-            await self._authenticate(headers, scope.get("query_string", b""), client)
+            if by_signature:
+                retry = await self._throttle.locked_for(client)
+                if retry is not None:
+                    raise _LockedOut(max(1, round(retry)))
+            else:
+                await self._authenticate(headers, scope.get("query_string", b""), client)
             if not sub:
                 raise RequestError(
                     404, "not_found", "name a hook: {hook_path}/wake, /agent or a mapping"
                 )
-            body = await read_body(
-                receive,
-                declared=content_length(headers),
-                limit=self.settings.max_body_bytes,
-                timeout=self.settings.body_timeout,
-            )
+            body = b""
+            if scope["method"] == "POST":
+                body = await read_body(
+                    receive,
+                    declared=content_length(headers),
+                    limit=self.settings.max_body_bytes,
+                    timeout=self.settings.body_timeout,
+                )
             meta = attrs.evolve(meta, size=len(body))
-            await self._handle(sub, headers, scope, body, meta, send)
+            await self._handle(sub, headers, scope, body, meta, send, door)
         except _LockedOut as e:
             await send_error(send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())])
         except RequestError as e:
+            if by_signature and e.status == 401:
+                await self._throttle.record_failure(client)
+                log.warning("hook signature authentication failed from %s", client)
             self._dispatcher.refused(meta, e.status, e.code, e.rule_id)
             if e.status >= 500 or e.code.startswith("transform_"):
                 # the message names the rule and what failed, never the payload
@@ -173,6 +216,43 @@ class HookEndpoint:
         log.warning("hook authentication failed from %s", client)
         raise RequestError(401, "unauthorized", presented.problem or "the hook token is not valid")
 
+    def _door(self, sub: str) -> Door | None:
+        if not sub or sub in ("wake", "agent"):
+            return None
+        rules = self._rules()
+        return rules.door(sub) if rules is not None else None
+
+    async def _at_door(
+        self, door: Door, scope: Scope, request: InboundRequest, meta: RequestMeta, send: Send
+    ) -> bool:
+        """Answer the provider's handshake (True) or check the door's signature."""
+        try:
+            found = answer(door.verifier, scope["method"], request)
+            if found is None and scope["method"] != "POST":
+                raise RequestError(
+                    405, "method_not_allowed", "GET is for the provider's verification handshake"
+                )
+            if found is None and door.checks_every_request:
+                door.verifier.verify(request)
+        except SignatureError as exc:
+            where = f"rule {door.rule_id!r}" if door.rule_id else door.verifier.where
+            raise RequestError(
+                401, "invalid_signature", f"{where}: {exc}", None, door.rule_id
+            ) from None
+        except HandshakeRefused as exc:
+            raise RequestError(exc.status, exc.code, exc.message, None, door.rule_id) from None
+        if found is None:
+            return False
+        self._dispatcher.refused(meta, found.status, found.kind, door.rule_id, "handshake")
+        hdrs = [(k.lower().encode(), v.encode()) for k, v in found.headers]
+        hdrs += [
+            (b"content-type", found.content_type.encode()),
+            (b"content-length", str(len(found.body)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": found.status, "headers": hdrs})
+        await send({"type": "http.response.body", "body": found.body})
+        return True
+
     async def _handle(
         self,
         sub: str,
@@ -181,7 +261,21 @@ class HookEndpoint:
         body: bytes,
         meta: RequestMeta,
         send: Send,
+        door: Door | None = None,
     ) -> None:
+        request = None
+        if sub not in ("wake", "agent"):
+            request = InboundRequest(
+                path=sub,
+                payload={},
+                headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
+                query=dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))),
+                raw_body=body,
+                now=datetime.now(UTC),
+                url=_url(scope, headers),
+            )
+            if door is not None and await self._at_door(door, scope, request, meta, send):
+                return
         payload = parse_payload(body, content_type(headers))
         idem = _header(headers, b"idempotency-key")
         idem_key: str | None = None
@@ -194,6 +288,7 @@ class HookEndpoint:
                     f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters",
                 )
         policy = self.settings.policy
+        fingerprint: str | None = None
         rule_id: str | None = None
         respond = None
         actions: list[Action]
@@ -203,19 +298,18 @@ class HookEndpoint:
             actions = [validate_agent(payload, policy)]
         else:
             rules = self._rules()
-            request = InboundRequest(
-                path=sub,
-                payload=payload,
-                headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
-                query=dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))),
-                raw_body=body,
-                now=datetime.now(UTC),
-            )
+            assert request is not None
+            request = attrs.evolve(request, payload=payload)
             rule = rules.select(request) if rules is not None else None
             if rule is None:
                 raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
-            outcome = await rules.evaluate(rule, request)
+            verified = door.verifier if door is not None and door.checks_every_request else None
+            outcome = await rules.evaluate(rule, request, verified=verified)
             rule_id = outcome.rule_id
+            if idem_key is None and outcome.delivery_id is not None:
+                # A verified provider id is authoritative: a retry re-signed (Mailgun signs in
+                # the body) is still the same delivery, so the key is its own fingerprint.
+                idem_key = fingerprint = _delivery_key(meta.path, outcome.delivery_id)
             if outcome.skipped or not outcome.actions:
                 respond = outcome.respond
                 status = respond.status if respond is not None else 204
@@ -238,8 +332,7 @@ class HookEndpoint:
                     rule_id=rule_id,
                 ) from None
             respond = outcome.respond
-        fingerprint = None
-        if idem_key is not None:
+        if idem_key is not None and fingerprint is None:
             fingerprint = hashlib.sha256(meta.path.encode() + b"\n" + body).hexdigest()
         accepted = await self._dispatcher.dispatch(
             actions,

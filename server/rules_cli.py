@@ -187,6 +187,10 @@ def cmd_rules_test(args: argparse.Namespace) -> int:
         _print_issues(f"{args.config}: the rules have", e.issues)
         return 1
     try:
+        if args.sign:
+            from hookwise.server.signatures_cli import rules_test_sign
+
+            request = rules_test_sign(ruleset, request, args.url)
         report = explain_with_validation(ruleset, request, policy)
     finally:
         ruleset.close()
@@ -357,6 +361,13 @@ def add_cli(subparsers: Any) -> None:
         metavar="NAME=VALUE",
         help="a query parameter of the request URL (repeatable)",
     )
+    test.add_argument(
+        "--sign",
+        action="store_true",
+        help="sign the sample as the provider would, with the secret of the verify block that "
+        "guards the path, so that it runs through signature verification too",
+    )
+    test.add_argument("--url", help="with --sign: the URL the provider calls (twilio, square)")
     test.set_defaults(func=cmd_rules_test)
 
     check = sub.add_parser(

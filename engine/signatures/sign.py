@@ -1,0 +1,122 @@
+"""What a provider would send: the headers of a signed delivery, from a scheme's description.
+
+`sign(verifier, body, now=..., delivery_id=..., url=...)` builds the signature header (plain, or
+the labelled list of Stripe, Paddle, PagerDuty and Standard Webhooks), the timestamp header, the
+delivery id header and the headers the signed template names, signing with the block's first
+(current) secret. It is the inverse of `Verifier.verify` for every shared-secret scheme; Twilio
+adds `bodySHA256` to the URL of a JSON body (`Signed.url`). Schemes that sign with a private key
+(Discord, SendGrid, Standard Webhooks v1a) or inside the body (Mailgun, Microsoft Graph) cannot
+be signed here (`SignError`). Pure: the time and the delivery id are arguments.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from datetime import UTC, datetime
+from urllib.parse import parse_qsl, urlsplit
+
+import attrs
+
+from hookwise.engine.request import InboundRequest
+from hookwise.engine.signatures.core import DIGESTS, Verifier, render, request_url
+
+_UNSIGNABLE = {
+    "mailgun": "signs inside the body (its signature object)",
+    "msgraph": "carries its clientState inside the body",
+}
+
+
+class SignError(Exception):
+    """The scheme cannot be signed by hookwise (a private key, or a signature in the body)."""
+
+
+@attrs.frozen
+class Signed:
+    """The headers to send, and the URL when signing changed it (Twilio's bodySHA256)."""
+
+    headers: dict[str, str]
+    url: str | None = None
+
+
+def _stamp(unit: str, now: datetime) -> str:
+    if unit == "rfc3339":
+        return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return str(int(now.timestamp() * (1000 if unit == "ms" else 1)))
+
+
+def _encode(digest: bytes, encoding: str) -> str:
+    return digest.hex() if encoding == "hex" else base64.b64encode(digest).decode()
+
+
+def _twilio(v: Verifier, body: bytes, url: str, form: bool) -> Signed:
+    if not url and v.options.public_url is None:
+        raise SignError("the twilio scheme signs the URL: give the URL the provider calls")
+    url = request_url(InboundRequest(path="", payload={}, url=url), v.options)
+    tail = ""
+    if form:
+        grouped: dict[str, set[str]] = {}
+        for key, value in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
+            grouped.setdefault(key, set()).add(value)
+        tail = "".join(k + v for k in sorted(grouped) for v in sorted(grouped[k]))
+    else:
+        digest = hashlib.sha256(body).hexdigest()
+        url += ("&" if urlsplit(url).query else "?") + f"bodySHA256={digest}"
+    mac = hmac.new(v.keys.secrets[0], (url + tail).encode(), hashlib.sha1).digest()
+    return Signed({"X-Twilio-Signature": base64.b64encode(mac).decode()}, None if form else url)
+
+
+def sign(
+    verifier: Verifier,
+    body: bytes,
+    *,
+    now: datetime,
+    delivery_id: str,
+    url: str = "",
+    form: bool = False,
+) -> Signed:
+    """The headers a provider using `verifier`'s scheme and secret would send with `body`."""
+    scheme = verifier.scheme
+    if scheme.name in _UNSIGNABLE:
+        raise SignError(f"the {scheme.name} scheme {_UNSIGNABLE[scheme.name]}")
+    if verifier.keys.public is not None or not verifier.keys.secrets:
+        raise SignError(f"the {scheme.name} scheme signs with the provider's private key")
+    if scheme.name == "twilio":
+        return _twilio(verifier, body, url, form)
+    if "{url}" in scheme.signed and not (url or verifier.options.public_url):
+        raise SignError(f"the {scheme.name} scheme signs the URL: give the URL the provider calls")
+    fmt = scheme.signature
+    headers: dict[str, str] = {}
+    id_header = scheme.delivery_id
+    if id_header is not None and not id_header.startswith("$"):
+        headers[id_header] = delivery_id
+    for name in ("webhook-id", "Twitch-Eventsub-Message-Id"):
+        if f"{{header:{name}}}" in scheme.signed:
+            headers[name] = delivery_id
+    stamp = _stamp(scheme.timestamp_unit, now) if scheme.timestamped else ""
+    if scheme.timestamp is not None and scheme.timestamp.startswith("header:"):
+        headers[scheme.timestamp[7:]] = stamp
+    if scheme.algorithm == "token":
+        headers[fmt.header] = verifier.keys.secrets[0].decode("utf-8", "surrogateescape")
+        return Signed(headers)
+    request = InboundRequest(
+        path="",
+        payload={},
+        headers={k.lower(): v for k, v in headers.items()},
+        raw_body=body,
+        url=url,
+    )
+    message = render(
+        scheme.signed, request, scheme, timestamp=stamp, url=request_url(request, verifier.options)
+    )
+    digest = hmac.new(verifier.keys.secrets[0], message, DIGESTS[scheme.algorithm]).digest()
+    signature = _encode(digest, scheme.encoding)
+    if fmt.separator is None:
+        value = fmt.prefix + signature
+    else:
+        value = f"{fmt.label}{fmt.assign}{signature}"
+        if fmt.timestamp_label is not None:
+            value = f"{fmt.timestamp_label}{fmt.assign}{stamp}{fmt.separator}{value}"
+    headers[fmt.header] = value
+    return Signed(headers)

@@ -1,0 +1,131 @@
+"""`hookwise webhooks sign`: print the headers a provider would send with a payload.
+
+For curl and for tests: `hookwise webhooks sign --scheme stripe --secret-file s --payload e.json`
+prints `Stripe-Signature: t=...,v1=...` (one `Name: value` line per header, ready for `curl -H`).
+The secret comes from `--secret-file`, the `HOOKWISE_SIGN_SECRET` environment variable, or
+`--secret` (visible to other users of the machine in the process list). `rules_test_sign` is
+the same signing for `hookwise rules test --sign`, with the secret of the block guarding the path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hookwise.engine.convert import structure
+from hookwise.engine.errors import ConfigError
+from hookwise.engine.mapping import VerifyConfig
+from hookwise.engine.request import InboundRequest
+from hookwise.engine.signatures import NAMES, Verifier, compile_verifier
+from hookwise.engine.signatures.sign import SignError, sign
+
+_EPILOG = """\
+example:
+  hookwise webhooks sign --scheme github --secret-file gh.secret --payload push.json
+  curl -X POST "$URL/hooks/github?token=$HOOK_TOKEN" -H 'Content-Type: application/json' \\
+    $(hookwise webhooks sign --scheme github --secret-file gh.secret --payload push.json \\
+      | sed 's/^/-H /') --data-binary @push.json
+"""
+
+
+def _secret(args: argparse.Namespace) -> str:
+    if args.secret_file:
+        try:
+            return Path(args.secret_file).read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise SystemExit(
+                f"hookwise: cannot read {args.secret_file}: {e.strerror or e}"
+            ) from None
+    value = args.secret or os.environ.get("HOOKWISE_SIGN_SECRET")
+    if not value:
+        raise SystemExit("hookwise: give --secret-file, HOOKWISE_SIGN_SECRET or --secret")
+    return value
+
+
+def cmd_sign(args: argparse.Namespace) -> int:
+    try:
+        body = sys.stdin.buffer.read() if args.payload == "-" else Path(args.payload).read_bytes()
+    except OSError as e:
+        raise SystemExit(f"hookwise: cannot read {args.payload}: {e.strerror or e}") from None
+    if args.scheme in ("discord", "sendgrid"):
+        raise SystemExit(
+            f"hookwise: the {args.scheme} scheme signs with the provider's private key"
+        )
+    block: dict[str, Any] = {"scheme": args.scheme, "secret": _secret(args)}
+    if args.scheme in ("hmac", "hmac-sha256"):
+        block.update(header=args.header or "X-Signature", prefix=args.prefix or "")
+    try:
+        verifier = compile_verifier(structure(block, VerifyConfig, "verify"), Path.cwd(), "verify")
+        signed = sign(
+            verifier,
+            body,
+            now=datetime.now(UTC),
+            delivery_id=args.id or str(uuid.uuid4()),
+            url=args.url or "",
+            form=args.form,
+        )
+    except ConfigError as e:
+        raise SystemExit(f"hookwise: {'; '.join(str(i) for i in e.issues)}") from None
+    except SignError as e:
+        raise SystemExit(f"hookwise: {e}") from None
+    if signed.url is not None:
+        print(f"# POST {signed.url}")
+    for name, value in signed.headers.items():
+        print(f"{name}: {value}")
+    return 0
+
+
+def rules_test_sign(ruleset: Any, request: InboundRequest, url: str | None) -> InboundRequest:
+    """`request` signed with the secret of the verify block guarding its path (or of the rule
+    it selects), as the provider would sign it."""
+    door = ruleset.door(request.path)
+    verifier: Verifier | None = door.verifier if door is not None else None
+    if verifier is None:
+        rule = ruleset.select(request)
+        verifier = rule.verifier if rule is not None else None
+    if verifier is None:
+        raise SystemExit(f"hookwise: --sign: no verify block guards the path {request.path!r}")
+    ctype = request.headers.get("content-type", "")
+    try:
+        signed = sign(
+            verifier,
+            request.raw_body,
+            now=request.now or datetime.now(UTC),
+            delivery_id=f"rules-test-{uuid.uuid4()}",
+            url=url or f"https://localhost/hooks/{request.path}",
+            form=ctype.startswith("application/x-www-form-urlencoded"),
+        )
+    except SignError as e:
+        raise SystemExit(f"hookwise: --sign: {e}") from None
+    headers = {**request.headers, **{k.lower(): v for k, v in signed.headers.items()}}
+    final_url = signed.url or url or f"https://localhost/hooks/{request.path}"
+    return attrs.evolve(request, headers=headers, url=final_url)
+
+
+def add_cli(providers: Any) -> None:
+    """Add `sign` under `hookwise webhooks`."""
+    p = providers.add_parser(
+        "sign",
+        help="print the headers a provider would send with a payload",
+        description="Sign a payload as the provider of SCHEME would and print the headers it "
+        "would send, one 'Name: value' per line.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--scheme", required=True, choices=NAMES, metavar="SCHEME")
+    p.add_argument("--payload", required=True, metavar="FILE", help="the body ('-' reads stdin)")
+    p.add_argument("--secret-file", metavar="FILE", help="a file holding the secret")
+    p.add_argument("--secret", help="the secret (prefer --secret-file or HOOKWISE_SIGN_SECRET)")
+    p.add_argument("--url", help="the URL the provider calls (twilio, square)")
+    p.add_argument("--id", help="the delivery id to send (default: a random UUID)")
+    p.add_argument("--form", action="store_true", help="the body is a form (twilio)")
+    p.add_argument("--header", help="hmac: the signature header (default X-Signature)")
+    p.add_argument("--prefix", help="hmac: the text before the digest, e.g. sha256=")
+    p.set_defaults(func=cmd_sign)
