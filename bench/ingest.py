@@ -15,8 +15,15 @@ What it does, all on loopback and bounded in time:
    SQLite store) for `/hooks/wake`, then for `/hooks/agent`, each on its own fresh server: a
    warm-up, then the measured `wrk --latency` run; afterwards checks through the admin API that
    events/runs were stored, and counts the stored rows against the acknowledged responses;
-4. prints a table (requests/s, p50, p99, peak RSS, ratio to the ceiling, targets), the machine,
-   and a final machine-readable line `BENCH_JSON {...}`.
+4. prints a table (requests/s, p50, p99, peak RSS, machine and server CPU per acknowledged
+   request, ratio to the ceiling, targets), the machine, and a final machine-readable line
+   `BENCH_JSON {...}`.
+
+Without `--matrix` it also measures `mapped` (`/hooks/ping`, a templated mapping that makes an
+event), and `--rounds N` repeats ceiling, `/wake`, `/agent`, `mapped` N times in turn: issue 18's
+ratios (`/wake` to the ceiling, `/agent` and `mapped` to `/wake`) are taken within each round and
+summed up as ranges, with the server's CPU per accepted request, the figure a busy machine
+disturbs least.
 
 `--store` and `--workers` are passed to `hookwise serve` only when given (exit 2 if the CLI does
 not know them yet). Every configuration is one call of `measure(endpoint, server, load)`, so
@@ -73,10 +80,12 @@ ADMIN_TOKEN = "bench-admin-token-0123456789abcdef-0123"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 
-# Targets from issue 2 (ratio to the ceiling; p99 in milliseconds).
+# Targets from issue 18: /wake as a ratio to the ceiling (p99 in milliseconds); /agent and the
+# templated mapped hook as a ratio to /wake, each taken within one round.
 TARGETS: dict[str, dict[str, float]] = {
-    "wake": {"ratio": 0.15, "p99_ms": 20.0},
-    "agent": {"ratio": 0.12},
+    "wake": {"ratio": 0.25, "p99_ms": 20.0},
+    "agent": {"vs_wake": 0.8},
+    "mapped": {"vs_wake": 0.9},
 }
 # Target from issue 7: PostgreSQL, 2 processes vs 1 process, `/agent` acceptance rate.
 SCALING_TARGET = 1.5
@@ -135,6 +144,16 @@ class LoadSpec:
 
 WAKE = EndpointSpec("wake", "/hooks/wake", {"text": "bench wake", "mode": "now"}, "events")
 AGENT = EndpointSpec("agent", "/hooks/agent", {"message": "bench agent run"}, "runs")
+#: a templated mapped hook that makes an event (the mapping `ping` of `_hookwise_config`)
+MAPPED = EndpointSpec(
+    "mapped", "/hooks/ping", {"host": "db-1", "check": "disk", "value": 91}, "events"
+)
+PING_MAPPING = {
+    "id": "ping",
+    "match": {"path": "ping"},
+    "action": "wake",
+    "textTemplate": "{{check}} on {{host}} at {{value}}%",
+}
 CEILING_ENDPOINT = EndpointSpec("ceiling", WAKE.path, WAKE.body)
 
 
@@ -171,6 +190,10 @@ class Result:
     store: str | None = None  # "sqlite" or "postgresql" (hookwise only)
     workers: int | None = None
     notes: list[str] = field(default_factory=list)
+    #: CPU seconds of the server's process tree during the measured run, and the run's length
+    server_cpu_s: float | None = None
+    elapsed_s: float | None = None
+    round: int = 1
 
 
 # ------------------------------------------------------------------------------------ processes
@@ -292,7 +315,12 @@ def _hookwise_config(
     path: Path, model_url: str | None = None, extra: tuple[tuple[str, Any], ...] = ()
 ) -> None:
     config: dict[str, Any] = {
-        "hooks": {"enabled": True, "token": HOOK_TOKEN, "path": "/hooks"},
+        "hooks": {
+            "enabled": True,
+            "token": HOOK_TOKEN,
+            "path": "/hooks",
+            "mappings": [PING_MAPPING],
+        },
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
         **dict(extra),
     }
@@ -637,6 +665,7 @@ def measure(endpoint: EndpointSpec, spec: ServerSpec, load: LoadSpec) -> Result:
         rss = peak_rss_kib(server.proc.pid)
         check = admin_check(server, endpoint) if spec.kind == "hookwise" else None
         result = Result(spec.name, endpoint.name, stats, warm, rss, cpu_pct, check, machine)
+        result.server_cpu_s, result.elapsed_s = cpu_pct * elapsed / 100.0, elapsed
         result.expect_table = endpoint.expect_table
         if spec.kind == "hookwise":
             result.store, result.workers = spec.store_kind, spec.workers or 1
@@ -692,52 +721,150 @@ def _fmt_ms(value: float | None) -> str:
     return f"{value:.2f}" if value is not None else "?"
 
 
-def _target_text(result: Result, ratio: float | None) -> str:
+def _same_round(results: list[Result], result: Result, endpoint: str) -> Result | None:
+    """The `endpoint` row of `result`'s round and server (the ceiling: of its round)."""
+    for r in results:
+        same = r.round == result.round and r.endpoint == endpoint
+        if same and (endpoint == "ceiling" or r.server == result.server):
+            return r
+    return None
+
+
+def _target_text(result: Result, results: list[Result], ratio: float | None) -> str:
     target = TARGETS.get(result.endpoint)
-    if not target or ratio is None:
+    if not target:
         return ""
-    parts = [f"ratio >= {target['ratio']:.2f}: {'PASS' if ratio >= target['ratio'] else 'FAIL'}"]
+    parts = []
+    if "ratio" in target and ratio is not None:
+        parts.append(
+            f"ratio >= {target['ratio']:.2f}: {'PASS' if ratio >= target['ratio'] else 'FAIL'}"
+        )
     if "p99_ms" in target:
         p99 = result.stats.p99_ms
         ok = p99 is not None and p99 < target["p99_ms"]
         parts.append(f"p99 < {target['p99_ms']:.0f} ms: {'PASS' if ok else 'FAIL'}")
+    wake = _same_round(results, result, "wake")
+    if "vs_wake" in target and wake is not None and wake.stats.rps:
+        vs = result.stats.rps / wake.stats.rps
+        verdict = "PASS" if vs >= target["vs_wake"] else "FAIL"
+        parts.append(f"/wake x{vs:.2f} >= {target['vs_wake']:.2f}: {verdict}")
     return "; ".join(parts)
 
 
-def _ratio(result: Result, ceiling: Result | None) -> float | None:
+def issue18_summary(results: list[Result]) -> dict[str, Any]:
+    """Issue 18's ratios, each taken within one round, over the rounds: per round and min-max."""
+    pairs = {"wake/ceiling": ("wake", "ceiling"), "agent/wake": ("agent", "wake")}
+    pairs["mapped/wake"] = ("mapped", "wake")
+    targets = {
+        "wake/ceiling": TARGETS["wake"]["ratio"],
+        "agent/wake": TARGETS["agent"]["vs_wake"],
+        "mapped/wake": TARGETS["mapped"]["vs_wake"],
+    }
+    out: dict[str, Any] = {}
+    for name, (a, b) in pairs.items():
+        ratios = []
+        for r in results:
+            if r.endpoint != a:
+                continue
+            ref = _same_round(results, r, b)
+            if ref is not None and ref.stats.rps:
+                ratios.append(r.stats.rps / ref.stats.rps)
+        if ratios:
+            out[name] = {
+                "per_round": ratios,
+                "min": min(ratios),
+                "max": max(ratios),
+                "target": targets[name],
+                "rounds_passing": sum(x >= targets[name] for x in ratios),
+            }
+    p99 = [r.stats.p99_ms for r in results if r.endpoint == "wake" and r.stats.p99_ms is not None]
+    if p99:
+        out["wake_p99_ms"] = {"min": min(p99), "max": max(p99), "target_below": 20.0}
+    for endpoint in ("ceiling", "wake", "agent", "mapped"):
+        figures = [server_us_per_request(r) for r in results if r.endpoint == endpoint]
+        known = [f for f in figures if f is not None]
+        if known:
+            out[f"server_us_per_request_{endpoint}"] = {"min": min(known), "max": max(known)}
+    return out
+
+
+def render_issue18(summary: dict[str, Any]) -> str:
+    lines = ["issue 18 (ratios within one round; ranges over the rounds):"]
+    for name in ("wake/ceiling", "agent/wake", "mapped/wake"):
+        f = summary.get(name)
+        if f is None:
+            continue
+        lines.append(
+            f"  {name:<13} {f['min']:.3f} - {f['max']:.3f} (target >= {f['target']:.2f}: "
+            f"{f['rounds_passing']} of {len(f['per_round'])} rounds pass)"
+        )
+    if "wake_p99_ms" in summary:
+        f = summary["wake_p99_ms"]
+        lines.append(f"  /wake p99     {f['min']:.1f} - {f['max']:.1f} ms (target < 20 ms)")
+    for endpoint in ("ceiling", "wake", "agent", "mapped"):
+        f = summary.get(f"server_us_per_request_{endpoint}")
+        if f is not None:
+            lines.append(
+                f"  server CPU per accepted request, {endpoint:<7} {f['min']:.0f} - {f['max']:.0f} µs"
+            )
+    return "\n".join(lines)
+
+
+def _ratio(result: Result, results: list[Result]) -> float | None:
+    ceiling = _same_round(results, result, "ceiling")
     if ceiling is None or ceiling is result or not ceiling.stats.rps:
         return None
     return result.stats.rps / ceiling.stats.rps
 
 
+def _accepted_per_s(result: Result) -> float:
+    stats = result.stats
+    return stats.rps * stats.acknowledged / stats.requests if stats.requests else 0.0
+
+
 def machine_us_per_request(result: Result) -> float | None:
-    """Machine CPU time per acknowledged request (every process and the kernel), in µs."""
-    if result.machine_busy_pct is None or not result.stats.rps:
+    """Machine CPU time per acknowledged request (every process and the kernel), in µs. On a
+    machine others use too, their work counts here: compare `server_us_per_request`."""
+    accepted = _accepted_per_s(result)
+    if result.machine_busy_pct is None or not accepted:
         return None
     cores = os.cpu_count() or 1
-    return result.machine_busy_pct / 100.0 * cores * 1e6 / result.stats.rps
+    return result.machine_busy_pct / 100.0 * cores * 1e6 / accepted
 
 
-def render_table(results: list[Result], ceiling: Result | None) -> str:
+def server_us_per_request(result: Result) -> float | None:
+    """CPU time of the server's process tree (user + system) per acknowledged request, in µs:
+    the figure that tells how many requests a core takes, undisturbed by other processes."""
+    accepted = _accepted_per_s(result)
+    if result.server_cpu_s is None or not result.elapsed_s or not accepted:
+        return None
+    return result.server_cpu_s / result.elapsed_s * 1e6 / accepted
+
+
+def render_table(results: list[Result]) -> str:
     header = (
         f"{'server/endpoint':<22} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'peak RSS':>9} {'srv CPU':>8} {'machine':>8} {'µs/req':>7} {'non-2xx':>8} "
+        f"{'peak RSS':>9} {'srv CPU':>8} {'machine':>8} {'µs/req':>7} {'srv µs':>7} {'non-2xx':>8} "
         f"{'ratio':>6}  target"
     )
     lines = [header, "-" * (len(header) + 30)]
     for r in results:
-        ratio = _ratio(r, ceiling)
+        ratio = _ratio(r, results)
         rss = f"{r.peak_rss_kib / 1024:.0f} MiB" if r.peak_rss_kib else "?"
         cpu = f"{r.server_cpu_pct:.0f}%" if r.server_cpu_pct is not None else "?"
         busy = f"{r.machine_busy_pct:.0f}%" if r.machine_busy_pct is not None else "?"
         per_req = machine_us_per_request(r)
         us = f"{per_req:.0f}" if per_req is not None else "?"
+        srv_req = server_us_per_request(r)
+        srv_us = f"{srv_req:.0f}" if srv_req is not None else "?"
         label = r.endpoint if r.endpoint == "ceiling" else f"{r.server} /{r.endpoint}"
+        if r.round > 1 or len({x.round for x in results}) > 1:
+            label = f"{label} #{r.round}"
         lines.append(
             f"{label:<22} {r.stats.rps:>9,.0f} {_fmt_ms(r.stats.p50_ms):>8} "
-            f"{_fmt_ms(r.stats.p99_ms):>8} {rss:>9} {cpu:>8} {busy:>8} {us:>7} "
+            f"{_fmt_ms(r.stats.p99_ms):>8} {rss:>9} {cpu:>8} {busy:>8} {us:>7} {srv_us:>7} "
             f"{r.stats.non_2xx:>8} "
-            f"{(f'{ratio:.3f}' if ratio is not None else '1.000'):>6}  {_target_text(r, ratio)}"
+            f"{(f'{ratio:.3f}' if ratio is not None else '1.000'):>6}  {_target_text(r, results, ratio)}"
         )
     return "\n".join(lines)
 
@@ -808,7 +935,6 @@ def render_scaling(figure: dict[str, Any]) -> str:
 
 def bench_json(
     results: list[Result],
-    ceiling: Result | None,
     machine: dict[str, Any],
     extra: dict[str, Any] | None = None,
 ) -> str:
@@ -818,7 +944,9 @@ def bench_json(
         "results": [
             {
                 **asdict(r),
-                "ratio": _ratio(r, ceiling),
+                "ratio": _ratio(r, results),
+                "server_us_per_request": server_us_per_request(r),
+                "machine_us_per_request": machine_us_per_request(r),
                 "target": TARGETS.get(r.endpoint),
             }
             for r in results
@@ -836,6 +964,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=3, help="warm-up seconds per run")
     p.add_argument("--connections", type=int, default=32, help="wrk connections")
     p.add_argument("--threads", type=int, default=2, help="wrk threads")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="repeat ceiling, /wake, /agent, mapped this many times, interleaved (ratios are "
+        "taken within a round, so a busy machine disturbs them less)",
+    )
     p.add_argument("--store", help="passed to `hookwise serve --store` (only if given)")
     p.add_argument("--workers", type=int, help="passed to `hookwise serve --workers`")
     p.add_argument(
@@ -919,24 +1054,30 @@ def _run(args: argparse.Namespace, model_url: str | None) -> int:
         f"{load.duration_s}s per run, loopback; hookwise args: {configs}; model: {model}",
         flush=True,
     )
-    plan = [(CEILING_ENDPOINT, ceiling_spec)] + [(e, s) for s in specs for e in (WAKE, AGENT)]
+    endpoints = (WAKE, AGENT) if args.matrix else (WAKE, AGENT, MAPPED)
+    plan = [(CEILING_ENDPOINT, ceiling_spec)] + [(e, s) for s in specs for e in endpoints]
     results: list[Result] = []
-    for endpoint, spec in plan:
-        print(f"measuring {spec.name} {endpoint.path} ...", flush=True)
-        results.append(measure(endpoint, spec, load))
-    ceiling = results[0]
+    for n in range(1, args.rounds + 1):
+        for endpoint, spec in plan:
+            print(f"measuring {spec.name} {endpoint.path} (round {n}) ...", flush=True)
+            result = measure(endpoint, spec, load)
+            result.round = n
+            results.append(result)
     print()
     print(
         f"machine: {machine['nproc']} CPUs, {machine['cpu']}; Python {machine['python']}; "
         f"uvicorn {machine['uvicorn']}; {machine['wrk']}; Linux {machine['kernel']}"
     )
-    print(render_table(results, ceiling))
+    print(render_table(results))
     print(render_checks(results))
     extra: dict[str, Any] = {}
+    if not args.matrix:
+        extra["issue18"] = issue18_summary(results)
+        print(render_issue18(extra["issue18"]))
     if args.matrix:
         extra["issue7"] = scaling_figure(results, "postgres-1p", "postgres-2p", AGENT.name)
         print(render_scaling(extra["issue7"]))
-    print(bench_json(results, ceiling, machine, extra))
+    print(bench_json(results, machine, extra))
     failed = any(r.notes for r in results)
     return 1 if failed else 0
 

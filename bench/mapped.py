@@ -4,7 +4,7 @@
 Run from the repository root:
 
     .venv/bin/python bench/mapped.py [--duration 10] [--warmup 2] [--connections 32]
-                                     [--threads 2] [--endpoints wake,gmail,...]
+                                     [--threads 2] [--endpoints wake,gmail,...] [--rounds N]
 
 Each endpoint gets a fresh hookwise (same config for all: hooks enabled, `presets: [gmail]`, one
 templated wake mapping `ping`; default durable SQLite store; `agents.defaults.maxConcurrentRuns`
@@ -20,6 +20,13 @@ of /wake's throughput: ratio >= 0.85), then a line `BENCH_JSON {...}`.
   `mapped-wake` (`/hooks/ping`, a templated mapping that makes an event, next to /wake).
 - Gmail message ids (so the preset's session keys) differ per request (`@N@` in the bodies,
   replaced by wrk's Lua script), as /agent's generated session keys do.
+- `rules-1` and `rules-1000` (issue 18): `POST /hooks/route` with 1 rule on that path, and with
+  1,000 such rules (each a header and a JSONPath condition, told apart by `X-System`), the
+  request naming the last one. Target: rules-1000 at least 0.9 of rules-1, per round.
+- `--rounds N` measures the endpoints N times, interleaved; ratios are taken within a round, and
+  also per server CPU second (from the CPU each request costs the server: the figure a busy
+  machine disturbs least). `srv µs` / `mach µs`: CPU of the server's process tree / of the whole
+  machine per acknowledged request.
 - The server's runtime executes the runs with the built-in echo model while wrk is sending; that
   work shares the CPU with the HTTP path, as it does in production.
 
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -95,11 +103,46 @@ ENDPOINTS: dict[str, EndpointSpec] = {
     "mapped-wake": EndpointSpec(
         "mapped-wake", "/hooks/ping", {"host": "db-1", "check": "disk", "value": 91}
     ),
+    # The same mapping plus a small JS transform (run in the sandbox worker processes).
+    "mapped-js": EndpointSpec(
+        "mapped-js", "/hooks/ping-js", {"host": "db-1", "check": "disk", "value": 91}
+    ),
+    # Issue 18: one path with 1 rule, and with 1,000 such rules, the last one matching.
+    "rules-1": EndpointSpec("rules-1", "/hooks/route", {"kind": "alert", "host": "db-1"}),
+    "rules-1000": EndpointSpec("rules-1000", "/hooks/route", {"kind": "alert", "host": "db-1"}),
 }
+#: endpoint -> how many rules share `/hooks/route` (each: a header and a JSONPath condition)
+RULE_COUNTS = {"rules-1": 1, "rules-1000": 1000}
+RULES_TARGET = 0.9  # rules-1000 / rules-1, issue 18
+TARGET_JS_RATIO = 0.5  # mapped-js / mapped-wake (issue 17)
+JS_TRANSFORM = """\
+export default function ({ payload, action }) {
+  return { text: action.text + (payload.value > 90 ? " [high]" : "") };
+}
+"""
 
 
-def hookwise_config() -> dict[str, Any]:
-    return {
+def route_rules(count: int) -> list[dict[str, Any]]:
+    """`count` rules on one path, told apart by the `X-System` header; a request names the last."""
+    return [
+        {
+            "id": f"system-{i}",
+            "match": {
+                "path": "route",
+                "when": [
+                    {"header": "X-System", "equals": f"system-{i}"},
+                    {"jsonpath": "$.kind", "equals": "alert"},
+                ],
+            },
+            "action": "wake",
+            "textTemplate": "{{kind}} on {{host}} from system-" + str(i),
+        }
+        for i in range(count)
+    ]
+
+
+def hookwise_config(route_rule_count: int = 0) -> dict[str, Any]:
+    config: dict[str, Any] = {
         "hooks": {
             "enabled": True,
             "token": HOOK_TOKEN,
@@ -111,11 +154,21 @@ def hookwise_config() -> dict[str, Any]:
                     "match": {"path": "ping"},
                     "action": "wake",
                     "textTemplate": "{{check}} on {{host}} at {{value}}%",
-                }
+                },
+                {
+                    "id": "ping-js",
+                    "match": {"path": "ping-js"},
+                    "action": "wake",
+                    "textTemplate": "{{check}} on {{host}} at {{value}}%",
+                    "transform": {"module": "ping.js"},
+                },
             ],
+            "transformsDir": "transforms",
         },
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
     }
+    config["hooks"]["mappings"] += route_rules(route_rule_count)
+    return config
 
 
 # Every request gets its own `@N@` (wrk thread and request number): Gmail message ids, and so the
@@ -124,6 +177,7 @@ LUA = """\
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer %(token)s"
+%(headers)s
 local template = [==[%(body)s]==]
 local threads = 0
 function setup(thread)
@@ -142,9 +196,10 @@ end
 def run_wrk(url: str, endpoint: EndpointSpec, load: LoadSpec, duration_s: int) -> WrkStats:
     """One `wrk --latency` run with a fresh `@N@` per request (see `LUA`)."""
     body = json.dumps(endpoint.body, separators=(",", ":"))
-    return ingest.run_wrk(
-        url, endpoint, load, duration_s, lua=LUA % {"token": HOOK_TOKEN, "body": body}
-    )
+    count = RULE_COUNTS.get(endpoint.name)
+    headers = f'wrk.headers["X-System"] = "system-{count - 1}"' if count else ""
+    lua = LUA % {"token": HOOK_TOKEN, "body": body, "headers": headers}
+    return ingest.run_wrk(url, endpoint, load, duration_s, lua=lua)
 
 
 @dataclass
@@ -153,6 +208,9 @@ class Measured:
     stats: WrkStats
     warmup: WrkStats
     stored: str
+    server_us: float | None = None  # server CPU per acknowledged request
+    machine_us: float | None = None  # machine CPU per acknowledged request (others' load too)
+    round: int = 1
 
 
 # ------------------------------------------------------------------------------------ server
@@ -178,12 +236,15 @@ def _ready_line(proc: subprocess.Popen[bytes]) -> bytes:
 
 
 @contextmanager
-def hookwise() -> Iterator[str]:
-    """A fresh hookwise on a free loopback port in a temporary directory; yields its URL."""
+def hookwise(route_rule_count: int = 0) -> Iterator[tuple[str, int]]:
+    """A fresh hookwise on a free loopback port in a temporary directory; yields its URL and
+    process id."""
     with tempfile.TemporaryDirectory(prefix="hookwise-bench-mapped-") as tmp:
         workdir = Path(tmp)
+        (workdir / "transforms").mkdir()
+        (workdir / "transforms" / "ping.js").write_text(JS_TRANSFORM, encoding="utf-8")
         config = workdir / "hookwise.json"
-        config.write_text(json.dumps(hookwise_config(), indent=2), encoding="utf-8")
+        config.write_text(json.dumps(hookwise_config(route_rule_count), indent=2), encoding="utf-8")
         log = workdir / "stderr.log"
         with open(log, "wb") as stderr:
             proc = subprocess.Popen(
@@ -207,7 +268,7 @@ def hookwise() -> Iterator[str]:
             line = _ready_line(proc)
             if b"listening on" not in line:
                 raise BenchError(f"hookwise did not start:\n{log.read_text(errors='replace')}")
-            yield line.split(b"listening on ", 1)[1].split()[0].decode()
+            yield line.split(b"listening on ", 1)[1].split()[0].decode(), proc.pid
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -226,7 +287,7 @@ def _admin(url: str, path: str) -> dict[str, Any]:
 
 def _stored(url: str, endpoint: str) -> str:
     """What the newest stored row says, as a check that the requests did what they should."""
-    if endpoint in ("wake", "mapped-wake"):
+    if endpoint in ("wake", "mapped-wake", "mapped-js", *RULE_COUNTS):
         items = _admin(url, "/api/events?limit=1")["items"]
         return f"newest event: {items[0]['source']}" if items else "NO EVENTS"
     items = _admin(url, "/api/runs?limit=1")["items"]
@@ -237,10 +298,22 @@ def _stored(url: str, endpoint: str) -> str:
 
 
 def measure(endpoint: EndpointSpec, load: LoadSpec) -> Measured:
-    with hookwise() as url:
+    with hookwise(RULE_COUNTS.get(endpoint.name, 0)) as (url, pid):
         warm = run_wrk(url, endpoint, load, load.warmup_s)
+        cpu_before, ticks_before = ingest.cpu_seconds(pid), ingest.machine_ticks()
+        started = time.monotonic()
         stats = run_wrk(url, endpoint, load, load.duration_s)
-        return Measured(endpoint.name, stats, warm, _stored(url, endpoint.name))
+        elapsed = time.monotonic() - started
+        busy = ingest.busy_pct(ticks_before, ingest.machine_ticks())
+        server_cpu = ingest.cpu_seconds(pid) - cpu_before
+        measured = Measured(endpoint.name, stats, warm, _stored(url, endpoint.name))
+        accepted = stats.acknowledged
+        if accepted:
+            measured.server_us = server_cpu * 1e6 / accepted
+            if busy is not None:
+                cores = os.cpu_count() or 1
+                measured.machine_us = busy / 100.0 * cores * elapsed * 1e6 / accepted
+        return measured
 
 
 # ------------------------------------------------------------------------------------ report
@@ -250,27 +323,73 @@ def _ms(value: float | None) -> str:
     return f"{value:.2f}" if value is not None else "?"
 
 
-def report(results: dict[str, Measured]) -> tuple[str, float | None]:
-    lines = [f"{'endpoint':<34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}  stored"]
-    lines.append("-" * 90)
-    for m in results.values():
-        label = f"{m.endpoint} ({ENDPOINTS[m.endpoint].path})"
+PAIRS = (
+    ("gmail", "wake", TARGET_RATIO, "issue 3"),
+    ("mapped-wake", "wake", None, "same kind of action"),
+    ("gmail", "agent", None, "same kind of action"),
+    ("gmail", "agent-gmail", None, "the mapping's own cost"),
+    ("rules-1000", "rules-1", RULES_TARGET, "issue 18: 1,000 rules on one path vs 1"),
+    ("mapped-js", "mapped-wake", TARGET_JS_RATIO, "issue 17: a small JS transform vs none"),
+)
+
+
+def ratios(results: list[Measured], cpu: bool = False) -> dict[str, list[float]]:
+    """`a : b` for each pair in `PAIRS`, one figure per round in which both were measured: of
+    requests/s, or (`cpu`) of requests per server CPU second (b's CPU per request / a's), the
+    figure a busy machine disturbs least."""
+    out: dict[str, list[float]] = {}
+    rounds = sorted({m.round for m in results})
+    for a, b, _, _ in PAIRS:
+        for n in rounds:
+            ma = next((m for m in results if m.endpoint == a and m.round == n), None)
+            mb = next((m for m in results if m.endpoint == b and m.round == n), None)
+            if ma is None or mb is None:
+                continue
+            if cpu and ma.server_us and mb.server_us:
+                out.setdefault(f"{a} : {b}", []).append(mb.server_us / ma.server_us)
+            elif not cpu and mb.stats.rps:
+                out.setdefault(f"{a} : {b}", []).append(ma.stats.rps / mb.stats.rps)
+    return out
+
+
+def _us(value: float | None) -> str:
+    return f"{value:.0f}" if value is not None else "?"
+
+
+def report(results: list[Measured]) -> tuple[str, dict[str, list[float]]]:
+    lines = [
+        f"{'endpoint':<36} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'srv µs':>7} "
+        f"{'mach µs':>7} {'non-2xx':>8}  stored"
+    ]
+    lines.append("-" * 110)
+    several = len({m.round for m in results}) > 1
+    for m in results:
+        label = f"{m.endpoint} ({ENDPOINTS[m.endpoint].path})" + (f" #{m.round}" if several else "")
         lines.append(
-            f"{label:<34} {m.stats.rps:>9,.0f} {_ms(m.stats.p50_ms):>8} {_ms(m.stats.p99_ms):>8} "
+            f"{label:<36} {m.stats.rps:>9,.0f} {_ms(m.stats.p50_ms):>8} {_ms(m.stats.p99_ms):>8} "
+            f"{_us(m.server_us):>7} {_us(m.machine_us):>7} "
             f"{m.stats.non_2xx + m.warmup.non_2xx:>8}  {m.stored}"
         )
-    ratio = None
-    if "wake" in results and "gmail" in results and results["wake"].stats.rps:
-        ratio = results["gmail"].stats.rps / results["wake"].stats.rps
-        verdict = "PASS" if ratio >= TARGET_RATIO else "FAIL"
-        lines.append(
-            f"ratio gmail : wake = {ratio:.3f} (issue 3's target >= {TARGET_RATIO}: {verdict})"
-        )
-    for a, b in (("mapped-wake", "wake"), ("gmail", "agent"), ("gmail", "agent-gmail")):
-        if a in results and b in results and results[b].stats.rps:
-            ratio_ab = results[a].stats.rps / results[b].stats.rps
-            lines.append(f"ratio {a} : {b} = {ratio_ab:.3f} (same kind of action)")
-    return "\n".join(lines), ratio
+    lines.append(
+        "srv µs / mach µs: CPU of the server process tree / of the whole machine per acknowledged "
+        "request (the machine's figure counts every other process on it too)"
+    )
+    found = ratios(results)
+    for a, b, target, what in PAIRS:
+        figures = found.get(f"{a} : {b}")
+        if not figures:
+            continue
+        shown = ", ".join(f"{x:.3f}" for x in figures)
+        verdict = ""
+        if target is not None:
+            passing = sum(x >= target for x in figures)
+            verdict = f"; target >= {target}: {passing} of {len(figures)} rounds pass"
+        lines.append(f"ratio {a} : {b} = {shown} ({what}{verdict})")
+        per_cpu = ratios(results, cpu=True).get(f"{a} : {b}")
+        if per_cpu:
+            shown = ", ".join(f"{x:.3f}" for x in per_cpu)
+            lines.append(f"  per server CPU second: {shown}")
+    return "\n".join(lines), found
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -279,6 +398,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2, help="warm-up seconds per endpoint")
     p.add_argument("--connections", type=int, default=32, help="wrk connections")
     p.add_argument("--threads", type=int, default=2, help="wrk threads")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure the endpoints this many times, interleaved (ratios are taken per round)",
+    )
     p.add_argument(
         "--endpoints",
         default=",".join(ENDPOINTS),
@@ -300,11 +425,14 @@ def run(args: argparse.Namespace) -> int:
         f"{load.duration_s}s per endpoint, loopback, a fresh server each",
         flush=True,
     )
-    results: dict[str, Measured] = {}
-    for name in names:
-        print(f"measuring {ENDPOINTS[name].path} ...", flush=True)
-        results[name] = measure(ENDPOINTS[name], load)
-    table, ratio = report(results)
+    results: list[Measured] = []
+    for n in range(1, args.rounds + 1):
+        for name in names:
+            print(f"measuring {name} ({ENDPOINTS[name].path}), round {n} ...", flush=True)
+            measured = measure(ENDPOINTS[name], load)
+            measured.round = n
+            results.append(measured)
+    table, found = report(results)
     print()
     print(
         f"machine: {machine['nproc']} CPUs, {machine['cpu']}; Python {machine['python']}; "
@@ -318,20 +446,29 @@ def run(args: argparse.Namespace) -> int:
             "warmup_s": load.warmup_s,
             "connections": load.connections,
         },
-        "results": {
-            n: {
+        "results": [
+            {
+                "endpoint": m.endpoint,
+                "round": m.round,
                 "rps": m.stats.rps,
                 "p50_ms": m.stats.p50_ms,
                 "p99_ms": m.stats.p99_ms,
                 "non_2xx": m.stats.non_2xx,
+                "server_us_per_request": m.server_us,
+                "machine_us_per_request": m.machine_us,
             }
-            for n, m in results.items()
+            for m in results
+        ],
+        "ratios": found,
+        "ratios_per_cpu_second": ratios(results, cpu=True),
+        "targets": {
+            "gmail : wake": TARGET_RATIO,
+            "rules-1000 : rules-1": RULES_TARGET,
+            "mapped-js : mapped-wake": TARGET_JS_RATIO,
         },
-        "ratio_gmail_wake": ratio,
-        "target_ratio": TARGET_RATIO,
     }
     print("BENCH_JSON " + json.dumps(summary, separators=(",", ":")))
-    bad = any(m.stats.non_2xx or m.warmup.non_2xx for m in results.values())
+    bad = any(m.stats.non_2xx or m.warmup.non_2xx for m in results)
     return 1 if bad else 0
 
 

@@ -14,8 +14,10 @@ from typing import Any, Literal
 
 import attrs
 
+from hookwise.engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 from hookwise.engine.channels import CHANNEL_IDS, LAST, canonical_channel, unknown_channel_hint
 from hookwise.engine.errors import RequestError
+from hookwise.engine.sessions import KeySource, SessionPolicy
 
 WakeMode = Literal["now", "next-heartbeat"]
 WAKE_MODES: tuple[str, ...] = ("now", "next-heartbeat")
@@ -27,18 +29,23 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 @attrs.frozen
 class WakeAction:
-    """Enqueue a system event for the main session; `mode` says when the heartbeat sees it."""
+    """Enqueue a system event for an agent's main session (`session`); `mode` says when the
+    heartbeat sees it."""
 
     text: str
     mode: WakeMode = "now"
+    agent_id: str = DEFAULT_AGENT_ID
+    session: str = DEFAULT_MAIN_SESSION
 
 
 @attrs.frozen
 class AgentAction:
-    """Run an isolated agent turn under `session_key`, then summarise into the main session."""
+    """Run an isolated turn of agent `agent_id` under `session_key` (already policed; None: a
+    fresh `hook:<uuid>`), then summarise into that agent's main session."""
 
     message: str
     session_key: str | None
+    agent_id: str = DEFAULT_AGENT_ID
     name: str = "Hook"
     wake_mode: WakeMode = "now"
     deliver: bool = True
@@ -67,13 +74,16 @@ class ValidationPolicy:
     configured_channels: frozenset[str] | None = None
     check_recipient: Callable[[str, str], str | None] | None = None
     max_timeout_seconds: float = 3600
+    #: agents and the session-key policy (see `hookwise.engine.sessions`)
+    sessions: SessionPolicy = attrs.field(factory=SessionPolicy)
 
 
 #: the fields of a wake payload, and of an agent payload (as a caller may send them)
-WAKE_FIELDS = ("text", "mode")
+WAKE_FIELDS = ("text", "mode", "agentId")
 AGENT_FIELDS = (
     "message",
     "name",
+    "agentId",
     "sessionKey",
     "wakeMode",
     "deliver",
@@ -131,12 +141,20 @@ def _choice(payload: Mapping[str, Any], field: str, allowed: tuple[str, ...], de
     return value
 
 
-def validate_wake(payload: Mapping[str, Any]) -> WakeAction:
-    """A wake payload -> `WakeAction`, or a 400 `RequestError` naming the field."""
+def validate_wake(
+    payload: Mapping[str, Any],
+    policy: ValidationPolicy | None = None,
+    *,
+    source: KeySource = "request",
+) -> WakeAction:
+    """A wake payload -> `WakeAction` for its agent's main session (`agentId`, default: the
+    default agent), or a 400 `RequestError` naming the field."""
     _unknown_keys(payload, WAKE_FIELDS)
     text = _text(payload, "text", required=True)
     mode = _choice(payload, "mode", WAKE_MODES, "now")
-    return WakeAction(text=text, mode=mode)  # type: ignore[arg-type]
+    sessions = (policy or _DEFAULT_POLICY).sessions
+    agent = sessions.agent(payload.get("agentId"), source=source)
+    return WakeAction(text=text, mode=mode, agent_id=agent.id, session=agent.main_session)  # type: ignore[arg-type]
 
 
 def _channel(value: object, field: str) -> str:
@@ -154,13 +172,19 @@ def _channel(value: object, field: str) -> str:
 
 
 def validate_agent(
-    payload: Mapping[str, Any], policy: ValidationPolicy, *, internal: bool = False
+    payload: Mapping[str, Any],
+    policy: ValidationPolicy,
+    *,
+    internal: bool = False,
+    source: KeySource = "request",
 ) -> AgentAction:
     """An agent payload -> `AgentAction`, or a 400 `RequestError` naming the field.
 
-    `internal` admits the fields only a mapping may set (`allowUnsafeExternalContent`).
+    `internal` admits the fields only a mapping may set (`allowUnsafeExternalContent`);
+    `source` says where `sessionKey` came from, for the session policy.
     """
     _unknown_keys(payload, AGENT_FIELDS + INTERNAL_AGENT_FIELDS if internal else AGENT_FIELDS)
+    agent = policy.sessions.agent(payload.get("agentId"), source=source)
     message = _text(payload, "message", required=True)
     name = _text(payload, "name", required=False) or "Hook"
     if len(name) > 200:
@@ -173,6 +197,7 @@ def validate_agent(
             "sessionKey",
             f"sessionKey must be at most {MAX_SESSION_KEY_CHARS} printable characters",
         )
+    session_key = policy.sessions.session_key(agent, session_key, source=source)
     wake_mode = _choice(payload, "wakeMode", WAKE_MODES, "now")
 
     deliver = payload.get("deliver", True)
@@ -208,7 +233,9 @@ def validate_agent(
             raise _bad("model", "model must be a non-blank string such as provider/model")
         model = model.strip()
         if policy.resolve_model is not None:
-            model = policy.resolve_model(model)
+            # an agent with its own `model`/`models` has its own allowlist and aliases
+            own = agent.models != policy.sessions.roster.default.models
+            model = agent.models.resolve(model) if own else policy.resolve_model(model)
 
     thinking = payload.get("thinking")
     if thinking is not None and (not isinstance(thinking, str) or thinking not in THINKING_LEVELS):
@@ -232,6 +259,7 @@ def validate_agent(
     return AgentAction(
         message=message,  # type: ignore[arg-type]
         session_key=session_key,
+        agent_id=agent.id,
         name=name,
         wake_mode=wake_mode,  # type: ignore[arg-type]
         deliver=deliver,
@@ -246,11 +274,19 @@ def validate_agent(
 
 
 def validate_action(
-    kind: str, fields: Mapping[str, Any], policy: ValidationPolicy, *, internal: bool = False
+    kind: str,
+    fields: Mapping[str, Any],
+    policy: ValidationPolicy,
+    *,
+    internal: bool = False,
+    source: KeySource = "request",
 ) -> Action:
     """Validate payload-shaped fields for `kind` (`wake` or `agent`)."""
     if kind == "wake":
-        return validate_wake(fields)
+        return validate_wake(fields, policy, source=source)
     if kind == "agent":
-        return validate_agent(fields, policy, internal=internal)
+        return validate_agent(fields, policy, internal=internal, source=source)
     raise _bad("kind", "kind must be wake or agent")
+
+
+_DEFAULT_POLICY = ValidationPolicy()

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
@@ -131,6 +132,28 @@ class _Not:
         return f"{self.where}: the negated condition holds"
 
 
+def subject_reader(subject: str, name: str) -> Callable[[InboundRequest], list[Any]]:
+    """How a condition reads its subject from a request: every JSONPath match, or the header's
+    (name case-insensitive) or query parameter's value when present. Raises `JsonPathError`."""
+    if subject == "jsonpath":
+        expr = compile_jsonpath(name)
+        return lambda request: expr.all(request.payload)
+    if subject == "header":
+        key = name.strip().lower()
+
+        def read_header(request: InboundRequest) -> list[Any]:
+            value = request.headers.get(key)
+            return [] if value is None else [value]
+
+        return read_header
+
+    def read_query(request: InboundRequest) -> list[Any]:
+        value = request.query.get(name)
+        return [] if value is None else [value]
+
+    return read_query
+
+
 class _Compiler:
     def __init__(self) -> None:
         self.issues: list[ConfigIssue] = []
@@ -196,27 +219,11 @@ class _Compiler:
         return _Leaf(where, subject, name, test, expected, read, check)
 
     def reader(self, subject: str, name: str, where: str) -> Any:
-        if subject == "jsonpath":
-            try:
-                expr = compile_jsonpath(name)
-            except JsonPathError as exc:
-                self.fail(where, str(exc))
-                return None
-            return lambda request: expr.all(request.payload)
-        if subject == "header":
-            key = name.strip().lower()
-
-            def read_header(request: InboundRequest) -> list[Any]:
-                value = request.headers.get(key)
-                return [] if value is None else [value]
-
-            return read_header
-
-        def read_query(request: InboundRequest) -> list[Any]:
-            value = request.query.get(name)
-            return [] if value is None else [value]
-
-        return read_query
+        try:
+            return subject_reader(subject, name)
+        except JsonPathError as exc:
+            self.fail(where, str(exc))
+            return None
 
     def checker(self, subject: str, test: str, expected: Any, where: str) -> Any:
         textual = subject != "jsonpath"
@@ -263,3 +270,60 @@ def compile_when(data: Any, where: str = "match.when") -> Condition | None:
     if compiler.issues:
         raise ConfigError(compiler.issues)
     return condition
+
+
+@attrs.frozen
+class Equality:
+    """A test a condition requires: `subject` (`jsonpath`, `header` or `query`) `name` equals one
+    of `values` (a header's or query parameter's already in their text form), read from a request
+    as the condition reads it. Used to index rules (`hookwise.engine.ruleindex`)."""
+
+    subject: str
+    name: str
+    values: tuple[Any, ...]
+
+
+@attrs.frozen
+class Requirements:
+    """What a condition requires: `equalities` must all hold; `exact` when the condition is
+    nothing more than them (so it holds whenever they all do)."""
+
+    equalities: tuple[Equality, ...]
+    exact: bool
+
+
+def requirements(condition: Condition | None) -> Requirements:
+    """The `equals`/`in` tests that must hold for `condition` to hold: the condition itself, or
+    the parts of an `all` (nested `all`s included). `any` and `not` require none of their parts."""
+    if condition is None:
+        return Requirements((), True)
+    if isinstance(condition, _All):
+        parts = [requirements(p) for p in condition.parts]
+        found = tuple(eq for part in parts for eq in part.equalities)
+        return Requirements(found, all(p.exact for p in parts))
+    if not isinstance(condition, _Leaf) or condition.test not in ("equals", "in"):
+        return Requirements((), False)
+    expected = condition.expected if condition.test == "in" else [condition.expected]
+    textual = condition.subject != "jsonpath"
+    values = tuple(_as_text(v) if textual else v for v in expected)
+    name = condition.name  # read as the leaf reads it
+    if condition.subject == "header":
+        name = name.strip().lower()
+    elif condition.subject == "jsonpath":
+        name = name.strip()
+    return Requirements((Equality(condition.subject, name, values),), True)
+
+
+def equality_key(value: Any) -> Any:
+    """A hashable key such that two values have the same key exactly when `equals` holds between
+    them (`true` is not `1`, `1` is `1.0`); None for values no key stands for (lists, objects,
+    NaN), which an index must not hold."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        return ("num", value) if value == value else None
+    if isinstance(value, str):
+        return ("str", value)
+    if value is None:
+        return ("null",)
+    return None

@@ -39,11 +39,15 @@ class AuthThrottleConfig:
 
 @attrs.frozen
 class TransformLimitsConfig:
-    """Per-call limits for sandboxed transforms."""
+    """Per-call limits for sandboxed transforms, and the sandbox worker processes that run them
+    (`workers` processes, each with an OS memory ceiling of `workerMemoryMb` beyond V8's start-up
+    reservations)."""
 
     timeout_ms: int = 1000
     memory_mb: int = 64
     pool_size: int = 2
+    workers: int = 2
+    worker_memory_mb: int = 512
 
 
 @attrs.frozen
@@ -66,6 +70,12 @@ class HooksConfig:
     auth_throttle: AuthThrottleConfig = attrs.field(factory=AuthThrottleConfig)
     transform_limits: TransformLimitsConfig = attrs.field(factory=TransformLimitsConfig)
     gmail: GmailConfig | None = None
+    # the session-key policy (see hookwise.engine.sessions)
+    allow_request_session_key: bool = True
+    allowed_session_key_prefixes: tuple[str, ...] | None = None
+    default_session_key: str | None = None
+    # which agents an explicit `agentId` may name (None: any; `*`: any; empty: none)
+    allowed_agent_ids: tuple[str, ...] | None = None
 
 
 @attrs.frozen
@@ -102,10 +112,26 @@ class AgentDefaults:
 
 
 @attrs.frozen
+class AgentEntry:
+    """`agents.list[i]`: one agent; every value left out is taken from `agents.defaults`."""
+
+    id: str
+    default: bool = False
+    name: str | None = None
+    model: str | None = None
+    models: tuple[str, ...] | dict[str, ModelEntry] | None = None
+    system_prompt: str | None = None
+    heartbeat: HeartbeatConfig | None = None
+    timeout_seconds: float | None = None
+    max_concurrent_runs: int | None = None
+
+
+@attrs.frozen
 class AgentsConfig:
-    """`agents.*`."""
+    """`agents.*`: the defaults, and the agents (none listed: one agent, `main`)."""
 
     defaults: AgentDefaults = attrs.field(factory=AgentDefaults)
+    list: tuple[AgentEntry, ...] = ()
 
 
 @attrs.frozen
@@ -113,7 +139,10 @@ class ProviderConfig:
     """`models.providers.<id>`: how to reach one model provider.
 
     `api` is the wire protocol: `openai` (Chat Completions), `anthropic` (Messages), `command`
-    (a local program: prompt on stdin, reply on stdout) or `echo` (built in).
+    (a local program: prompt on stdin, reply on stdout) or `echo` (built in). For `anthropic`,
+    `maxTokens` is the reply's `max_tokens` (default 4096) and `thinkingMode` how a thinking
+    level is requested: `auto` by the model's family (adaptive thinking with an effort for
+    Claude 4.6 and later, a token budget before), or always `adaptive` or `budget`.
     """
 
     api: Literal["openai", "anthropic", "command", "echo"]
@@ -124,6 +153,8 @@ class ProviderConfig:
     command: tuple[str, ...] = ()
     timeout_seconds: float = 120
     max_retries: int = 3
+    max_tokens: int | None = None
+    thinking_mode: Literal["auto", "adaptive", "budget"] = "auto"
 
 
 @attrs.frozen
@@ -151,10 +182,19 @@ class MetricsConfig:
 
 @attrs.frozen
 class GatewayConfig:
-    """`gateway.*`."""
+    """`gateway.*`.
+
+    `trustedProxies`: addresses or CIDRs of reverse proxies whose `X-Forwarded-For`/`Forwarded`
+    name the client (see `hookwise.server.proxies`); `maxHeaderBytes`: the request line and
+    headers together (431 beyond it, before authentication); `headerTimeoutSeconds`: how long a
+    request's line and headers may take to arrive (408, then the connection is closed).
+    """
 
     auth: GatewayAuthConfig = attrs.field(factory=GatewayAuthConfig)
     metrics: MetricsConfig = attrs.field(factory=MetricsConfig)
+    trusted_proxies: tuple[str, ...] = ()
+    max_header_bytes: int = 32768
+    header_timeout_seconds: Duration = Duration(10)
 
 
 @attrs.frozen
@@ -253,6 +293,10 @@ def _structure_models(value: object, _: Any) -> tuple[str, ...] | dict[str, Mode
 
 
 converter.register_structure_hook(tuple[str, ...] | dict[str, ModelEntry], _structure_models)
+converter.register_structure_hook(
+    tuple[str, ...] | dict[str, ModelEntry] | None,
+    lambda v, t: None if v is None else _structure_models(v, t),
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -509,6 +553,11 @@ def check_data(
                 return None, issues
     config, more, warnings = _check(config, base_dir)
     issues.extend(m for m in more if not any(_key_path(m.path)[: len(p)] == p for p in pruned))
+    from hookwise.engine.sessions import check_session_config  # it needs the models policy
+
+    more, notes = check_session_config(config)
+    issues.extend(more)
+    warnings.extend(notes)
     return LoadedConfig(config=config, source=source, warnings=tuple(warnings)), issues
 
 

@@ -47,10 +47,11 @@ def data_key(field: attrs.Attribute) -> str:
 
 class _TypeMismatch(TypeError):
     def __init__(self, expected: str, value: object) -> None:
-        super().__init__(f"must be {expected}, got {_kind(value)}")
+        super().__init__(f"must be {expected}, got {kind_of(value)}")
 
 
-def _kind(value: object) -> str:
+def kind_of(value: object) -> str:
+    """What a JSON value is, for messages that must not quote it: `a string`, `a list`, ..."""
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -43,6 +43,11 @@ class JsonPath:
     _expr: Any = attrs.field(repr=False, eq=False)
     _steps: tuple[str | int, ...] | None = attrs.field(repr=False, eq=False)
 
+    @property
+    def steps(self) -> tuple[str | int, ...] | None:
+        """The names and indexes of a plain path (`$.a.b[0]`); None for any other expression."""
+        return self._steps
+
     def first(self, data: Any) -> Any:
         if self._steps is not None:
             value = _walk(self._steps, data)

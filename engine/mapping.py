@@ -139,7 +139,11 @@ class MappingConfig:
     action: Literal["wake", "agent"] = "agent"
     wake_mode: Literal["now", "next-heartbeat"] = "now"
     name: str | None = None
+    # the agent that runs it (unknown: the default agent, with a warning at load)
+    agent_id: str | None = None
     session_key: str | None = None
+    # `persistent`: the static `sessionKey` every time; `per-request`: a fresh key each request
+    session_mode: Literal["persistent", "per-request"] | None = None
     message_template: str | None = None
     text_template: str | None = None
     deliver: bool | None = None

@@ -29,6 +29,8 @@ from typing import Any
 
 import attrs
 import jinja2
+from jinja2 import nodes
+from jinja2.runtime import new_context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 BLOCKED_KEYS = frozenset({"__proto__", "constructor", "prototype"})
@@ -166,6 +168,80 @@ def _make_environment() -> _DataSandbox:
 
 
 _ENV = _make_environment()
+# What a template sees beneath the request's variables (Jinja's `range`, `dict`). Rendering
+# builds its context from one plain dict merge, where Jinja's `Template.render` copies the
+# variables and walks a ChainMap of globals twice per call (a hot-path cost of mapped hooks).
+_GLOBALS = dict(_ENV.globals)
+
+
+# A template that is only text and references (`{{ name }}`, `{{ a.b }}`, `{{ a['b'] }}`,
+# `{{ a[0] }}`) renders without Jinja, with the result the sandbox gives: a name or text key on a
+# mapping is a key lookup (never a blocked key), a number indexes a list or a string, any other
+# step or a missing value renders empty, and the value goes through `_finalize`. Names Jinja
+# treats specially, and the environment's globals, always take Jinja's way.
+_SPECIAL_NAMES = frozenset({"self", "loop", "caller", "varargs", "kwargs", "super", *_GLOBALS})
+_MISSING = object()
+_Part = str | tuple[str | int, ...]
+
+
+def _reference(node: nodes.Node) -> tuple[str | int, ...] | None:
+    keys: list[str | int] = []
+    while True:
+        if isinstance(node, nodes.Getattr):
+            keys.append(node.attr)
+            node = node.node
+        elif (
+            isinstance(node, nodes.Getitem)
+            and isinstance(node.arg, nodes.Const)
+            and isinstance(node.arg.value, (str, int))
+            and not isinstance(node.arg.value, bool)
+        ):
+            keys.append(node.arg.value)
+            node = node.node
+        elif isinstance(node, nodes.Name) and node.ctx == "load":
+            if node.name in _SPECIAL_NAMES:
+                return None
+            return (node.name, *reversed(keys))
+        else:
+            return None
+
+
+def _plain_parts(source: str) -> tuple[_Part, ...] | None:
+    """The template as literal text and references, when it is nothing else (else None)."""
+    body = _ENV.parse(source).body
+    if len(body) != 1 or not isinstance(body[0], nodes.Output):
+        return None
+    parts: list[_Part] = []
+    for node in body[0].nodes:
+        if isinstance(node, nodes.TemplateData):
+            parts.append(node.data)
+            continue
+        reference = _reference(node)
+        if reference is None:
+            return None
+        parts.append(reference)
+    return tuple(parts)
+
+
+def _render_plain(parts: tuple[_Part, ...], variables: Mapping[str, Any]) -> str:
+    out = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+            continue
+        value = variables.get(part[0], _MISSING)
+        for key in part[1:]:
+            if isinstance(key, int):
+                found = isinstance(value, (list, tuple, str)) and -len(value) <= key < len(value)
+            else:
+                found = isinstance(value, Mapping) and not _blocked(key) and key in value
+            if not found:
+                value = _MISSING
+                break
+            value = value[key]  # type: ignore[index]
+        if value is not _MISSING:
+            out.append(str(_finalize(value)))
+    return "".join(out)
 
 
 @attrs.frozen
@@ -174,6 +250,7 @@ class Template:
 
     source: str
     _compiled: jinja2.Template | None = attrs.field(repr=False, eq=False)
+    _plain: tuple[_Part, ...] | None = attrs.field(default=None, repr=False, eq=False)
 
     @property
     def is_constant(self) -> bool:
@@ -182,8 +259,14 @@ class Template:
     def render(self, variables: Mapping[str, Any]) -> str:
         if self._compiled is None:
             return self.source
+        compiled = self._compiled
         try:
-            return self._compiled.render(variables)
+            if self._plain is not None:
+                return _render_plain(self._plain, variables)
+            context = new_context(
+                _ENV, compiled.name, compiled.blocks, {**_GLOBALS, **variables}, True, _GLOBALS
+            )
+            return _ENV.concat(compiled.root_render_func(context))  # type: ignore[attr-defined]
         except _Required as exc:
             raise MissingValueError(exc.what) from None
         except jinja2.exceptions.SecurityError:
@@ -199,7 +282,7 @@ def compile_template(source: str) -> Template:
     if "{{" not in source and "{%" not in source and "{#" not in source:
         return Template(source, None)
     try:
-        return Template(source, _ENV.from_string(source))
+        return Template(source, _ENV.from_string(source), _plain_parts(source))
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateCompileError(
             f"template syntax error on line {exc.lineno}: {exc.message}"

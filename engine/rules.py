@@ -3,7 +3,9 @@
 Order and identity:
 - Rules are tried in this order: `hooks.mappings`, then the mappings of each `hooks.rules` file (in
   the order listed; a glob's files sorted by name), then the presets named in `hooks.presets`
-  (from the project's `rules/presets/<name>.yaml`). The first rule that matches wins.
+  (from the project's `rules/presets/<name>.yaml`). The first rule that matches wins. Selection
+  looks candidates up by path and discriminator (`hookwise.engine.ruleindex`), with the result
+  of trying every rule in order.
 - A rule without `id` is `mapping-N`, N being its 1-based position in that combined order (as
   OpenClaw numbers `mapping-${index + 1}` over custom mappings then presets). Ids must be unique.
 
@@ -19,9 +21,14 @@ they render empty). Fields the mapping does not set are left out, except `channe
 
 `forEach` (a JSONPath) fans out: when it yields one list, each element is an item; otherwise each
 match is. At most `forEachMax` items (default 20) are used, the rest dropped. Each item gives one
-action, rendered with two more variables: `item` (the element) and `index` (0-based); the rest of
-the context is unchanged, so `{{item.subject}}` is the current element and `{{messages[0]}}`
-still the first. No items means no action (skipped, 204). The transform, if any, runs per item.
+action, rendered with two more variables: `item` (the element) and `index` (0-based), and, as the
+peer shows it, with the payload in which the fanned-out list is replaced by `[item]`: so both
+`{{item.subject}}` and `{{messages[0].subject}}` (and `payload.messages[0]`, and a transform's
+`payload`) are the current element. That holds when `forEach` is a plain path (`$.messages`) or a
+plain path with `[*]`; other expressions leave the payload whole. `extract` values are taken
+from the whole batch. For a plain path, a list that is missing from the payload, or is not a
+list, is `400 missing_value` naming the path (a misspelt `messages` is a mistake, not an empty
+mailbox); an empty list means no action (skipped, 204). The transform, if any, runs per item.
 
 A transform's result: `None` skips (for that item), nothing keeps the templated action, a dict is
 merged over it: keys of the action's kind replace the templated ones (a null value keeps the
@@ -62,7 +69,7 @@ import attrs
 from hookwise.engine.actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
 from hookwise.engine.conditions import Condition, compile_when
 from hookwise.engine.config import _resolve_env as resolve_env
-from hookwise.engine.convert import structure
+from hookwise.engine.convert import kind_of, structure
 from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
 from hookwise.engine.extract import JsonPath, JsonPathError, compile_jsonpath
 from hookwise.engine.mapping import ExtractConfig, MappingConfig, RespondConfig, VerifyConfig
@@ -79,6 +86,8 @@ from hookwise.engine.render import (
     visible_query,
 )
 from hookwise.engine.request import InboundRequest
+from hookwise.engine.ruleindex import RuleIndex
+from hookwise.engine.sessions import SessionPolicy
 from hookwise.engine.signatures import SignatureError, Verifier, compile_verifier
 from hookwise.engine.signatures.door import Dedupe, Door, compile_dedupe, compile_doors
 from hookwise.engine.transforms import (
@@ -186,6 +195,8 @@ class CompiledRule:
     transform: Transform | None
     respond_body: Callable[[dict[str, Any]], Any] | None
     verifier: Verifier | None = None
+    #: where the fanned-out list sits, for a plain `forEach` path (`$.a.b`, `$.a.b[*]`)
+    for_each_list: tuple[str | int, ...] | None = None
     dedupe: Dedupe = Dedupe()
 
     @property
@@ -216,10 +227,21 @@ class CompiledRule:
 
 
 def _compile_rule(
-    config: MappingConfig, rule_id: str, where: str, host: TransformHost, base_dir: Path
+    config: MappingConfig,
+    rule_id: str,
+    where: str,
+    host: TransformHost,
+    base_dir: Path,
+    sessions: SessionPolicy | None = None,
+    warnings: list[str] | None = None,
 ) -> CompiledRule:
     issues: list[ConfigIssue] = []
     prefix = f"{where}." if where else ""
+    if sessions is not None:
+        more, notes = sessions.check_mapping(config, where)
+        issues.extend(more)
+        if warnings is not None:
+            warnings.extend(f"rule {rule_id!r}: {n}" for n in notes)
 
     def fail(key: str, message: str) -> None:
         issues.append(ConfigIssue(prefix + key, message))
@@ -247,9 +269,15 @@ def _compile_rule(
             fail(f"extract.{name}", str(exc))
 
     for_each = None
+    for_each_list = None
     if config.for_each is not None:
         try:
             for_each = compile_jsonpath(config.for_each)
+            for_each_list = for_each.steps
+            head = config.for_each.strip()
+            if for_each_list is None and head.endswith("[*]"):
+                for_each_list = compile_jsonpath(head[:-3]).steps
+            for_each_list = for_each_list or None  # `$` itself: the payload stays whole
         except JsonPathError as exc:
             fail("forEach", str(exc))
     if config.for_each_max < 1:
@@ -275,7 +303,11 @@ def _compile_rule(
 
     needed = "messageTemplate" if config.action == "agent" else "textTemplate"
     if sources[needed] is None and config.transform is None:
-        fail(needed, f"a {config.action} mapping needs {needed} (or a transform that sets it)")
+        article = "an" if config.action == "agent" else "a"
+        fail(
+            needed,
+            f"{article} {config.action} mapping needs {needed} (or a transform that sets it)",
+        )
 
     static: dict[str, Any]
     if config.action == "wake":
@@ -290,6 +322,8 @@ def _compile_rule(
             static["allowUnsafeExternalContent"] = True
         if config.fallback_channel is not None:
             static["fallbackChannel"] = config.fallback_channel
+    if config.agent_id is not None:
+        static["agentId"] = config.agent_id
 
     respond_body = None
     if config.respond is not None:
@@ -334,6 +368,7 @@ def _compile_rule(
         transform=transform,
         respond_body=respond_body,
         verifier=verifier,
+        for_each_list=for_each_list,
         dedupe=dedupe,
     )
 
@@ -403,6 +438,45 @@ def _items(expr: JsonPath, payload: Any, cap: int) -> list[Any]:
     return values[:cap]
 
 
+def _listed(rule: CompiledRule, payload: Any) -> list[Any]:
+    """The items of a plain `forEach` path: 400 `missing_value` when the list is missing or is
+    not a list (naming the path, never quoting the payload)."""
+    assert rule.for_each_list is not None and rule.config.for_each is not None
+    value = payload
+    for step in rule.for_each_list:
+        if isinstance(step, int):
+            value = value[step] if isinstance(value, list) and step < len(value) else _ABSENT
+        else:
+            value = value.get(step, _ABSENT) if isinstance(value, dict) else _ABSENT
+        if value is _ABSENT:
+            break
+    path = rule.config.for_each.strip()
+    if value is _ABSENT or value is None:
+        problem = "is missing from the payload"
+    elif not isinstance(value, list):
+        problem = f"is not a list (it is {kind_of(value)})"
+    else:
+        return value[: rule.config.for_each_max]
+    raise RequestError(
+        400, "missing_value", f"rule {rule.id!r}: forEach: {path} {problem}", "forEach", rule.id
+    )
+
+
+_ABSENT = object()
+
+
+def _with_list(data: Any, steps: tuple[str | int, ...], replacement: list[Any]) -> Any:
+    """`data` with the value at `steps` replaced, copying only the containers on the way."""
+    if not steps:
+        return replacement
+    head, rest = steps[0], steps[1:]
+    if isinstance(data, dict):
+        return {**data, head: _with_list(data[head], rest, replacement)}
+    copy = list(data)
+    copy[head] = _with_list(data[head], rest, replacement)  # type: ignore[index]
+    return copy
+
+
 def _merge(kind: ActionKind, fields: dict[str, Any], override: dict[str, Any]) -> ActionSpec:
     new_kind = override.get("kind", kind)
     if new_kind not in ("wake", "agent"):
@@ -427,14 +501,18 @@ class RuleSet:
         rules: Sequence[CompiledRule],
         host: TransformHost,
         doors: Mapping[str, Door] | None = None,
+        warnings: Sequence[str] = (),
     ) -> None:
         self._rules = tuple(rules)
         self._host = host
         self._doors = dict(doors or {})
-        self._wildcard = tuple(r for r in self._rules if r.path is None)
+        #: what loaded but deserves a word (an unknown `agentId` falls back to the default agent)
+        self.warnings = tuple(warnings)
+        # Selection: a lookup by path, then by discriminator (`hookwise.engine.ruleindex`).
+        self._wildcard = RuleIndex([r for r in self._rules if r.path is None])
         paths = {r.path for r in self._rules if r.path is not None}
         self._by_path = {
-            p: tuple(r for r in self._rules if r.path is None or r.path == p) for p in paths
+            p: RuleIndex([r for r in self._rules if r.path is None or r.path == p]) for p in paths
         }
 
     @property
@@ -453,13 +531,16 @@ class RuleSet:
         limits: TransformLimits = TransformLimits(),  # noqa: B008 (frozen value)
         env: Mapping[str, str] | None = None,
         verify: Mapping[str, VerifyConfig] | None = None,
+        sessions: SessionPolicy | None = None,
     ) -> RuleSet:
         """Compile everything at once; raise `ConfigError` with every problem found (file, rule
         id, key path). `rule_files` (files or globs) and a relative `transforms_dir` are relative
         to `base_dir` (the config file's folder); `transforms_dir` defaults to
         `<base_dir>/hooks/transforms`, as in OpenClaw. `env` resolves `${NAME}` in rule files
         (none given: an empty environment; `hooks.mappings` arrive already resolved).
-        `verify` holds the path-level blocks (`hooks.verify`)."""
+        `verify` holds the path-level blocks (`hooks.verify`). `sessions` checks each rule's
+        `agentId`, `sessionKey` and `sessionMode` (default: the built-in policy); its warnings are
+        kept in `warnings`."""
         base = (base_dir or Path.cwd()).resolve()
         issues: list[ConfigIssue] = []
         entries = [_Entry(m, f"hooks.mappings[{i}]", None, base) for i, m in enumerate(mappings)]
@@ -487,6 +568,8 @@ class RuleSet:
             tdir = transforms_dir if transforms_dir.is_absolute() else base / transforms_dir
         host = TransformHost(tdir, limits)
         rules: list[CompiledRule] = []
+        warnings: list[str] = []
+        policy = sessions if sessions is not None else SessionPolicy()
         seen: dict[str, str] = {}
         try:
             for n, entry in enumerate(entries, 1):
@@ -504,7 +587,15 @@ class RuleSet:
                     continue
                 seen[rule_id] = f"{entry.file}: {entry.where}" if entry.file else entry.where
                 try:
-                    rule = _compile_rule(entry.config, rule_id, entry.where, host, entry.folder)
+                    rule = _compile_rule(
+                        entry.config,
+                        rule_id,
+                        entry.where,
+                        host,
+                        entry.folder,
+                        policy,
+                        warnings,
+                    )
                     if entry.file:
                         rule = attrs.evolve(rule, origin=f"{entry.file}{entry.where}")
                     rules.append(rule)
@@ -522,7 +613,7 @@ class RuleSet:
         if issues:
             host.close()
             raise ConfigError(issues)
-        return cls(rules, host, doors)
+        return cls(rules, host, doors, warnings)
 
     def door(self, path: str) -> Door | None:
         """The verify block guarding a mapped path, if any."""
@@ -530,11 +621,19 @@ class RuleSet:
 
     def select(self, request: InboundRequest) -> CompiledRule | None:
         """The first rule matching the request, or None (answer 404)."""
-        candidates = self._by_path.get(request.path.strip("/"), self._wildcard)
-        for rule in candidates:
-            if rule.matches(request):
-                return rule
-        return None
+        return self._by_path.get(request.path.strip("/"), self._wildcard).select(request)
+
+    def indexed_by(self) -> dict[str, list[tuple[str, str | None]]]:
+        """For `rules check`: per path (`*` for any other path), each rule's id and the
+        discriminator it is indexed by (None: tried on every request of that path)."""
+        indexes = {**self._by_path, "*": self._wildcard}
+        return {
+            path: [
+                (rule.id, d.describe() if d is not None else None)
+                for rule, d in zip(index.rules, index.discriminators, strict=True)
+            ]
+            for path, index in sorted(indexes.items())
+        }
 
     async def evaluate(
         self, rule: CompiledRule, request: InboundRequest, *, verified: Verifier | None = None
@@ -559,18 +658,34 @@ class RuleSet:
         variables = template_variables(
             payload, headers=headers, query=query, path=request.path, now=now, extracted=extracted
         )
+        slots: list[tuple[Any, int | None, Any]]
         if rule.for_each is None:
-            slots: list[tuple[Any, int | None]] = [(None, None)]
-        else:
+            slots = [(None, None, payload)]
+        elif rule.for_each_list is None:
             items = _items(rule.for_each, payload, rule.config.for_each_max)
-            slots = [(item, i) for i, item in enumerate(items)]
+            slots = [(item, i, payload) for i, item in enumerate(items)]
+        else:
+            items = _listed(rule, payload)
+            steps = rule.for_each_list
+            slots = [(item, i, _with_list(payload, steps, [item])) for i, item in enumerate(items)]
         actions = []
-        for item, index in slots:
-            scope = variables if index is None else {**variables, "item": item, "index": index}
+        for item, index, seen in slots:
+            scope = variables
+            if index is not None:
+                if seen is not payload:
+                    scope = template_variables(
+                        seen,
+                        headers=headers,
+                        query=query,
+                        path=request.path,
+                        now=now,
+                        extracted=extracted,
+                    )
+                scope = {**scope, "item": item, "index": index}
             action = self._render(rule, scope)
             if rule.transform is not None:
                 ctx = TransformContext(
-                    payload=payload,
+                    payload=seen,
                     headers=headers,
                     query=query,
                     path=request.path,

@@ -47,23 +47,41 @@ class AdminController(Controller):
         request: Request,
         session: str = "main",
         limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,19}$"),
+        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,18}$"),
     ) -> dict[str, Any]:
         page = await request.app.state.gateway.store.list_events(
             session, limit=limit, cursor=cursor
         )
         return _page([e.to_json() for e in page.items], page.next_cursor)
 
+    @get("/agents")
+    async def agents(self, request: Request) -> dict[str, Any]:
+        """The agents and their main sessions (what `/api/events?session=` takes)."""
+        roster = request.app.state.gateway.runtime.roster
+        items = [
+            {
+                "id": a.id,
+                "default": a.default,
+                "name": a.name,
+                "mainSession": a.main_session,
+                "model": a.default_model,
+                "maxConcurrentRuns": a.max_concurrent_runs,
+            }
+            for a in roster.agents
+        ]
+        return _page(items, None)
+
     @get("/runs")
     async def runs(
         self,
         request: Request,
         run_state: str | None = Parameter(query="state", default=None),
+        agent: str | None = Parameter(default=None),
         limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,19}$"),
+        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,18}$"),
     ) -> dict[str, Any]:
         page = await request.app.state.gateway.store.list_runs(
-            limit=limit, cursor=cursor, state=run_state
+            limit=limit, cursor=cursor, state=run_state, agent=agent
         )
         return _page([r.to_json() for r in page.items], page.next_cursor)
 
@@ -86,7 +104,7 @@ class AdminController(Controller):
         delivery_state: str | None = Parameter(query="state", default=None),
         run_id: str | None = Parameter(query="runId", default=None),
         limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,19}$"),
+        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,18}$"),
     ) -> dict[str, Any]:
         page = await request.app.state.gateway.store.list_deliveries(
             limit=limit, cursor=cursor, run_id=run_id, state=delivery_state
@@ -105,7 +123,7 @@ class AdminController(Controller):
         self,
         request: Request,
         limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,19}$"),
+        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,18}$"),
     ) -> dict[str, Any]:
         page = await request.app.state.gateway.store.request_log(limit=limit, cursor=cursor)
         items = [

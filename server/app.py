@@ -3,6 +3,11 @@
 `create_app(gateway)` mounts the hook endpoint at the configured hook path (only when hooks are
 enabled: otherwise no hook route exists and the path answers 404), serves `GET /healthz`, `GET /readyz`, `GET /metrics` (see `operate`) and the
 admin API, and ties the gateway's start-up and shutdown to Litestar's lifespan.
+
+The hook endpoint is a complete ASGI application that owns its errors (the one JSON error shape)
+and needs nothing from Litestar's routing, middleware or exception handlers, so requests under
+the hook path go to it first, without passing through them (the hot path; a request elsewhere,
+and the bare hook path's neighbours, take Litestar's way as before).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.types import Receive, Scope, Send
 
+from hookwise.server import metrics
 from hookwise.server.admin import AdminController
 from hookwise.server.auth import TokenCheck
 from hookwise.server.errors import EXCEPTION_HANDLERS
@@ -25,6 +31,23 @@ from hookwise.server.operate import metrics_handler, readyz
 @get("/healthz", sync_to_thread=False)
 def healthz() -> dict[str, Any]:
     return {"ok": True}
+
+
+class _HooksFirst(Litestar):
+    """Litestar, with requests under the hook path handed straight to the hook endpoint."""
+
+    hook_path: str = ""
+    hook_endpoint: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.hook_endpoint is not None and scope["type"] == "http":
+            path: str = scope["path"]
+            if path.startswith(self.hook_path) and (
+                len(path) == len(self.hook_path) or path[len(self.hook_path)] == "/"
+            ):
+                await self.hook_endpoint(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
 
 
 def create_app(gateway: Gateway) -> Litestar:
@@ -54,7 +77,7 @@ def create_app(gateway: Gateway) -> Litestar:
             raise
 
     token = gateway.admin_token
-    app = Litestar(
+    app = _HooksFirst(
         route_handlers=handlers,
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=[lifespan],
@@ -64,10 +87,12 @@ def create_app(gateway: Gateway) -> Litestar:
         debug=False,
     )
     if observed.enabled:
-        from hookwise.server import metrics
-
         metrics.enable()
-        app.asgi_handler = metrics.HttpMetrics(
-            app.asgi_handler, gateway.config.hooks.path if gateway.hooks else None
+        app.asgi_handler = metrics.HttpMetrics(app.asgi_handler, None)
+    if gateway.hooks is not None:
+        app.hook_path = gateway.config.hooks.path.rstrip("/")
+        # requests under the hook path go straight to the endpoint: it is counted there
+        app.hook_endpoint = (
+            metrics.HttpMetrics(gateway.hooks, app.hook_path) if observed.enabled else gateway.hooks
         )
     return app

@@ -8,7 +8,9 @@ and time out a slow one; these helpers do that with no per-request allocation be
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import types
+from collections.abc import Awaitable, Coroutine, Generator, Iterable
+from typing import Any
 
 import msgspec
 from litestar.types import Receive, Send
@@ -52,17 +54,64 @@ def content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
     return None
 
 
+def _poll(receive: Receive) -> tuple[Any, Awaitable[Any] | None]:
+    """Start `receive()`: (the message, None) when it is there without waiting (a small body has
+    usually arrived with the headers), else (None, an awaitable that finishes the call)."""
+    pending = receive()
+    if not isinstance(pending, Coroutine):
+        return None, pending
+    try:
+        yielded = pending.send(None)
+    except StopIteration as done:
+        return done.value, None
+    return None, _resume(pending, yielded)
+
+
+@types.coroutine
+def _resume(pending: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
+    """Finish a coroutine that `_poll` started, as `await` would have (send and throw pass
+    through, so a timeout's cancellation reaches it)."""
+    while True:
+        try:
+            sent = yield yielded
+        except BaseException as exc:
+            try:
+                yielded = pending.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                yielded = pending.send(sent)
+            except StopIteration as done:
+                return done.value
+
+
 async def read_body(receive: Receive, *, declared: int | None, limit: int, timeout: float) -> bytes:
     """Read the whole body, refusing it (413) as soon as it crosses `limit` bytes and (408) when
-    it has not arrived within `timeout` seconds."""
+    it has not arrived within `timeout` seconds. A body that is all there at once is returned
+    without arming a timer (a timer per request costs more than the rest of the read)."""
     if declared is not None and declared > limit:
         raise RequestError(413, "payload_too_large", f"the payload is larger than {limit} bytes")
+    message, rest = _poll(receive)
+    if (
+        message is not None
+        and message["type"] == "http.request"
+        and not message.get("more_body", False)
+    ):
+        body: bytes = message.get("body", b"")
+        if len(body) > limit:
+            raise RequestError(
+                413, "payload_too_large", f"the payload is larger than {limit} bytes"
+            )
+        return body
     chunks: list[bytes] = []
     size = 0
     try:
         async with asyncio.timeout(timeout):
             while True:
-                message = await receive()
+                if message is None:
+                    message = await (rest if rest is not None else receive())
+                    rest = None
                 if message["type"] == "http.disconnect":
                     raise RequestError(400, "client_disconnected", "the client went away")
                 chunk = message.get("body", b"")
@@ -75,6 +124,7 @@ async def read_body(receive: Receive, *, declared: int | None, limit: int, timeo
                     chunks.append(chunk)
                 if not message.get("more_body", False):
                     break
+                message = None
     except TimeoutError:
         raise RequestError(
             408, "body_timeout", f"the request body did not arrive within {timeout:g} seconds"

@@ -1,7 +1,8 @@
 """Hook authentication: where the token may be, constant-time comparison, and lock-out.
 
 The token may come in exactly one of three ways: `Authorization: Bearer <token>`, the
-`x-service-token` header, or the `token` query parameter. A request that carries it in more than
+`x-service-token` header (or its alias `x-openclaw-token`, the peer's name for it), or the
+`token` query parameter. A request that carries it in more than
 one way is refused, so that a proxy that adds one cannot mask another. Comparison is over SHA-256
 digests with `hmac.compare_digest`, so neither the token's content nor its length leaks through
 timing. `AuthThrottle` locks out a client address after repeated failures; a correct token still
@@ -21,6 +22,7 @@ from urllib.parse import parse_qsl
 import attrs
 
 TOKEN_HEADER = b"x-service-token"
+TOKEN_HEADERS = (TOKEN_HEADER, b"x-openclaw-token")
 
 
 def _digest(value: str | bytes) -> bytes:
@@ -58,7 +60,7 @@ def presented_token(headers: list[tuple[bytes, bytes]], query_string: bytes) -> 
             if scheme.lower() != b"bearer" or not rest.strip():
                 return Presented(None, "the Authorization header must be 'Bearer <token>'")
             found.append(rest.strip())
-        elif name == TOKEN_HEADER:
+        elif name in TOKEN_HEADERS:
             found.append(value.strip())
     if query_string and b"token=" in query_string:
         for key, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):

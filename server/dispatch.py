@@ -23,8 +23,6 @@ from hookwise.server.store.base import Accepted, AcceptOp, NewEvent, NewRun, Req
 
 log = logging.getLogger("hookwise.dispatch")
 
-MAIN_SESSION = "main"
-
 Listener = Callable[[Sequence[NewEvent], Sequence[NewRun]], None]
 
 
@@ -53,13 +51,14 @@ def _run(action: AgentAction, rule_id: str | None) -> NewRun:
         timeout_seconds=action.timeout_seconds,
         fallback_channel=action.fallback_channel,
         allow_unsafe_external_content=action.allow_unsafe_external_content,
+        agent_id=action.agent_id,
     )
 
 
 def _event(action: WakeAction, rule_id: str | None) -> NewEvent:
     return NewEvent(
         event_id=new_id(),
-        session=MAIN_SESSION,
+        session=action.session,
         text=action.text,
         source=f"hook:{rule_id}" if rule_id else "hook",
         mode=action.mode,

@@ -54,10 +54,15 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         base_dir=loaded.base_dir,
         transforms_dir=transforms_dir,
         limits=TransformLimits(
-            timeout_ms=limits.timeout_ms, memory_mb=limits.memory_mb, pool_size=limits.pool_size
+            timeout_ms=limits.timeout_ms,
+            memory_mb=limits.memory_mb,
+            pool_size=limits.pool_size,
+            workers=limits.workers,
+            worker_memory_mb=limits.worker_memory_mb,
         ),
         env=dict(os.environ),  # `${NAME}` in rule files; read once, here, not in the engine
         verify=hooks.verify,
+        sessions=_session_policy(loaded.config),
     )
     ruleset.observe_transform = time_transform
     return ruleset
@@ -68,12 +73,27 @@ def provider_ids(config: Config) -> frozenset[str]:
     return frozenset(config.models.providers) | {"echo"}
 
 
+def _session_policy(config: Config) -> Any:
+    """The session policy rules are checked against; None (the built-in one) when the agents
+    themselves are broken: the config check reports those."""
+    from hookwise.engine.sessions import SessionPolicy
+
+    try:
+        return SessionPolicy.from_config(config)
+    except ConfigError:
+        return None
+
+
 def validation_policy(
     config: Config, channels: Mapping[str, Any] | None = None
 ) -> ValidationPolicy:
-    """What request validation needs: the model allowlist and the configured channels."""
+    """What request validation needs: the model allowlist, the configured channels, the agents
+    and the session-key policy (fresh keys are `hook:<uuid>`)."""
+    from hookwise.engine.agents import Roster
     from hookwise.engine.models import ModelPolicy
+    from hookwise.engine.sessions import GENERATED_PREFIX, SessionPolicy
     from hookwise.server.channels.registry import load_channels
+    from hookwise.server.ids import new_id
 
     if channels is None:
         channels = load_channels(config.channels)
@@ -88,6 +108,11 @@ def validation_policy(
         configured_channels=frozenset(channels),
         check_recipient=check_recipient,
         max_timeout_seconds=config.agents.defaults.max_timeout_seconds,
+        sessions=SessionPolicy.from_config(
+            config,
+            roster=Roster.from_config(config, provider_ids(config)),
+            new_key=lambda: GENERATED_PREFIX + new_id(),
+        ),
     )
 
 
@@ -133,6 +158,8 @@ class Gateway:
             self.store.lock_use(shared=self.shared)  # StoreInUse: refused before serving
         self.dispatcher = Dispatcher(self.store, idempotency_window=float(hooks.idempotency_window))
         self.rules: Any = compile_rules(loaded) if hooks.enabled else None
+        for warning in getattr(self.rules, "warnings", ()):
+            log.warning("%s", warning)
         self.hooks: HookEndpoint | None = None
         if hooks.enabled:
             assert hooks.token is not None
@@ -215,6 +242,7 @@ class Gateway:
         if self.listen_port is None and not gmail.hook_url:
             log.warning("mail watcher not started: the listening port is unknown")
             return
+        from hookwise.server.gmail.leader import run_as_leader
         from hookwise.server.gmail.watcher import run_watcher
 
         async def watch() -> None:
@@ -231,7 +259,9 @@ class Gateway:
             except Exception as e:  # the gateway keeps serving hooks without the watcher
                 log.error("the mail watcher stopped: %s", e)
 
-        self._tasks.append(asyncio.create_task(watch(), name="hookwise-gmail"))
+        # Several processes on one store: only the `gmail` leader runs the watcher.
+        job = run_as_leader(self.store, watch) if self.shared else watch()
+        self._tasks.append(asyncio.create_task(job, name="hookwise-gmail"))
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Gateway]:

@@ -36,6 +36,7 @@ from hookwise.engine.actions import (
 )
 from hookwise.engine.errors import RequestError
 from hookwise.engine.request import InboundRequest
+from hookwise.engine.sessions import mapping_source
 from hookwise.engine.signatures import HandshakeRefused, SignatureError, answer, answers_get
 from hookwise.engine.signatures.door import Door
 from hookwise.server.asgi import content_length, read_body, send_error, send_json
@@ -47,6 +48,7 @@ from hookwise.server.auth import (
     presented_token,
 )
 from hookwise.server.dispatch import Dispatcher, RequestMeta, respond_body
+from hookwise.server.logs import escape_control
 from hookwise.server.payload import content_type, parse_payload
 
 log = logging.getLogger("hookwise.hooks")
@@ -54,6 +56,7 @@ log = logging.getLogger("hookwise.hooks")
 MAX_IDEMPOTENCY_KEY = 256
 _ALLOW = [(b"allow", b"POST")]
 _REPLAYED = [(b"idempotent-replayed", b"true")]
+_CLOSE = [(b"connection", b"close")]
 
 
 _LOCKED_OUT = RequestError(
@@ -87,11 +90,19 @@ def _sub_path(scope: Scope, hook_path: str) -> str | None:
     return path[len(hook_path) + 1 :].strip("/")
 
 
+def _query(raw: bytes) -> dict[str, str]:
+    return dict(parse_qsl(raw.decode("latin-1"))) if raw else {}
+
+
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
     for k, v in headers:
         if k == name:
             return v
     return None
+
+
+def _digest(path: str, body: bytes) -> str:
+    return hashlib.sha256(path.encode() + b"\n" + body).hexdigest()
 
 
 def _url(scope: Scope, headers: list[tuple[bytes, bytes]]) -> str:
@@ -135,8 +146,10 @@ class HookEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         sub = _sub_path(scope, self.settings.hook_path)
         client = client_key((scope.get("client") or (None,))[0])
-        meta = RequestMeta(
-            path=self.settings.hook_path + ("/" + sub if sub else ""), client=client, size=0
+        meta = RequestMeta(  # escaped: a decoded path may hold CR/LF (server.logs)
+            path=escape_control(self.settings.hook_path + ("/" + sub if sub else "")),
+            client=client,
+            size=0,
         )
         if sub is None:
             await send_error(send, RequestError(404, "not_found", "no such endpoint"))
@@ -171,7 +184,7 @@ class HookEndpoint:
                     limit=self.settings.max_body_bytes,
                     timeout=self.settings.body_timeout,
                 )
-            meta = attrs.evolve(meta, size=len(body))
+            meta = RequestMeta(meta.path, client, len(body))
             await self._handle(sub, headers, scope, body, meta, send, door)
         except _LockedOut as e:
             await send_error(send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())])
@@ -193,7 +206,8 @@ class HookEndpoint:
                     e.code,
                     f" (rule {e.rule_id})" if e.rule_id else "",
                 )
-            await send_error(send, e)
+            # the rest of the body is not read: close the connection after answering
+            await send_error(send, e, _CLOSE if e.status in (408, 413) else ())
         except Exception:
             log.exception("unexpected error on %s", meta.path)
             self._dispatcher.refused(meta, 500, "internal_error")
@@ -269,7 +283,7 @@ class HookEndpoint:
                 path=sub,
                 payload={},
                 headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
-                query=dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))),
+                query=_query(scope.get("query_string", b"")),
                 raw_body=body,
                 now=datetime.now(UTC),
                 url=_url(scope, headers),
@@ -293,7 +307,7 @@ class HookEndpoint:
         respond = None
         actions: list[Action]
         if sub == "wake":
-            actions = [validate_wake(payload)]
+            actions = [validate_wake(payload, policy)]
         elif sub == "agent":
             actions = [validate_agent(payload, policy)]
         else:
@@ -320,9 +334,10 @@ class HookEndpoint:
                     headers = [(k.lower().encode(), v.encode()) for k, v in respond.headers.items()]
                     await send_json(send, status, respond_body(respond), headers)
                 return
+            source = mapping_source(rule.config)
             try:
                 actions = [
-                    validate_action(spec.kind, spec.fields, policy, internal=True)
+                    validate_action(spec.kind, spec.fields, policy, internal=True, source=source)
                     for spec in outcome.actions
                 ]
             except RequestError as e:
@@ -332,8 +347,12 @@ class HookEndpoint:
                     rule_id=rule_id,
                 ) from None
             respond = outcome.respond
+            if idem_key is None and rule.for_each is not None:
+                # a fan-out batch redelivered identically replays (the peer derives a key too);
+                # the tab keeps it apart from every key a caller can send (printable only)
+                idem_key = "\tbatch:" + _digest(meta.path, body)
         if idem_key is not None and fingerprint is None:
-            fingerprint = hashlib.sha256(meta.path.encode() + b"\n" + body).hexdigest()
+            fingerprint = _digest(meta.path, body)
         accepted = await self._dispatcher.dispatch(
             actions,
             meta=meta,

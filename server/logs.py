@@ -1,8 +1,11 @@
-"""Logging: one format for the service, and a filter that keeps secrets out of every line.
+r"""Logging: one format for the service, and a filter that keeps secrets out of every line.
 
 The code never logs payloads or tokens; the filter is a second line of defence that redacts
 `token=...` query parameters and `Bearer ...` credentials from any message, including ones from
-third-party libraries (the ASGI server's own logs).
+third-party libraries (the ASGI server's own logs). It also escapes control characters (CR, LF,
+ESC, the Unicode line separators, ...) in every message as `\xNN`/`\uNNNN`, so that nothing a
+request carries (a path, a name) can end a log line and start one of its own; `escape_control`
+does the same for what is stored from a request (the request log's path).
 
 Two formats (`--log-format`, `logging.format`): `text` (`<time> <LEVEL> <logger>: <message>`) and
 `json`, one object per line with `ts` (ISO-8601 UTC), `level`, `logger`, `msg` and the ids a
@@ -27,8 +30,21 @@ _format: Format = "text"
 _SECRETS = re.compile(r"(?i)(token=|password=|bearer\s+|x-service-token:\s*|/bot)[^\s&\"'/]+")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 def redact(text: str) -> str:
     return _SECRETS.sub(lambda m: m.group(1) + "[redacted]", text)
+
+
+def _escaped(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_control(text: str) -> str:
+    """`text` with every control character written as an escape (one line, no terminal codes)."""
+    return _CONTROL.sub(_escaped, text)
 
 
 class RedactingFilter(logging.Filter):
@@ -36,7 +52,7 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = redact(message)
+        cleaned = escape_control(redact(message))
         if cleaned != message:
             record.msg, record.args = cleaned, ()
         return True

@@ -5,6 +5,10 @@ JSON is the default whatever the content type says (as the peer does), except th
 as `curl -d '{...}'` sends it): repeated keys become lists, and a
 form whose only field is `payload` holding a JSON object (how GitHub sends form-encoded hooks) is
 that object. An empty body is `{}`. Anything else that is not a JSON object is refused with 400.
+
+JSON is read strictly: invalid UTF-8, and nesting deeper than `MAX_DEPTH` (64) arrays and objects,
+are `400 invalid_json` (the depth limit keeps every later step, templates, JSONPath, transforms,
+far from any recursion limit). Integers of any size are accepted.
 """
 
 from __future__ import annotations
@@ -17,6 +21,37 @@ import msgspec
 from hookwise.engine.errors import RequestError
 
 _decode = msgspec.json.Decoder().decode
+
+MAX_DEPTH = 64
+"""The deepest nesting of arrays and objects a JSON body may have."""
+_INVALID_JSON = "the body is not valid JSON"
+
+
+def _too_deep(body: bytes, value: Any) -> bool:
+    """True when `value` nests deeper than `MAX_DEPTH`; free for the usual small bodies."""
+    if body.count(b"[") + body.count(b"{") <= MAX_DEPTH:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def decode_json(body: bytes | str) -> Any:
+    """Strict JSON (see the module docstring), or a 400 `invalid_json` `RequestError`."""
+    try:
+        value = _decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError, ValueError):
+        raise RequestError(400, "invalid_json", _INVALID_JSON) from None
+    if isinstance(value, (dict, list)) and _too_deep(
+        body if isinstance(body, bytes) else body.encode(), value
+    ):
+        raise RequestError(400, "invalid_json", f"the JSON nests deeper than {MAX_DEPTH} levels")
+    return value
 
 
 def content_type(headers: list[tuple[bytes, bytes]]) -> bytes:
@@ -40,8 +75,8 @@ def _form(body: bytes) -> dict[str, Any]:
             out[key] = value
     if list(out) == ["payload"] and isinstance(out["payload"], str):
         try:
-            inner = _decode(out["payload"])
-        except msgspec.DecodeError:
+            inner = decode_json(out["payload"])
+        except RequestError:
             return out
         if isinstance(inner, dict):
             return inner
@@ -54,10 +89,7 @@ def parse_payload(body: bytes, ctype: bytes) -> dict[str, Any]:
         return {}
     if ctype == b"application/x-www-form-urlencoded" and body.lstrip()[:1] not in (b"{", b"["):
         return _form(body)
-    try:
-        value = _decode(body)
-    except msgspec.DecodeError:
-        raise RequestError(400, "invalid_json", "the body is not valid JSON") from None
+    value = decode_json(body)
     if not isinstance(value, dict):
         raise RequestError(400, "invalid_body", "the body must be a JSON object")
     return value

@@ -27,6 +27,7 @@ from hookwise.engine.config import LoadedConfig
 from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
 from hookwise.engine.mapping import MappingConfig
 from hookwise.engine.request import InboundRequest
+from hookwise.engine.sessions import mapping_source
 from hookwise.server.cliargs import add_common_options
 
 __all__ = ["add_cli", "explain_with_validation", "unconfigured_channel_issues"]
@@ -100,6 +101,8 @@ def explain_with_validation(
     from hookwise.engine.ruletool import explain
 
     report = explain(ruleset, request)
+    rule = next((r for r in ruleset.rules if r.id == report["matched"]), None)
+    source = mapping_source(rule.config) if rule is not None else "mapping"
     actions: list[dict[str, Any]] = []
     for entry in report["actions"]:
         item: dict[str, Any] = {
@@ -110,7 +113,9 @@ def explain_with_validation(
         }
         try:
             item["validated"] = _action_json(
-                validate_action(entry["kind"], entry["fields"], policy, internal=True)
+                validate_action(
+                    entry["kind"], entry["fields"], policy, internal=True, source=source
+                )
             )
         except RequestError as e:
             e = attrs.evolve(
@@ -299,6 +304,7 @@ def cmd_rules_check(args: argparse.Namespace) -> int:
         issues.extend(unconfigured_channel_issues(loaded, ruleset=ruleset))
         count = len(ruleset.rules) if ruleset is not None else 0
         ids = [r.id for r in ruleset.rules] if ruleset is not None else []
+        index_lines = _index_report(ruleset) if ruleset is not None else []
     finally:
         if ruleset is not None:
             ruleset.close()
@@ -307,7 +313,33 @@ def cmd_rules_check(args: argparse.Namespace) -> int:
         return 1
     shown = f": {', '.join(ids)}" if ids else ""
     print(f"hookwise: {args.config}: {count} rule(s) compiled without problems{shown}")
+    print("\n".join(index_lines))
     return 0
+
+
+def _index_report(ruleset: Any) -> list[str]:
+    """Which discriminator each rule is indexed by, per path, and the rules that can never match
+    because an earlier one matches every request they match (warnings, not errors)."""
+    from hookwise.engine.ruleindex import shadowed
+
+    lines = [
+        "rule index (a request tries only the rules its discriminator values name, and the rules "
+        "without one, in configured order):"
+    ]
+    for path, entries in ruleset.indexed_by().items():
+        if not entries:
+            continue
+        lines.append(f"  path {path}:" if path != "*" else "  any other path:")
+        for rule_id, described in entries:
+            lines.append(
+                f"    {rule_id}: {described or 'no discriminator: tried on every request'}"
+            )
+    for rule, first in shadowed(ruleset.rules):
+        lines.append(
+            f"warning: rule {rule.id!r} ({rule.origin}) can never match: rule {first.id!r} "
+            f"({first.origin}) comes first and matches every request it matches"
+        )
+    return lines
 
 
 # ------------------------------------------------------------------------------------ wiring

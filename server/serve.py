@@ -144,6 +144,15 @@ def _run_process(args: argparse.Namespace) -> int:
     loaded = load(args.config)
     if loaded is None:
         return 1
+    from hookwise.server.http import JsonHttpProtocol
+    from hookwise.server.proxies import TrustedProxies, parse_networks
+
+    gw = loaded.config.gateway
+    try:
+        networks = parse_networks(gw.trusted_proxies)
+    except ConfigError as e:
+        print_problems(f"{args.config}: the configuration", e)
+        return 1
     # the port first: when it is taken, nothing (no state dir, no store) has been created
     if args.socket_fd is not None:
         sock = socket.socket(fileno=args.socket_fd)
@@ -161,14 +170,22 @@ def _run_process(args: argparse.Namespace) -> int:
         sock.close()
         say(f"hookwise: {e}", stream=sys.stderr, level="ERROR")
         return 1
-    app = create_app(gateway)
+    app: Any = create_app(gateway)
+    if networks:
+        app = TrustedProxies(app, networks)
     host, port = _shown(sock)
     gateway.listen_port = port
     server = uvicorn.Server(
         uvicorn.Config(
             app,
             loop="uvloop",
-            http="httptools",
+            # JSON for malformed requests, header size limit and read timeout (server.http)
+            http=JsonHttpProtocol.configured(
+                max_head_bytes=gw.max_header_bytes,
+                head_timeout=float(gw.header_timeout_seconds),
+            ),
+            # forwarded headers count only from gateway.trustedProxies (server.proxies)
+            proxy_headers=False,
             lifespan="on",
             access_log=False,
             log_config=None,

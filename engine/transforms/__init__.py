@@ -7,8 +7,12 @@ A mapping's `transform.module` names a file inside `hooks.transformsDir`:
   frozen so a call cannot pollute prototypes for the next one. Module text (`export default`,
   `export function`, `export const`) is turned into a script once, at load. Each transform keeps a
   small pool of pre-compiled contexts that calls reuse; see `hookwise.engine.transforms.js`.
-- `.py` modules are trusted operator code: imported once at load, NOT sandboxed, but each call is
-  time-bounded (the request fails with 504 when it overruns); see `hookwise.engine.transforms.python`.
+- `.py` modules are trusted operator code: imported once at load, NOT sandboxed in the language
+  sense; see `hookwise.engine.transforms.python`.
+- Both run out of the gateway's process, in a supervised pool of sandbox worker processes with
+  an OS memory ceiling each and a watchdog that kills a worker whose call overruns its time limit
+  (`hookwise.engine.transforms.pool`): a runaway or fatal transform costs one worker and one
+  request, never the gateway.
 - `.ts`: refused at load; compile it to `.js` first.
 
 The call contract is the same for both: the transform receives the request (`payload`,
@@ -32,11 +36,15 @@ from hookwise.engine.mapping import TransformConfig
 
 @attrs.frozen
 class TransformLimits:
-    """Per-call limits of transforms, and how many warm JS contexts each transform keeps."""
+    """Per-call limits of transforms, how many warm JS contexts each transform keeps (in each
+    worker), how many sandbox worker processes a rule set runs, and each worker's memory ceiling
+    (MiB beyond what V8 reserves at start-up)."""
 
     timeout_ms: int = 1000
     memory_mb: int = 64
     pool_size: int = 2
+    workers: int = 2
+    worker_memory_mb: int = 512
 
 
 class _Keep:
@@ -139,17 +147,18 @@ def effective_limits(base: TransformLimits, config: TransformConfig) -> Transfor
 
 
 class TransformHost:
-    """Loads transforms for one rule set and owns their runtimes (JS contexts, worker threads).
+    """Loads transforms for one rule set and owns their runtime: one pool of sandbox worker
+    processes (started at the first transform), which hold the JS contexts and Python modules.
 
     The same module and export loaded twice (two rules) is one transform with one pool.
-    `close()` frees everything.
+    `close()` stops the workers.
     """
 
     def __init__(self, transforms_dir: Path | None, limits: TransformLimits) -> None:
         self._dir = transforms_dir
         self._limits = limits
         self._loaded: dict[tuple[Path, str | None, TransformLimits], Transform] = {}
-        self._js_host: Any = None
+        self._pool: Any = None
 
     def load(self, config: TransformConfig) -> Transform:
         from hookwise.engine.transforms._paths import resolve_module
@@ -162,7 +171,7 @@ class TransformHost:
                 "JavaScript (tsc, esbuild) and point transform.module at the .js file"
             )
         limits = effective_limits(self._limits, config)
-        if limits.timeout_ms <= 0 or limits.memory_mb <= 0 or limits.pool_size <= 0:
+        if min(limits.timeout_ms, limits.memory_mb, limits.pool_size, limits.workers) <= 0:
             raise TransformLoadError("transform limits must be positive")
         path = resolve_module(self._dir, config.module)
         key = (path, config.export, limits)
@@ -171,15 +180,13 @@ class TransformHost:
         suffix = path.suffix.lower()
         transform: Transform
         if suffix in (".js", ".mjs", ".cjs"):
-            from hookwise.engine.transforms.js import JsHost, JsTransform
+            from hookwise.engine.transforms.js import JsTransform
 
-            if self._js_host is None:
-                self._js_host = JsHost()
-            transform = JsTransform.load(self._js_host, path, config.export, limits)
+            transform = JsTransform.load(self._workers(), path, config.export, limits)
         elif suffix == ".py":
             from hookwise.engine.transforms.python import PyTransform
 
-            transform = PyTransform.load(path, config.export, limits)
+            transform = PyTransform.load(self._workers(), path, config.export, limits)
         else:
             raise TransformLoadError(
                 f"unsupported transform module type {suffix or '(none)'!r}: use .js, .mjs or .py"
@@ -187,13 +194,22 @@ class TransformHost:
         self._loaded[key] = transform
         return transform
 
+    def _workers(self) -> Any:
+        if self._pool is None:
+            from hookwise.engine.transforms.pool import WorkerPool
+
+            self._pool = WorkerPool(
+                size=self._limits.workers, memory_mb=self._limits.worker_memory_mb
+            )
+        return self._pool
+
     def close(self) -> None:
         for transform in self._loaded.values():
             transform.close()
         self._loaded.clear()
-        if self._js_host is not None:
-            self._js_host.close()
-            self._js_host = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
 
 __all__ = [

@@ -12,10 +12,8 @@ and the API's own error text, never from a URL or a request.
 
 from __future__ import annotations
 
-import email.utils
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import UTC
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urlsplit
 
@@ -25,12 +23,16 @@ import httpx
 from hookwise.engine.convert import data_key, structure
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.server.channels.format import (
+    markdown_to_discord,
+    markdown_to_mattermost,
     markdown_to_plain,
     markdown_to_slack,
     markdown_to_telegram_html,
     markdown_to_whatsapp,
+    render_parts,
     split_text,
 )
+from hookwise.server.retry import retry_after_seconds
 
 T = TypeVar("T")
 
@@ -169,20 +171,7 @@ def retry_after_header(
     response: httpx.Response, now: Callable[[], float] = time.time
 ) -> float | None:
     """Seconds from a `Retry-After` header (delta-seconds or HTTP-date), or None."""
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, when.timestamp() - now())
+    return retry_after_seconds(response.headers.get("retry-after"), now=now())
 
 
 def error_for_response(
@@ -228,9 +217,21 @@ async def send_parts(
     return SendResult(tuple(ids))
 
 
-def split_for(channel: Channel, text: str) -> list[str]:
-    """`text` split under the channel's `max_chars`; an empty message is a permanent error."""
-    parts = split_text(text, channel.max_chars)
+def split_for(
+    channel: Channel,
+    text: str,
+    render: Callable[[str], str] | None = None,
+    measure: Callable[[str], int] = len,
+) -> list[str]:
+    """`text` rendered by `render` (markdown to the channel's dialect) and split so that every
+    part `measure`s at most the channel's `max_chars` after rendering and escaping.
+
+    Without `render` the text is split as it is. An empty message is a permanent error.
+    """
+    if render is None:
+        parts = split_text(text, channel.max_chars)
+    else:
+        parts = render_parts(text, channel.max_chars, render, measure)
     if not parts:
         raise DeliveryError(f"{channel.id}: the message is empty", retryable=False)
     return parts
@@ -274,11 +275,14 @@ __all__ = [
     "check_default_to",
     "error_for_response",
     "json_body",
+    "markdown_to_discord",
+    "markdown_to_mattermost",
     "markdown_to_plain",
     "markdown_to_slack",
     "markdown_to_telegram_html",
     "markdown_to_whatsapp",
     "parse_config",
+    "render_parts",
     "request",
     "retry_after_header",
     "send_parts",

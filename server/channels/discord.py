@@ -1,8 +1,8 @@
 """Discord: REST API v10, `POST /channels/{id}/messages` with a bot token.
 
 `to` is a channel id (`channel:<id>` or a bare snowflake) or `user:<id>`, for which a DM channel
-is opened first with `POST /users/@me/channels` (and remembered). Discord renders markdown, so
-text goes unchanged; `allowed_mentions` is empty, so hook content cannot ping `@everyone` or
+is opened first with `POST /users/@me/channels` (and remembered). Markdown is re-rendered in Discord's
+dialect (backtick fences, tables as code blocks); `allowed_mentions` is empty, so hook content cannot ping `@everyone` or
 anyone else. Errors carry `message` (and, for invalid bodies, nested `errors`); rate limits carry
 `retry_after` in the body as well as the `Retry-After` header.
 """
@@ -22,6 +22,7 @@ from hookwise.server.channels.base import (
     check_default_to,
     error_for_response,
     json_body,
+    markdown_to_discord,
     parse_config,
     request,
     send_parts,
@@ -29,7 +30,9 @@ from hookwise.server.channels.base import (
 )
 from hookwise.server.version import VERSION
 
-_TARGET = re.compile(r"(?:(?P<kind>channel|user):)?(?P<id>\d{5,25})")
+# A snowflake (the API's `SnowflakeType`, pattern ^(0|[1-9][0-9]*)$) is an unsigned 64-bit id.
+_TARGET = re.compile(r"(?:(?P<kind>channel|user):)?(?P<id>[1-9][0-9]{0,19})")
+_MAX_SNOWFLAKE = 2**64 - 1
 _USER_AGENT = f"DiscordBot (https://github.com/hookwise/hookwise, {VERSION})"  # Discord's format
 
 
@@ -49,8 +52,8 @@ class DiscordChannel(ChannelBase):
     id = "discord"
     max_chars = 2000
     recipient_hint = (
-        "a Discord recipient is a channel id written channel:<id> (or just the numeric id), "
-        "or a user written user:<id> for a direct message"
+        "a Discord recipient is a channel id (a snowflake such as 1234567890123456789) written "
+        "channel:<id> or just the id, or a user written user:<id> for a direct message"
     )
 
     config: DiscordConfig
@@ -68,13 +71,15 @@ class DiscordChannel(ChannelBase):
 
     def _normalize(self, to: str) -> tuple[str, str] | None:
         m = _TARGET.fullmatch(to)
-        return (m["kind"] or "channel", m["id"]) if m else None
+        if not m or int(m["id"]) > _MAX_SNOWFLAKE:
+            return None
+        return m["kind"] or "channel", m["id"]
 
     async def send(
         self, client: httpx.AsyncClient, to: str, text: str, *, skip_parts: int = 0
     ) -> SendResult:
         kind, target = self._recipient(to)
-        parts = split_for(self, text)
+        parts = split_for(self, text, markdown_to_discord)
         channel_id = await self._dm_channel(client, target) if kind == "user" else target
         url = f"{self.config.base_url}/channels/{channel_id}/messages"
 

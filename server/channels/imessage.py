@@ -91,7 +91,7 @@ class IMessageChannel(ChannelBase):
             body: dict[str, Any] = {
                 "chatGuid": chat_guid,
                 "tempGuid": temp_guid,
-                "message": markdown_to_plain(part),
+                "message": part,
             }
             if self.config.method:
                 body["method"] = self.config.method
@@ -103,7 +103,7 @@ class IMessageChannel(ChannelBase):
                 return str(guid or temp_guid)
             raise error_for_response(self.id, response, _describe(data))
 
-        return await send_parts(split_for(self, text), skip_parts, send_one)
+        return await send_parts(split_for(self, text, markdown_to_plain), skip_parts, send_one)
 
 
 def _describe(data: Any) -> str | None:

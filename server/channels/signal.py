@@ -3,7 +3,16 @@
 The gateway sends from `account`, a number registered with signal-cli. `to` is an E.164 phone
 number or a group id as that API names it (`group.<base64>`). Text goes as plain text (markdown
 markup removed). signal-cli has no authentication of its own; keep it on a private network.
-Success is `201 {"timestamp": "..."}`, the message's Signal timestamp, used as its id.
+Success is `201 {"timestamp": "..."}`, the message's Signal timestamp, used as its id; the
+API's current development line answers `201` with a JSON array (one result per recipient), which
+is a success too (the first timestamp found is the id).
+
+Errors: the API answers every send failure except rate limits with 400 and the error text of
+signal-cli, so a 400 is classified by that text: network trouble between signal-cli and Signal's
+servers (timeouts, connection failures, "Failed to send message" caused by an I/O error, a 5xx
+from Signal) is retried, anything else (unregistered user, unknown group, untrusted identity, a
+captcha challenge) is permanent. Its 429 carries no `Retry-After`: the delivery worker's backoff
+decides the wait.
 """
 
 from __future__ import annotations
@@ -80,16 +89,46 @@ class SignalChannel(ChannelBase):
         url = f"{self.config.base_url}/v2/send"
 
         async def send_one(part: str) -> str:
-            body = {
-                "message": markdown_to_plain(part),
-                "number": self.config.account,
-                "recipients": [recipient],
-            }
+            body = {"message": part, "number": self.config.account, "recipients": [recipient]}
             response = await request(client, self.id, "POST", url, json=body)
             data = json_body(response)
-            if response.is_success and isinstance(data, dict) and "timestamp" in data:
-                return str(data["timestamp"])
+            if response.is_success:
+                return _message_id(data)
             error = data.get("error") if isinstance(data, dict) else None
-            raise error_for_response(self.id, response, error if isinstance(error, str) else None)
+            error = error if isinstance(error, str) else None
+            raise error_for_response(
+                self.id, response, error, retryable=_retryable(response, error)
+            )
 
-        return await send_parts(split_for(self, text), skip_parts, send_one)
+        return await send_parts(split_for(self, text, markdown_to_plain), skip_parts, send_one)
+
+
+_PERMANENT = re.compile(
+    r"unregistered|not registered|invalid (?:group|phone|number|recipient)|group not found|"
+    r"not a member|untrusted|unknown group|proof required|captcha|no such|does not exist|"
+    r"couldn't process request|please provide|not found",
+    re.I,
+)
+_TRANSIENT = re.compile(
+    r"time(?:d)? ?out|timeout|connect|network|unreachable|unavailable|i/o|ioexception|socket|"
+    r"eof|broken pipe|reset by peer|temporar|try again|deadline exceeded|\[5\d\d\]|"
+    r"status code 5\d\d|server error|rate ?limit",
+    re.I,
+)
+
+
+def _retryable(response: httpx.Response, error: str | None) -> bool | None:
+    """For a 400, whether signal-cli's error text says the failure is transient."""
+    if response.status_code != 400:
+        return None  # 429 and 5xx retried, other 4xx not, by status
+    text = error or ""
+    return not _PERMANENT.search(text) and bool(_TRANSIENT.search(text))
+
+
+def _message_id(data: Any) -> str:
+    """The Signal timestamp of a sent message, from either answer form ("" when absent)."""
+    items = data if isinstance(data, list) else [data]
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("timestamp"), str | int):
+            return str(item["timestamp"])
+    return ""

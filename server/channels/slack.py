@@ -1,18 +1,21 @@
 """Slack: the Web API's `chat.postMessage` with a bot token.
 
-`to` is a conversation id (`channel:<id>` or a bare `C…`/`G…`/`D…` id) or `user:<id>` (a bare
-`U…`/`W…` id too), for which the DM is opened with `conversations.open` (and remembered).
+`to` is a conversation id (`channel:<id>` or a bare `C…`/`G…`/`D…` id), a channel name
+(`#general`, passed to chat.postMessage as is), or `user:<id>` (a bare `U…`/`W…` id too), for
+which the DM is opened with `conversations.open` (and remembered).
 Markdown becomes mrkdwn. Slack answers most errors with HTTP 200 and `{"ok": false, "error":
 "<code>"}`: those are permanent except its transient codes; rate limits are HTTP 429 with
 `Retry-After`.
 
 Length: Slack truncates `text` past 40,000 characters and advises at most 4,000 for readable
-messages, so messages are split at 4,000 (mrkdwn escaping can lengthen a part slightly; it stays
-far below the truncation point).
+messages, so messages are split at 4,000 characters counted after mrkdwn escaping. Requests are
+JSON with `Content-Type: application/json; charset=utf-8` (without the charset Slack warns
+`missing_charset`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -33,7 +36,13 @@ from hookwise.server.channels.base import (
     split_for,
 )
 
-_TARGET = re.compile(r"(?:(?P<kind>channel|user):)?(?P<id>[A-Z0-9]{8,15})")
+# Conversation ids (`defs_channel`: C, G or D and 8+ more) and user ids (`defs_user_id`: U or W)
+# as the Web API's description defines them; `#name` is a channel name, which chat.postMessage
+# accepts in place of an id.
+_CONVERSATION = re.compile(r"[CGD][A-Z0-9]{8,}")
+_USER = re.compile(r"[UW][A-Z0-9]{8,}")
+_NAME = re.compile(r"#[a-z0-9][a-z0-9._-]{0,79}")
+_MAX_ID = 32
 _TRANSIENT = frozenset(
     {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
@@ -55,8 +64,9 @@ class SlackChannel(ChannelBase):
     id = "slack"
     max_chars = 4000
     recipient_hint = (
-        "a Slack recipient is a conversation id written channel:<id> (or just the id, such as "
-        "C0123456789), or a user written user:<id> (such as user:U0123456789) for a direct message"
+        "a Slack recipient is a conversation id starting C, G or D written channel:<id> (or just "
+        "the id, such as C0123456789), a channel name such as #general, or a user id starting U "
+        "or W written user:<id> (such as user:U0123456789) for a direct message"
     )
 
     config: SlackConfig
@@ -73,21 +83,26 @@ class SlackChannel(ChannelBase):
         return channel
 
     def _normalize(self, to: str) -> tuple[str, str] | None:
-        m = _TARGET.fullmatch(to)
-        if not m:
+        kind, sep, target = to.partition(":")
+        if not sep:
+            kind, target = "", to
+        if len(target) > _MAX_ID and not _NAME.fullmatch(target):
             return None
-        kind = m["kind"] or ("user" if m["id"][0] in "UW" else "channel")
-        return kind, m["id"]
+        if kind in ("", "channel") and (_CONVERSATION.fullmatch(target) or _NAME.fullmatch(target)):
+            return "channel", target
+        if kind in ("", "user") and _USER.fullmatch(target):
+            return "user", target
+        return None
 
     async def send(
         self, client: httpx.AsyncClient, to: str, text: str, *, skip_parts: int = 0
     ) -> SendResult:
         kind, target = self._recipient(to)
-        parts = split_for(self, text)
+        parts = split_for(self, text, markdown_to_slack)
         channel = await self._dm_channel(client, target) if kind == "user" else target
 
         async def send_one(part: str) -> str:
-            body = {"channel": channel, "text": markdown_to_slack(part), "mrkdwn": True}
+            body = {"channel": channel, "text": part, "mrkdwn": True}
             data = await self._call(client, "chat.postMessage", body)
             return str(data["ts"])
 
@@ -101,8 +116,12 @@ class SlackChannel(ChannelBase):
 
     async def _call(self, client: httpx.AsyncClient, method: str, body: Any) -> dict[str, Any]:
         url = f"{self.config.base_url}/{method}"
-        headers = {"Authorization": f"Bearer {self.config.bot_token}"}
-        response = await request(client, self.id, "POST", url, json=body, headers=headers)
+        headers = {
+            "Authorization": f"Bearer {self.config.bot_token}",
+            "Content-Type": "application/json; charset=utf-8",
+        }
+        content = json.dumps(body, ensure_ascii=False).encode()
+        response = await request(client, self.id, "POST", url, content=content, headers=headers)
         data = json_body(response)
         if response.is_success and isinstance(data, dict) and data.get("ok") is True:
             return data

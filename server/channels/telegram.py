@@ -1,8 +1,10 @@
 """Telegram: the Bot API's `sendMessage`, with forum topics and HTML formatting.
 
 `to` is a chat id (`123456`, `-100...` for groups and channels), a public `@username`, or a forum
-topic `<chat id>:topic:<N>`, sent as `message_thread_id`. Markdown is sent as `parse_mode=HTML`;
-when Telegram cannot parse the entities of a part, that part is sent again as plain text. The bot
+topic `<chat id>:topic:<N>`, sent as `message_thread_id`. Markdown is rendered as `parse_mode=HTML`
+within Telegram's nesting rules, split so each part is at most 4,096 characters after entity
+parsing; when Telegram cannot parse the entities of a part, that part is sent again as the plain
+text it would have shown. The bot
 token is part of every URL (`/bot<token>/sendMessage`), so URLs never go into messages.
 """
 
@@ -22,13 +24,14 @@ from hookwise.server.channels.base import (
     check_default_to,
     error_for_response,
     json_body,
-    markdown_to_plain,
     markdown_to_telegram_html,
     parse_config,
     request,
     send_parts,
     split_for,
 )
+from hookwise.server.channels.format import telegram_length
+from hookwise.server.channels.markdown import telegram_plain_text
 
 _CHAT = re.compile(r"(?:-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{3,31})")
 _TOPIC = re.compile(r"(?P<chat>-?\d{1,20}):topic:(?P<topic>\d{1,12})")
@@ -90,13 +93,15 @@ class TelegramChannel(ChannelBase):
             if target.thread_id is not None:
                 body["message_thread_id"] = target.thread_id
             try:
-                return await self._post(client, url, body | _formatted(part))
+                return await self._post(client, url, body | {"text": part, "parse_mode": "HTML"})
             except DeliveryError as exc:
                 if exc.status == 400 and "can't parse entities" in exc.message:
-                    return await self._post(client, url, body | {"text": markdown_to_plain(part)})
+                    plain = {"text": telegram_plain_text(part)}
+                    return await self._post(client, url, body | plain)
                 raise
 
-        return await send_parts(split_for(self, text), skip_parts, send_one)
+        parts = split_for(self, text, markdown_to_telegram_html, telegram_length)
+        return await send_parts(parts, skip_parts, send_one)
 
     async def _post(self, client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> str:
         response = await request(client, self.id, "POST", url, json=body)
@@ -115,7 +120,3 @@ class TelegramChannel(ChannelBase):
             detail,
             retry_after=float(retry_after) if isinstance(retry_after, int | float) else None,
         )
-
-
-def _formatted(part: str) -> dict[str, Any]:
-    return {"text": markdown_to_telegram_html(part), "parse_mode": "HTML"}

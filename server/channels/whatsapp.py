@@ -1,6 +1,7 @@
 """WhatsApp: the WhatsApp Business Cloud API, `POST /{version}/{phone-number-id}/messages`.
 
-`to` is an E.164 phone number (`+15551234567`); the API gets the digits. Markdown becomes
+The Graph API version is `apiVersion`, by default v23.0 (the
+version of the API description the requests were checked against). `to` is an E.164 phone number (`+15551234567`); the API gets the digits. Markdown becomes
 WhatsApp's own formatting. Graph API errors carry `error.message` and a numeric `error.code`;
 the throttling codes (4, 80007, 130429, 131056) are retryable whatever the HTTP status.
 """
@@ -16,6 +17,8 @@ import httpx
 
 from hookwise.server.channels.base import (
     ChannelBase,
+    ConfigError,
+    ConfigIssue,
     SendResult,
     check_default_to,
     error_for_response,
@@ -29,6 +32,9 @@ from hookwise.server.channels.base import (
 
 _E164 = re.compile(r"\+?([1-9]\d{6,14})")
 _THROTTLED = frozenset({4, 80007, 130429, 131056})
+_VERSION = re.compile(r"v\d{1,3}\.\d{1,2}")
+DEFAULT_API_VERSION = "v23.0"
+"""The Graph API version used unless `apiVersion` says otherwise (v21.0 retires 2027-01-21)."""
 
 
 @attrs.frozen
@@ -37,7 +43,7 @@ class WhatsAppConfig:
 
     access_token: str
     phone_number_id: str
-    api_version: str = "v21.0"
+    api_version: str = DEFAULT_API_VERSION
     base_url: str = "https://graph.facebook.com"
     default_to: str | None = None
 
@@ -58,7 +64,14 @@ class WhatsAppChannel(ChannelBase):
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], path: str) -> WhatsAppChannel:
-        channel = cls(parse_config(config, WhatsAppConfig, path))
+        parsed = parse_config(config, WhatsAppConfig, path)
+        if not _VERSION.fullmatch(parsed.api_version):
+            problem = f"must be a Graph API version such as {DEFAULT_API_VERSION}"
+            raise ConfigError([ConfigIssue(f"{path}.apiVersion", problem)])
+        if not parsed.phone_number_id.isdigit():
+            problem = "must be the numeric id of the WhatsApp Business phone number"
+            raise ConfigError([ConfigIssue(f"{path}.phoneNumberId", problem)])
+        channel = cls(parsed)
         check_default_to(channel, path)
         return channel
 
@@ -80,7 +93,7 @@ class WhatsAppChannel(ChannelBase):
                 "recipient_type": "individual",
                 "to": number,
                 "type": "text",
-                "text": {"preview_url": False, "body": markdown_to_whatsapp(part)},
+                "text": {"preview_url": False, "body": part},
             }
             response = await request(client, self.id, "POST", url, json=body, headers=headers)
             data = json_body(response)
@@ -93,4 +106,5 @@ class WhatsAppChannel(ChannelBase):
                 self.id, response, error.get("message"), retryable=True if throttled else None
             )
 
-        return await send_parts(split_for(self, text), skip_parts, send_one)
+        parts = split_for(self, text, markdown_to_whatsapp)
+        return await send_parts(parts, skip_parts, send_one)

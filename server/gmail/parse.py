@@ -2,8 +2,8 @@
 
 The standard library's `email` package with `policy.default` decodes MIME encoded-words in
 headers and the charset and transfer encoding of bodies. The body is the text/plain part when
-there is one, else text extracted from the text/html part; it is cut to `max_bytes` of UTF-8
-without splitting a character. The item:
+there is one, else text extracted from the text/html part (links written `text (url)`); it is
+cut to `max_bytes` of UTF-8 without splitting a character. The item:
 
     {"id", "threadId" (Gmail only), "from", "to", "subject", "snippet", "body", "date",
      "messageId"}
@@ -157,7 +157,8 @@ def _date(msg: Message, internal_date: datetime | None) -> str | None:
 
 
 class _HTMLText(HTMLParser):
-    """Text of an HTML document: block elements become line breaks; script/style are dropped."""
+    """Text of an HTML document: block elements become line breaks; script/style are dropped;
+    a link keeps its target, written `text (url)` (only the URL when the text is the URL)."""
 
     _BLOCK = frozenset(
         [
@@ -199,8 +200,13 @@ class _HTMLText(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
         self._skipping = 0
+        self._link: tuple[str, int] | None = None  # (href, index of its first text part)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a" and not self._skipping:
+            href = (dict(attrs).get("href") or "").strip()
+            if _LINK_TARGET.match(href) and len(href) <= _MAX_HREF:
+                self._link = (href, len(self.parts))
         if tag in self._SKIP:
             self._skipping += 1
         elif tag in self._BLOCK or tag in self._LINE:
@@ -209,6 +215,12 @@ class _HTMLText(HTMLParser):
             self.parts.append(" ")
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._link is not None:
+            href, start = self._link
+            self._link = None
+            label = _WS.sub(" ", "".join(self.parts[start:])).strip()
+            if label != href and label != href.removeprefix("mailto:"):
+                self.parts.append(f" ({href})" if label else href)
         if tag in self._SKIP:
             self._skipping = max(0, self._skipping - 1)
         elif tag in self._BLOCK:
@@ -219,8 +231,13 @@ class _HTMLText(HTMLParser):
             self.parts.append(data)
 
 
+_LINK_TARGET = re.compile(r"(?:https?://|mailto:)\S", re.I)
+_MAX_HREF = 2048
+
+
 def html_to_text(html: str) -> str:
-    """Readable text from HTML: tags dropped, entities decoded, whitespace tidied."""
+    """Readable text from HTML: tags dropped (links kept as `text (url)`), entities decoded,
+    whitespace tidied."""
     parser = _HTMLText()
     parser.feed(html)
     parser.close()

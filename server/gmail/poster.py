@@ -18,10 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from typing import Any, Literal
 
 import httpx
 
+from hookwise.server.retry import Backoff as RetryBackoff
+from hookwise.server.retry import retry_after_seconds
 from hookwise.server.version import USER_AGENT, outbound_client
 
 log = logging.getLogger("hookwise.gmail")
@@ -35,20 +38,22 @@ class Stopped(Exception):
 
 
 class Backoff:
-    """Exponential backoff with jitter: min, 2*min, 4*min, ... capped at max."""
+    """Successive waits of `hookwise.server.retry.Backoff`: from `minimum`, doubling, capped at
+    `maximum`, jittered; `next(retry_after)` never waits less than the server asked for."""
 
     def __init__(self, minimum: float, maximum: float) -> None:
         self.minimum = minimum
         self.maximum = maximum
-        self._next = minimum
+        self._policy = RetryBackoff(base=minimum, cap=maximum)
+        self._retry = 0
 
-    def next(self) -> float:
-        delay = self._next
-        self._next = min(self.maximum, self._next * 2)
-        return min(self.maximum, delay * random.uniform(1.0, 1.25))
+    def next(self, retry_after: float | None = None) -> float:
+        delay = self._policy.delay(self._retry, rand=random.random(), retry_after=retry_after)
+        self._retry += 1
+        return delay
 
     def reset(self) -> None:
-        self._next = self.minimum
+        self._retry = 0
 
 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> bool:
@@ -115,7 +120,9 @@ class Poster:
                     return "accepted"
                 if status in _RETRY_STATUSES or status >= 500:
                     why = f"status {status}"
-                    retry_after = _retry_after(resp)
+                    retry_after = retry_after_seconds(
+                        resp.headers.get("retry-after"), now=time.time()
+                    )
                 else:
                     log.warning(
                         "gmail: gateway refused message %s: status %d%s; skipped",
@@ -124,9 +131,7 @@ class Poster:
                         _error_code(resp),
                     )
                     return "refused"
-            delay = backoff.next()
-            if retry_after is not None:
-                delay = min(max(delay, retry_after), self._retry_max)
+            delay = backoff.next(retry_after)
             log.warning(
                 "gmail: posting message %s failed (%s, attempt %d); retrying in %.1f s",
                 item["id"],
@@ -136,16 +141,6 @@ class Poster:
             )
             if await sleep_or_stop(stop, delay):
                 raise Stopped
-
-
-def _retry_after(resp: httpx.Response) -> float | None:
-    value = resp.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
 
 
 def _error_code(resp: httpx.Response) -> str:

@@ -1,13 +1,14 @@
 """The runtime: what makes accepted events and runs happen, behind the dispatcher.
 
-`Runtime` wires the heartbeat lane, the run workers, the delivery worker and the model providers
-to the store, listens to the dispatcher for new work, and owns their start-up (seed the last
+`Runtime` wires, for each agent of the roster (`agents.list`, or the single `main`), its
+heartbeat and its run lane, and the shared delivery worker and model providers, to the store, listens to the dispatcher for new work, and owns their start-up (seed the last
 route, recover runs a crash left running) and shutdown (runs in flight go back to the queue
 without using up an attempt).
 
 When several processes share the store (`shared`: PostgreSQL, or `--workers N`), one of them is
-the heartbeat leader (a lock in the store; another takes over within `LEAD_EVERY` seconds when
-it dies), the others pass heartbeat requests to it through the store's signals, new runs are
+the heartbeat leader for every agent (a lock in the store; another takes over within
+`LEAD_EVERY` seconds when it dies), the others pass heartbeat requests to it through the store's
+signals (one topic per agent), new runs are
 signalled to every process's idle workers, and work a dead process held is taken back once its
 lease expires (`RECOVER_EVERY`), never while its owner may be alive.
 """
@@ -22,8 +23,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hookwise.engine.agents import Agent, Roster
 from hookwise.engine.config import Config
-from hookwise.engine.models import ModelPolicy
 from hookwise.server.runtime.deliveries import DeliveryWorker
 from hookwise.server.runtime.heartbeat import Heartbeats
 from hookwise.server.runtime.providers.registry import Providers
@@ -33,7 +34,6 @@ from hookwise.server.store.base import NewEvent, NewRun, Route
 
 log = logging.getLogger("hookwise.runtime")
 
-MAIN = "main"
 LEAD_EVERY = 2.0
 RECOVER_EVERY = 10.0
 
@@ -68,39 +68,68 @@ class Runtime:
             concurrency=delivery.concurrency,
         )
         self.providers = Providers.from_config(config.models, base_dir=base_dir)
-        self.models = ModelPolicy.from_config(defaults)
         self.router = Router(store, channels, defaults.fallback_channel)
-        self.heartbeats = Heartbeats(
-            store=store,
-            providers=self.providers,
-            model=self.models.default_model,
-            every=float(defaults.heartbeat.every),
-            coalesce=defaults.heartbeat.coalesce_ms / 1000.0,
-            ack_max_chars=defaults.heartbeat.ack_max_chars,
-            timeout=defaults.timeout_seconds,
-            deliveries=self.router.plan,
-            on_delivery=self.deliveries.notify,
-        )
-        self.runs = RunWorkers(
-            store=store,
-            providers=self.providers,
-            default_model=self.models.default_model,
-            default_timeout=defaults.timeout_seconds,
-            concurrency=defaults.max_concurrent_runs,
-            ack_max_chars=defaults.heartbeat.ack_max_chars,
-            router=self.router,
-            on_heartbeat=self.request_heartbeat,
-            on_delivery=self.deliveries.notify,
-            lease_grace=defaults.lease_grace_seconds,
-        )
+        self.roster = Roster.from_config(config)
+        several = len(self.roster.agents) > 1
+        #: each agent's heartbeat and run lane, by agent id
+        self.heartbeats: dict[str, Heartbeats] = {}
+        self.lanes: dict[str, RunWorkers] = {}
+        for agent in self.roster.agents:
+            self.heartbeats[agent.id] = Heartbeats(
+                store=store,
+                providers=self.providers,
+                model=agent.default_model,
+                every=float(agent.heartbeat.every),
+                coalesce=agent.heartbeat.coalesce_ms / 1000.0,
+                ack_max_chars=agent.heartbeat.ack_max_chars,
+                timeout=agent.timeout_seconds,
+                deliveries=self.router.plan,
+                on_delivery=self.deliveries.notify,
+                agent_id=agent.id,
+                session=agent.main_session,
+                system_prompt=agent.system_prompt,
+            )
+            self.lanes[agent.id] = RunWorkers(
+                store=store,
+                providers=self.providers,
+                default_model=agent.default_model,
+                default_timeout=agent.timeout_seconds,
+                concurrency=agent.max_concurrent_runs,
+                ack_max_chars=agent.heartbeat.ack_max_chars,
+                router=self.router,
+                on_heartbeat=self._heartbeat_of(agent),
+                on_delivery=self.deliveries.notify,
+                lease_grace=defaults.lease_grace_seconds,
+                agent_id=agent.id if several else None,
+                main_session=agent.main_session,
+                system_prompt=agent.system_prompt,
+            )
+        self._topics = {
+            a.id: "heartbeat" if a.default else f"heartbeat_{i}"
+            for i, a in enumerate(self.roster.agents)
+        }
         self._recover_every = max(0.5, min(RECOVER_EVERY, defaults.lease_grace_seconds / 2))
 
-    def request_heartbeat(self, reason: str) -> None:
-        """A heartbeat soon: here when this process leads, else through the leader."""
+    @property
+    def runs(self) -> RunWorkers:
+        """The default agent's run lane."""
+        return self.lanes[self.roster.default.id]
+
+    def _heartbeat_of(self, agent: Agent) -> Any:
+        return lambda reason: self.request_heartbeat(reason, agent.id)
+
+    def request_heartbeat(self, reason: str, agent_id: str | None = None) -> None:
+        """A heartbeat of an agent (default: the default agent) soon: here when this process
+        leads, else through the leader."""
+        agent_id = agent_id or self.roster.default.id
         if self.leader:
-            self.heartbeats.request(reason)
+            self.heartbeats[agent_id].request(reason)
         else:
-            self._signal("heartbeat")
+            self._signal(self._topics[agent_id])
+
+    def _notify_lanes(self) -> None:
+        for lane in self.lanes.values():
+            lane.notify()
 
     def _signal(self, topic: str) -> None:
         """Tell the other processes, coalescing: while one notification is on its way, more
@@ -131,36 +160,53 @@ class Runtime:
 
     def on_accepted(self, events: Sequence[NewEvent], runs: Sequence[NewRun]) -> None:
         """Dispatcher listener: new work was committed."""
-        if runs:
-            self.runs.notify()
-            if self.shared:
-                self._signal("runs")
-        if any(e.mode == "now" for e in events):
-            self.request_heartbeat("wake")
+        for agent_id in {r.agent_id for r in runs}:
+            lane = self.lanes.get(agent_id)
+            (lane.notify if lane is not None else self._notify_lanes)()
+        if runs and self.shared:
+            self._signal("runs")
+        woken = {e.session for e in events if e.mode == "now"}
+        for session in woken:
+            agent = self.roster.by_main_session.get(session, self.roster.default)
+            self.request_heartbeat("wake", agent.id)
 
     async def start(self) -> None:
         now = time.time()
         route = self._config.session.last_route
         if route is not None:
             await self._store.set_last_route(
-                MAIN, Route(route.channel, route.to), now=now, only_if_unset=True
+                self.roster.default.main_session,
+                Route(route.channel, route.to),
+                now=now,
+                only_if_unset=True,
             )
         await self._recover(now)
         if not self.shared:
             await self._store.recover_deliveries()
             self.leader = True
-            self.heartbeats.start()
+            self._start_heartbeats()
         else:
-            self._store.subscribe("runs", self.runs.notify)
-            self._store.subscribe(
-                "heartbeat", lambda: self.leader and self.heartbeats.request("signal")
-            )
+            self._store.subscribe("runs", self._notify_lanes)
+            for agent_id, topic in self._topics.items():
+                beat = self.heartbeats[agent_id]
+                self._store.subscribe(
+                    topic, lambda beat=beat: self.leader and beat.request("signal")
+                )
             self._tasks.append(asyncio.create_task(self._lead_forever(), name="hookwise-lead"))
             self._tasks.append(
                 asyncio.create_task(self._recover_forever(), name="hookwise-recover")
             )
-        self.runs.start()
+        for lane in self.lanes.values():
+            lane.start()
         self.deliveries.start()
+
+    def _start_heartbeats(self) -> None:
+        for beat in self.heartbeats.values():
+            beat.start()
+
+    async def _stop_heartbeats(self) -> None:
+        for beat in self.heartbeats.values():
+            await beat.stop()
 
     async def _recover(self, now: float) -> None:
         requeued, failed = await self._store.recover_runs(
@@ -170,7 +216,7 @@ class Runtime:
         )
         if requeued or failed:
             log.warning("recovered interrupted runs: %d re-queued, %d failed", requeued, failed)
-            self.runs.notify()
+            self._notify_lanes()
 
     async def _recover_forever(self) -> None:
         while True:
@@ -191,12 +237,13 @@ class Runtime:
             if held and not self.leader:
                 log.info("process %d now leads the heartbeat", os.getpid())
                 self.leader = True
-                self.heartbeats.start()
-                self.heartbeats.request("leader")
+                self._start_heartbeats()
+                for beat in self.heartbeats.values():
+                    beat.request("leader")
             elif not held and self.leader:
                 log.warning("heartbeat leadership lost")
                 self.leader = False
-                await self.heartbeats.stop()
+                await self._stop_heartbeats()
             await asyncio.sleep(LEAD_EVERY)
 
     async def stop(self) -> None:
@@ -205,8 +252,8 @@ class Runtime:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        interrupted = await self.runs.stop()
-        await self.heartbeats.stop()
+        interrupted = [i for lane in self.lanes.values() for i in await lane.stop()]
+        await self._stop_heartbeats()
         if self.leader and self.shared:
             await self._store.resign("heartbeat")
         await self.deliveries.stop()

@@ -23,13 +23,13 @@ from typing import Any
 import httpx
 
 from hookwise.server.channels.base import Channel, DeliveryError
+from hookwise.server.retry import Backoff
 from hookwise.server.runtime import report
 from hookwise.server.store.base import DeliveryRecord, Route
 from hookwise.server.version import outbound_client
 
 log = logging.getLogger("hookwise.deliveries")
 
-MAIN = "main"
 POLL_SECONDS = 5.0
 
 
@@ -79,11 +79,8 @@ class DeliveryWorker:
 
     def backoff(self, attempt: int, retry_after: float | None) -> float:
         """Seconds before the next attempt: exponential with jitter, at least `Retry-After`."""
-        step = min(self._max_delay, self._base_delay * 2 ** max(0, attempt - 1))
-        delay = step * (0.5 + 0.5 * self._jitter())
-        if retry_after is not None:
-            delay = max(delay, retry_after)
-        return min(delay, max(self._max_delay, retry_after or 0.0))
+        policy = Backoff(base=self._base_delay, cap=self._max_delay)
+        return policy.delay(attempt - 1, rand=self._jitter(), retry_after=retry_after)
 
     async def _loop(self) -> None:
         while True:
@@ -158,7 +155,7 @@ class DeliveryWorker:
             message_ids=d.message_ids + result.message_ids,
         )
         report.delivery_sent(d, channel.id)
-        await self._store.set_last_route(MAIN, Route(channel.id, d.to), now=now())
+        await self._store.set_last_route(d.route_session, Route(channel.id, d.to), now=now())
         log.info(
             "delivery %s: sent to %s (%d message(s))",
             d.delivery_id,

@@ -1,6 +1,7 @@
-"""The heartbeat: the main session's turn that drains pending system events.
+"""The heartbeat: an agent's main-session turn that drains its pending system events.
 
-One lane, separate from the isolated runs, so a flood of hooks cannot starve it. It runs every
+Each agent has its own (its own timer, coalescing and queue), on its own lane, separate from the
+isolated runs, so a flood of hooks cannot starve it, nor a busy agent another's heartbeat. It runs every
 `agents.defaults.heartbeat.every` (0 disables the timer) and soon after a request (`wake` with
 mode `now`, a run with `wakeMode: now`). Requests that arrive within the coalescing window make
 one heartbeat; at most one heartbeat runs at a time, and requests that arrive during one make
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from hookwise.engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 from hookwise.server.ids import new_id
 from hookwise.server.runtime import report
 from hookwise.server.runtime.ack import is_ack
@@ -26,13 +28,12 @@ from hookwise.server.store.base import HeartbeatOutcome, NewTurn
 
 log = logging.getLogger("hookwise.heartbeat")
 
-MAIN = "main"
 MAX_EVENTS_PER_BEAT = 100
 HISTORY_TURNS = 20
 
 
 class Heartbeats:
-    """Schedules and runs heartbeats for the main session."""
+    """Schedules and runs heartbeats for one agent's main session."""
 
     def __init__(
         self,
@@ -47,7 +48,13 @@ class Heartbeats:
         deliveries: Callable[..., Any],
         on_delivery: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.time,
+        agent_id: str = DEFAULT_AGENT_ID,
+        session: str = DEFAULT_MAIN_SESSION,
+        system_prompt: str | None = None,
     ) -> None:
+        self.agent_id = agent_id
+        self._session = session
+        self._system = system_prompt or MAIN_SYSTEM
         self._store = store
         self._providers = providers
         self._model = model
@@ -70,7 +77,7 @@ class Heartbeats:
         self._wakeup.set()
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="hookwise-heartbeat")
+        self._task = asyncio.create_task(self._loop(), name=f"hookwise-heartbeat-{self.agent_id}")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -98,8 +105,8 @@ class Heartbeats:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("heartbeat failed")
-                report.heartbeat_crashed()
+                log.exception("heartbeat of agent %s failed", self.agent_id)
+                report.heartbeat_crashed(self.agent_id)
                 more = False
             if more:
                 self.request("backlog")
@@ -109,11 +116,11 @@ class Heartbeats:
     async def _beat(self, reason: str, requested_at: float | None) -> bool:
         started = self._clock()
         hb_id = new_id()
-        events = await self._store.pending_events(MAIN, limit=MAX_EVENTS_PER_BEAT)
-        history = await self._store.session_turns(MAIN, limit=HISTORY_TURNS)
+        events = await self._store.pending_events(self._session, limit=MAX_EVENTS_PER_BEAT)
+        history = await self._store.session_turns(self._session, limit=HISTORY_TURNS)
         prompt = heartbeat_prompt(events, reason, started)
         messages = [
-            ChatMessage("system", MAIN_SYSTEM),
+            ChatMessage("system", self._system),
             *(ChatMessage(t.role, t.content) for t in history),  # type: ignore[arg-type]
             ChatMessage("user", prompt),
         ]
@@ -137,8 +144,11 @@ class Heartbeats:
         turns: tuple[NewTurn, ...] = ()
         delivery = None
         if reply is not None and not acknowledged:
-            turns = (NewTurn(MAIN, "user", prompt), NewTurn(MAIN, "assistant", reply))
-            delivery = await self._deliveries(text=reply, heartbeat_id=hb_id)
+            turns = (
+                NewTurn(self._session, "user", prompt),
+                NewTurn(self._session, "assistant", reply),
+            )
+            delivery = await self._deliveries(text=reply, heartbeat_id=hb_id, session=self._session)
         outcome = HeartbeatOutcome(
             heartbeat_id=hb_id,
             reason=reason,
@@ -153,10 +163,11 @@ class Heartbeats:
             model_used=model_used,
             turns=turns,
             delivery=delivery,
+            agent_id=self.agent_id,
         )
         await self._store.finish_heartbeat(outcome)
         self.beats += 1
         if delivery is not None and delivery.state == "pending":
             self._on_delivery()
-        report.heartbeat_ended(outcome, len(events))
+        report.heartbeat_ended(outcome, len(events), self.agent_id)
         return state == "succeeded" and len(events) >= MAX_EVENTS_PER_BEAT

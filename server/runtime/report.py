@@ -21,8 +21,8 @@ DEFAULT_AGENT = "main"
 
 
 def agent_of(run: RunRecord) -> str:
-    """The agent a run belongs to (one agent until runs carry their `agentId`)."""
-    return DEFAULT_AGENT
+    """The agent a run belongs to."""
+    return run.agent_id
 
 
 def run_ended(run: RunRecord, outcome: RunOutcome) -> None:

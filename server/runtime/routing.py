@@ -1,6 +1,6 @@
 """Routing a reply: from `channel`/`to` (or `last`) to a concrete channel and recipient.
 
-`last` is the main session's last route (seeded from `session.lastRoute`, updated by every
+`last` is the last route of the main session the reply belongs to (the agent's; seeded from `session.lastRoute`, updated by every
 successful delivery to an explicit channel and recipient). A request's `to` overrides the
 recipient. A mapping's `last` falls back to the first phone-based messenger (`whatsapp`) when
 there is no last route; an explicit channel without `to` uses that channel's `defaultTo`. When
@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hookwise.engine.agents import DEFAULT_MAIN_SESSION
 from hookwise.engine.channels import LAST, PHONE_BASED
 from hookwise.server.ids import new_id
 from hookwise.server.store.base import NewDelivery
-
-MAIN = "main"
 
 
 class Router:
@@ -43,7 +42,11 @@ class Router:
         from_mapping: bool = False,
         run_id: str | None = None,
         heartbeat_id: str | None = None,
+        session: str = DEFAULT_MAIN_SESSION,
     ) -> NewDelivery:
+        """The delivery of `text`; `session` is the main session whose last route `last`
+        follows (and which a successful send updates)."""
+
         def row(
             state: str, ch: str | None, rcpt: str | None, error: str | None = None
         ) -> NewDelivery:
@@ -57,10 +60,11 @@ class Router:
                 heartbeat_id=heartbeat_id,
                 fallback_channel=fallback_channel or self._default_fallback,
                 last_error=error,
+                route_session=session,
             )
 
         if channel == LAST:
-            route = await self._store.last_route(MAIN)
+            route = await self._store.last_route(session)
             if route is not None:
                 return row("pending", route.channel, to or route.to)
             if from_mapping:

@@ -1,11 +1,13 @@
 """Isolated agent runs: a bounded pool of workers that takes queued runs from the store.
 
-A run is one turn in its own session (`sessionKey`); earlier turns of the same session are its
+Each agent has its own pool (its run lane: `maxConcurrentRuns` slots that claim only its runs),
+so a flood of hooks for one agent never holds another's slots. A run is one turn in its own session (`sessionKey`); earlier turns of the same session are its
 history. The hook's message reaches the model wrapped as external, untrusted content unless the
 mapping allowed unsafe content. A run is bounded by its `timeoutSeconds` (default
 `agents.defaults.timeoutSeconds`) and ends `succeeded`, `failed` or `timed_out`. Its ending is
 one commit: the run's state, its transcript turns, the summary event for the main session, and
-the pending delivery of the reply. Then `wakeMode: now` requests a heartbeat.
+the pending delivery of the reply. The summary goes to the run's agent's main session, and `last`
+delivers along that session's last route. Then `wakeMode: now` requests that agent's heartbeat.
 
 Slots bound only the model calls; the final commit happens outside the slot so that the pool
 keeps the provider busy while commits are grouped.
@@ -20,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from hookwise.engine.agents import DEFAULT_MAIN_SESSION
 from hookwise.server.ids import new_id
 from hookwise.server.runtime import report
 from hookwise.server.runtime.ack import is_ack
@@ -30,7 +33,6 @@ from hookwise.server.store.base import NewDelivery, NewEvent, NewTurn, RunOutcom
 
 log = logging.getLogger("hookwise.runs")
 
-MAIN = "main"
 HISTORY_TURNS = 40
 POLL_SECONDS = 5.0
 
@@ -52,7 +54,14 @@ class RunWorkers:
         on_delivery: Callable[[], None] = lambda: None,
         lease_grace: float = 60.0,
         clock: Callable[[], float] = time.time,
+        agent_id: str | None = None,
+        main_session: str = DEFAULT_MAIN_SESSION,
+        system_prompt: str | None = None,
     ) -> None:
+        #: the agent whose runs this pool claims (None: every run, when there is one agent)
+        self.agent_id = agent_id
+        self._main_session = main_session
+        self._system = system_prompt or RUN_SYSTEM
         self._store = store
         self._providers = providers
         self._default_model = default_model
@@ -110,6 +119,7 @@ class RunWorkers:
                         now=self._clock(),
                         lease=self._lease_grace,
                         default_timeout=self._default_timeout,
+                        agent_id=self.agent_id,
                     )
                 except Exception:
                     log.exception("claiming runs failed")
@@ -160,7 +170,7 @@ class RunWorkers:
             provider, model = self._providers.resolve(model_ref)
             history = await self._store.session_turns(run.session_key, limit=HISTORY_TURNS)
             messages = [
-                ChatMessage("system", RUN_SYSTEM),
+                ChatMessage("system", self._system),
                 *(ChatMessage(t.role, t.content) for t in history),  # type: ignore[arg-type]
                 ChatMessage("user", content),
             ]
@@ -207,10 +217,11 @@ class RunWorkers:
                         fallback_channel=run.fallback_channel,
                         from_mapping=run.rule_id is not None,
                         run_id=run.run_id,
+                        session=self._main_session,
                     )
         summary = NewEvent(
             event_id=new_id(),
-            session=MAIN,
+            session=self._main_session,
             text=summary_line(run.name, state, reply if reply is not None else error or ""),
             source=f"run:{run.run_id}",
             mode=run.wake_mode,

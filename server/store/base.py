@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import attrs
 
+from hookwise.engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+
 
 @attrs.frozen
 class NewEvent:
@@ -45,6 +47,7 @@ class NewRun:
     timeout_seconds: float | None
     fallback_channel: str | None
     allow_unsafe_external_content: bool
+    agent_id: str = DEFAULT_AGENT_ID
 
 
 @attrs.frozen
@@ -146,10 +149,12 @@ class RunRecord:
     model_used: str | None
     input_tokens: int | None
     output_tokens: int | None
+    agent_id: str = DEFAULT_AGENT_ID
 
     def to_json(self) -> dict[str, Any]:
         return {
             "runId": self.run_id,
+            "agentId": self.agent_id,
             "sessionKey": self.session_key,
             "name": self.name,
             "message": self.message,
@@ -190,7 +195,7 @@ def event_row(e: NewEvent) -> tuple[Any, ...]:
 def run_row(r: NewRun) -> tuple[Any, ...]:
     """`r` in the column order both stores write a run: run_id, session_key, name, message,
     rule_id, wake_mode, deliver, channel, recipient, model, thinking, timeout_seconds,
-    fallback_channel, allow_unsafe."""
+    fallback_channel, allow_unsafe, agent_id."""
     return (
         r.run_id,
         r.session_key,
@@ -206,12 +211,13 @@ def run_row(r: NewRun) -> tuple[Any, ...]:
         r.timeout_seconds,
         r.fallback_channel,
         r.allow_unsafe_external_content,
+        r.agent_id,
     )
 
 
 def delivery_row(d: NewDelivery) -> tuple[Any, ...]:
     """`d` in the column order both stores write a delivery: delivery_id, run_id, heartbeat_id,
-    channel, recipient, fallback_channel, text, state, last_error."""
+    channel, recipient, fallback_channel, text, state, last_error, route_session."""
     return (
         d.delivery_id,
         d.run_id,
@@ -222,6 +228,7 @@ def delivery_row(d: NewDelivery) -> tuple[Any, ...]:
         d.text,
         d.state,
         d.last_error,
+        d.route_session,
     )
 
 
@@ -269,7 +276,9 @@ class Store(Protocol):
     # admin reads (newest first, cursor = the last item's sequence number)
     async def list_events(self, session: str, *, limit: int, cursor: str | None) -> Page: ...
 
-    async def list_runs(self, *, limit: int, cursor: str | None, state: str | None) -> Page: ...
+    async def list_runs(
+        self, *, limit: int, cursor: str | None, state: str | None, agent: str | None = None
+    ) -> Page: ...
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
 
@@ -289,8 +298,16 @@ class Store(Protocol):
     async def requeue_runs(self, run_ids: list[str]) -> None: ...
 
     async def claim_runs(
-        self, *, limit: int, now: float, lease: float = 60.0, default_timeout: float = 600.0
-    ) -> list[RunRecord]: ...
+        self,
+        *,
+        limit: int,
+        now: float,
+        lease: float = 60.0,
+        default_timeout: float = 600.0,
+        agent_id: str | None = None,
+    ) -> list[RunRecord]:
+        """Queued runs (of `agent_id` only, when given) -> running, oldest first."""
+        ...
 
     async def finish_run(self, outcome: RunOutcome) -> None: ...
 
@@ -363,6 +380,8 @@ class NewDelivery:
     heartbeat_id: str | None = None
     fallback_channel: str | None = None
     last_error: str | None = None
+    #: the main session whose last route this delivery follows (and updates once sent)
+    route_session: str = DEFAULT_MAIN_SESSION
 
 
 @attrs.frozen
@@ -399,6 +418,7 @@ class HeartbeatOutcome:
     model_used: str | None = None
     turns: tuple[NewTurn, ...] = ()
     delivery: NewDelivery | None = None
+    agent_id: str = DEFAULT_AGENT_ID
 
 
 @attrs.frozen
@@ -416,10 +436,12 @@ class HeartbeatRecord:
     error: str | None
     acknowledged: bool
     model_used: str | None
+    agent_id: str = DEFAULT_AGENT_ID
 
     def to_json(self) -> dict[str, Any]:
         return {
             "heartbeatId": self.heartbeat_id,
+            "agentId": self.agent_id,
             "reason": self.reason,
             "state": self.state,
             "events": self.events,
@@ -451,6 +473,7 @@ class DeliveryRecord:
     created_at: float
     updated_at: float
     next_attempt_at: float
+    route_session: str = DEFAULT_MAIN_SESSION
 
     def to_json(self) -> dict[str, Any]:
         return {

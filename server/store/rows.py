@@ -13,16 +13,17 @@ from hookwise.server.store.base import DeliveryRecord, EventRecord, HeartbeatRec
 RUN_COLUMNS = (
     "seq, run_id, session_key, name, message, rule_id, state, wake_mode, deliver, channel, "
     "recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, attempts, "
-    "created_at, started_at, finished_at, reply, error, model_used, input_tokens, output_tokens"
+    "created_at, started_at, finished_at, reply, error, model_used, input_tokens, output_tokens, "
+    "agent_id"
 )
 DELIVERY_COLUMNS = (
     "delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text, state, "
-    "attempts, last_error, message_ids, created_at, updated_at, next_attempt_at"
+    "attempts, last_error, message_ids, created_at, updated_at, next_attempt_at, route_session"
 )
 EVENT_COLUMNS = "seq, event_id, session, text, source, mode, trusted, created_at, consumed_at"
 HEARTBEAT_COLUMNS = (
     "heartbeat_id, reason, state, events, requested_at, started_at, finished_at, reply, error, "
-    "acknowledged, model_used"
+    "acknowledged, model_used, agent_id"
 )
 
 

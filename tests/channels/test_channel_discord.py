@@ -88,7 +88,9 @@ def test_an_unknown_user_for_a_dm_is_permanent(channel_server, deliver):
     "to, ok",
     [("channel:123456789012345678", True), ("user:123456789012345678", True),
      ("123456789012345678", True), ("#general", False), ("channel:abc", False),
-     ("role:123456789012345678", False)],
+     ("role:123456789012345678", False), ("0123456789012345678", False),
+     ("18446744073709551615", True), ("18446744073709551616", False),
+     ("123456789012345678901", False)],
 )  # fmt: skip
 def test_recipient_forms(to, ok, channel_server):
     assert (discord(channel_server("discord")).validate_recipient(to) is None) is ok

@@ -7,10 +7,13 @@ import pytest
 
 from hookwise.server.channels.base import retry_after_header
 from hookwise.server.channels.format import (
+    markdown_to_discord,
+    markdown_to_mattermost,
     markdown_to_plain,
     markdown_to_slack,
     markdown_to_telegram_html,
     markdown_to_whatsapp,
+    render_parts,
     split_text,
 )
 
@@ -67,7 +70,7 @@ def test_parts_respect_the_limit_and_keep_every_word_in_order(limit):
         ("**b** *i* _i_ ~~s~~", "<b>b</b> <i>i</i> <i>i</i> <s>s</s>"),
         ("a < b & c > d", "a &lt; b &amp; c &gt; d"),
         ("`<tag>` and snake_case_name", "<code>&lt;tag&gt;</code> and snake_case_name"),
-        ("[site](https://e.com/?a=1&b=\"2\")", '<a href="https://e.com/?a=1&amp;b=&quot;2&quot;">site</a>'),
+        ("[site](https://e.com/?a=1&b=\"2\")", '<a href="https://e.com/?a=1&amp;b=%222%22">site</a>'),
         ("## Heading **x**", "<b>Heading x</b>"),
         ("```\n**not bold**\n```", "<pre><code>**not bold**</code></pre>"),
         ("https://e.com/_a_b_", "https://e.com/_a_b_"),
@@ -124,3 +127,69 @@ def test_markdown_to_plain():
 def test_retry_after_header_reads_seconds_and_http_dates(value, expected):
     response = httpx.Response(429, headers={"Retry-After": value})
     assert retry_after_header(response, now=lambda: 1767225600.0) == expected
+
+
+ISSUE_CASES = "[t](https://x.y/a_(b)) ***both***\n\n~~~js\nlet a = 1;\n~~~\n\n> quoted\n\n| h1 | h2 |\n|----|----|\n| a  | b  |"
+
+
+@pytest.mark.parametrize(
+    "convert, expected",
+    [
+        (markdown_to_telegram_html,
+         '<a href="https://x.y/a_(b)">t</a> <i><b>both</b></i>\n\n'
+         '<pre><code class="language-js">let a = 1;</code></pre>\n\n'
+         "<blockquote>quoted</blockquote>\n\n<pre><code>h1 | h2\n---+---\na  | b</code></pre>"),
+        (markdown_to_slack,
+         "<https://x.y/a_(b)|t> _*both*_\n\n```\nlet a = 1;\n```\n\n&gt; quoted\n\n"
+         "```\nh1 | h2\n---+---\na  | b\n```"),
+        (markdown_to_whatsapp,
+         "t (https://x.y/a_(b)) _*both*_\n\n```let a = 1;```\n\n> quoted\n\n"
+         "```h1 | h2\n---+---\na  | b```"),
+        (markdown_to_plain,
+         "t (https://x.y/a_(b)) both\n\nlet a = 1;\n\nquoted\n\nh1 | h2\n---+---\na  | b"),
+        (markdown_to_discord,
+         "[t](https://x.y/a_(b)) ***both***\n\n```js\nlet a = 1;\n```\n\n> quoted\n\n"
+         "```\nh1 | h2\n---+---\na  | b\n```"),
+        (markdown_to_mattermost,
+         "[t](https://x.y/a_(b)) ***both***\n\n```js\nlet a = 1;\n```\n\n> quoted\n\n"
+         "| h1 | h2 |\n|---|---|\n| a | b |"),
+    ],
+    ids=["telegram", "slack", "whatsapp", "plain", "discord", "mattermost"],
+)  # fmt: skip
+def test_the_issues_cases_in_every_dialect(convert, expected):
+    assert convert(ISSUE_CASES) == expected
+
+
+@pytest.mark.parametrize(
+    "md, expected",
+    [
+        ("[`config.yaml`](https://e.com)", '<a href="https://e.com">config.yaml</a>'),
+        ("> see [x](https://e.com) and `y`", "<blockquote>see x (https://e.com) and y</blockquote>"),
+        ("> > nested", "<blockquote>nested</blockquote>"),
+        ("<b>raw</b> & co", "&lt;b&gt;raw&lt;/b&gt; &amp; co"),
+        ("[x](javascript:alert(1))", "[x](javascript:alert(1))"),
+        ("1. one\n2. two", "1. one\n2. two"),
+    ],
+)  # fmt: skip
+def test_telegram_html_keeps_its_nesting_rules(md, expected):
+    assert markdown_to_telegram_html(md) == expected
+
+
+def test_a_tilde_fence_cut_in_two_is_closed_and_reopened_with_tildes():
+    lines = "\n".join(f"line {i}" for i in range(12))
+    parts = split_text(f"~~~py\n{lines}\n~~~\nafter", 40)
+    assert all(len(p) <= 40 for p in parts)
+    assert all(p.startswith("~~~py\n") and p.count("~~~") == 2 for p in parts)
+    assert parts[-1].endswith("~~~\nafter")
+
+
+def test_render_parts_splits_again_when_escaping_lengthens_a_part():
+    text = "&" * 100  # one word: 500 characters once escaped
+    parts = render_parts(text, 100, markdown_to_slack)
+    assert all(len(p) <= 100 for p in parts)
+    assert "".join(parts) == "&amp;" * 100
+
+
+def test_markdown_special_characters_in_text_are_escaped_for_discord():
+    assert markdown_to_discord("a\\*b\\* and snake_case") == "a\\*b\\* and snake\\_case"
+    assert markdown_to_discord("see https://e.com/_a_b_") == "see https://e.com/_a_b_"

@@ -7,6 +7,7 @@ import asyncio
 import httpx
 import pytest
 
+from hookwise.engine.errors import ConfigError
 from hookwise.server.channels import DeliveryError, load_channels
 from hookwise.server.channels.msteams import MSTeamsChannel, MSTeamsConfig
 from tests.fakes.channel_servers import TeamsFake
@@ -120,3 +121,57 @@ def test_recipient_forms(to, ok):
     server = TeamsFake()
     channel = MSTeamsChannel(MSTeamsConfig(server.app_id, server.app_password, server.tenant_id))
     assert (channel.validate_recipient(to) is None) is ok
+
+
+def test_concurrent_sends_share_one_token_refresh(channel_server):
+    server = channel_server("msteams")
+    channel = teams(server)
+
+    async def go():
+        async with httpx.AsyncClient() as client:
+            sends = [channel.send(client, f"19:c{i}@thread.tacv2", f"m{i}") for i in range(6)]
+            return await asyncio.gather(*sends)
+
+    results = asyncio.run(go())
+    assert len(results) == 6
+    assert len(server.issued) == 1
+    assert len([r for r in server.requests if server.is_token(r)]) == 1
+    assert {r.headers["authorization"] for r in server.sends} == {f"Bearer {server.issued[0]}"}
+
+
+def test_a_conversation_uses_its_own_configured_service_url(channel_server, deliver):
+    server = channel_server("msteams")
+    server.regions["19:emea@thread.tacv2"] = "emea"
+    config = server.config() | {
+        "conversations": {"19:emea@thread.tacv2": server.service_url("emea") + "/"}
+    }
+    channel = load_channels({"msteams": config})["msteams"]
+    deliver(channel, "19:emea@thread.tacv2", "to Europe")
+    deliver(channel, "19:home@thread.tacv2", "to the default")
+    emea, home = server.sends
+    assert emea.raw_path == "/emea/v3/conversations/19%3Aemea%40thread.tacv2/activities"
+    assert home.raw_path == "/v3/conversations/19%3Ahome%40thread.tacv2/activities"
+
+
+def test_without_its_service_url_a_regional_conversation_is_not_found(channel_server, deliver):
+    server = channel_server("msteams")
+    server.regions["19:emea@thread.tacv2"] = "emea"
+    with pytest.raises(DeliveryError) as caught:
+        deliver(teams(server), "19:emea@thread.tacv2", "lost")
+    assert caught.value.status == 404
+
+
+@pytest.mark.parametrize(
+    "conversations, problem",
+    [
+        ({"19:a@thread.tacv2": "ftp://x"}, "must be an absolute http:// or https:// URL"),
+        ({"bad id/x": "https://smba.trafficmanager.net/emea"}, "is not a conversation id"),
+    ],
+)
+def test_configured_service_urls_are_checked(conversations, problem):
+    config = {"appId": "a", "appPassword": "p", "tenantId": "t", "conversations": conversations}
+    with pytest.raises(ConfigError) as caught:
+        load_channels({"msteams": config})
+    (issue,) = caught.value.issues
+    assert issue.path.startswith("channels.msteams.conversations.")
+    assert issue.message == problem

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hookwise.server.channels import load_channels
+from hookwise.server.channels import DeliveryError, load_channels
+from tests.fakes.channel_servers import Reply
 
 
 def signal(server):
@@ -41,3 +42,59 @@ def test_a_group_id_is_a_recipient(channel_server, deliver):
 )  # fmt: skip
 def test_recipient_forms(to, ok, channel_server):
     assert (signal(channel_server("signal")).validate_recipient(to) is None) is ok
+
+
+def test_a_transient_400_is_retried_and_a_permanent_one_is_not(channel_server, deliver):
+    server = channel_server("signal")
+    server.transient_failure()
+    with pytest.raises(DeliveryError) as caught:
+        deliver(signal(server), "+15551234567", "hi")
+    assert caught.value.status == 400
+    assert caught.value.retryable is True
+    assert "timed out" in caught.value.message
+    server.missing.add("+15551234567")
+    with pytest.raises(DeliveryError) as caught:
+        deliver(signal(server), "+15551234567", "hi")
+    assert caught.value.retryable is False
+    assert 'Unregistered user "+15551234567"' in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "text, retryable",
+    [
+        ("Failed to send message: java.net.SocketTimeoutException: timeout", True),
+        ("Failed to send message: Connection reset by peer", True),
+        ("Failed to send message: [502] Bad response: 502 Bad Gateway", True),
+        ('Failed to send message: Untrusted Identity for "+15551234567"', False),
+        ("Failed to send message: Invalid group id", False),
+        ("Failed to send message: Proof required (captcha)", False),
+        ("something nobody has seen before", False),
+    ],
+)
+def test_400s_are_classified_by_signal_clis_error_text(text, retryable, channel_server, deliver):
+    server = channel_server("signal")
+    server.script(Reply(400, {"error": text, "account": server.account}))
+    with pytest.raises(DeliveryError) as caught:
+        deliver(signal(server), "+15551234567", "hi")
+    assert caught.value.retryable is retryable
+
+
+def test_a_429_without_retry_after_is_retryable_and_leaves_the_wait_to_the_backoff(
+    channel_server, deliver
+):
+    server = channel_server("signal")
+    server.rate_limit()
+    with pytest.raises(DeliveryError) as caught:
+        deliver(signal(server), "+15551234567", "hi")
+    assert (caught.value.status, caught.value.retryable, caught.value.retry_after) == (
+        429,
+        True,
+        None,
+    )
+
+
+def test_the_development_lines_201_with_an_array_is_a_success(channel_server, deliver):
+    server = channel_server("signal", answer_form="array")
+    result = deliver(signal(server), "+15551234567", "hi")
+    assert result.message_ids == ("1700000000001",)
+    assert len(server.sends) == 1

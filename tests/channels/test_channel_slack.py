@@ -23,7 +23,7 @@ def test_send_posts_mrkdwn_to_chat_post_message(channel_server, deliver):
     assert req.method == "POST"
     assert req.path == "/api/chat.postMessage"
     assert req.headers["authorization"] == f"Bearer {server.bot_token}"
-    assert req.headers["content-type"] == "application/json"
+    assert req.headers["content-type"] == "application/json; charset=utf-8"
     assert req.json == {
         "channel": "C0123456789",
         "text": "*Deploy* of &lt;api&gt; done &amp; <https://ci.example.com/r?a=1&amp;b=2|logs>\n"
@@ -70,8 +70,29 @@ def test_a_missing_token_is_not_authed(channel_server, deliver):
 @pytest.mark.parametrize(
     "to, ok",
     [("channel:C0123456789", True), ("C0123456789", True), ("G0123456789", True),
-     ("user:U0123ABCDEF", True), ("W0123ABCDEF", True), ("#general", False),
-     ("channel:c0123456789", False), ("user:", False)],
+     ("D0123456789", True), ("user:U0123ABCDEF", True), ("W0123ABCDEF", True),
+     ("#general", True), ("channel:#ops-alerts", True), ("#General", False), ("#", False),
+     ("channel:c0123456789", False), ("user:", False), ("X0123456789", False),
+     ("channel:U0123ABCDEF", False), ("user:C0123456789", False), ("C012", False),
+     ("C" + "0" * 40, False)],
 )  # fmt: skip
 def test_recipient_forms(to, ok, channel_server):
     assert (slack(channel_server("slack")).validate_recipient(to) is None) is ok
+
+
+def test_a_channel_name_is_sent_as_is(channel_server, deliver):
+    server = channel_server("slack")
+    result = deliver(slack(server), "#general", "hi")
+    (req,) = server.requests
+    assert req.json["channel"] == "#general"
+    assert result.message_ids == ("1700000000.000001",)
+
+
+def test_parts_are_at_most_4000_characters_after_escaping(channel_server, deliver):
+    server = channel_server("slack")
+    text = " ".join(["a<b>&c"] * 1500)  # 10,499 characters; escaping nearly triples them
+    deliver(slack(server), "C0123456789", text)
+    sent = [r.json["text"] for r in server.sends]
+    assert len(sent) > 3
+    assert all(len(t) <= 4000 for t in sent)
+    assert " ".join(sent).split() == ["a&lt;b&gt;&amp;c"] * 1500

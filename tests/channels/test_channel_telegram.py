@@ -102,3 +102,24 @@ def test_a_long_code_block_is_split_into_parts_that_each_render(channel_server, 
 def test_recipient_forms(to, ok, channel_server):
     channel = telegram(channel_server("telegram"))
     assert (channel.validate_recipient(to) is None) is ok
+
+
+def test_code_in_a_link_label_stays_within_telegrams_nesting_rules(channel_server, deliver):
+    server = channel_server("telegram")
+    text = "Edit [`config.yaml`](https://e.com/c) and see [t](https://x.y/a_(b)).\n\n> quoted [l](https://q.io) `c`"
+    deliver(telegram(server), "123456789", text)
+    (req,) = server.requests  # accepted at once: no plain-text fallback was needed
+    assert req.json["parse_mode"] == "HTML"
+    assert req.json["text"] == (
+        'Edit <a href="https://e.com/c">config.yaml</a> and see '
+        '<a href="https://x.y/a_(b)">t</a>.\n\n'
+        "<blockquote>quoted l (https://q.io) c</blockquote>"
+    )
+
+
+def test_parts_are_split_by_the_length_telegram_counts(channel_server, deliver):
+    server = channel_server("telegram")
+    text = " ".join(["a&b"] * 1000)  # 3,999 characters, 7,999 once escaped as HTML
+    result = deliver(telegram(server), "123456789", text)
+    assert len(result.message_ids) == 1
+    assert len(server.requests[0].json["text"]) > 4096

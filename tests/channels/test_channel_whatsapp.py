@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hookwise.engine.errors import ConfigError
 from hookwise.server.channels import DeliveryError, load_channels
 from tests.fakes.channel_servers import Reply
 
@@ -17,7 +18,7 @@ def test_send_posts_a_text_message_to_the_phone_number_id(channel_server, delive
     result = deliver(whatsapp(server), "+15551234567", "Deploy **done**: [log](https://x.io/l)")
     (req,) = server.requests
     assert req.method == "POST"
-    assert req.path == "/v21.0/106540352242922/messages"
+    assert req.path == "/v23.0/106540352242922/messages"  # the default: a current version
     assert req.headers["authorization"] == f"Bearer {server.access_token}"
     assert req.json == {
         "messaging_product": "whatsapp",
@@ -30,9 +31,19 @@ def test_send_posts_a_text_message_to_the_phone_number_id(channel_server, delive
 
 
 def test_the_api_version_is_configurable(channel_server, deliver):
-    server = channel_server("whatsapp", version="v19.0")
+    server = channel_server("whatsapp", version="v24.0", pinned_version=True)
     deliver(whatsapp(server), "+15551234567", "hi")
-    assert server.requests[0].path == "/v19.0/106540352242922/messages"
+    assert server.requests[0].path == "/v24.0/106540352242922/messages"
+
+
+@pytest.mark.parametrize(
+    "key, value", [("apiVersion", "23.0"), ("apiVersion", "v23"), ("phoneNumberId", "abc")]
+)
+def test_a_malformed_api_version_or_phone_number_id_is_a_config_error(key, value):
+    config = {"accessToken": "t", "phoneNumberId": "106540352242922", key: value}
+    with pytest.raises(ConfigError) as caught:
+        load_channels({"whatsapp": config})
+    assert caught.value.issues[0].path == f"channels.whatsapp.{key}"
 
 
 def test_a_throttling_code_is_retryable_even_with_status_400(channel_server, deliver):

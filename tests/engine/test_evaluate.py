@@ -178,8 +178,8 @@ def test_openclaw_gmail_mapping_loads_unchanged(rules: Rules) -> None:
         ("$.items", 20, {"items": ["a", "b", "c"]}, ["0:a", "1:b", "2:c"]),
         ("$.items", 2, {"items": ["a", "b", "c"]}, ["0:a", "1:b"]),
         ("$.items[*].n", 20, {"items": [{"n": "x"}, {"n": "y"}]}, ["0:x", "1:y"]),
-        ("$.items", 20, {"items": {"single": 1}}, ['0:{"single":1}']),
-        ("$.items", 20, {}, []),
+        ("$.items[*]", 20, {"items": ["a", "b"]}, ["0:a", "1:b"]),
+        ("$.items", 20, {"items": []}, []),
     ],
 )
 def test_for_each_fans_out_with_item_and_index(

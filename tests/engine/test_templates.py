@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 
 from hookwise.engine.errors import RequestError
@@ -189,3 +190,55 @@ def test_a_syntax_error_is_reported_at_compile_time_with_the_line() -> None:
 def test_templates_without_tags_are_constants() -> None:
     assert compile_template("Gmail").is_constant
     assert not compile_template("{{ x }}").is_constant
+
+
+# ----------------------------------------------------------- text-and-references fast path
+
+FAST_VARIABLES: list[dict[str, Any]] = [
+    {**PAYLOAD, "payload": PAYLOAD, "headers": {"x-e": "push"}, "path": "p", "now": "2026"},
+    {"a": {"b": {"c": [1, {"d": 2}]}, "s": "text", "__x": 1}, "t": "x", "u": 1.5, "v": 10**20},
+    {"a": "not a mapping", "b": None, "c": True, "d": [1, "two", None], "e": {}, "self": "me"},
+    {},
+]
+FAST_TEMPLATES = [
+    "{{source}} / {{count}} / {{ratio}} / {{flag}} / {{nothing}}.",
+    "{{ messages }}|{{ obj }}|{{ items }}",
+    "{{obj.a}} {{obj.n}} {{obj.__proto__}} {{obj.constructor}} {{obj['__proto__']}}",
+    "{{payload.source}}{{payload['x-dash']}}{{headers['x-e']}}{{path}}{{now}}",
+    "{{a.b.c}} {{a.b.missing.deeper}} {{a.s.upper}} {{a.s.__class__}} {{a['__x']}}",
+    "{{a.b}} {{b.c}} {{c}} {{d}} {{e}} {{e.x}} {{t}} {{u}} {{v}}",
+    "{{ a }}{{b}}\n{# a comment #}{{c}}\n",
+    "{{ undefined_name }}{{ undefined_name.x['y'] }}{{__dunder__}}{{_id}}",
+    "{{messages[0].subject}} {{messages[0]['tags'][1]}} {{messages[3]}} {{items[1]}} {{ a.0 }}",
+    "{{ t[0] }} {{ d[1] }} {{ d[5] }} {{ a.b.c[1].d }} {{ a[0] }} {{ e[0] }} {{ keys[0] }}",
+]
+
+
+@pytest.mark.parametrize("template", FAST_TEMPLATES)
+@pytest.mark.parametrize("variables", range(len(FAST_VARIABLES)))
+def test_text_and_reference_templates_render_as_jinja_does(template: str, variables: int) -> None:
+    compiled = compile_template(template)
+    assert compiled._plain is not None  # the fast path is taken
+    jinja_only = attrs.evolve(compiled, plain=None)
+    scope = FAST_VARIABLES[variables]
+    assert compiled.render(scope) == jinja_only.render(scope)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ x | upper }}",
+        "{{ self }}",
+        "{{ range }}",
+        "{{ loop }}",
+        "{{ a[true] }}",
+        "{{ a[-1] }}",
+        "{{ a[0.5] }}",
+        "{{ 'lit' }}",
+        "{% if a %}{{a}}{% endif %}",
+        "{{ a ~ b }}",
+        "{{ a() }}",
+    ],
+)
+def test_anything_more_than_references_takes_jinjas_way(template: str) -> None:
+    assert compile_template(template)._plain is None

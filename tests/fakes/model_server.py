@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -31,6 +32,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import attrs
+
+from tests.fakes.specs import problems
 
 API_KEY = "sk-test-0123456789abcdef"
 
@@ -448,6 +451,11 @@ class _OpenAI(_Api):
                 param="reasoning_effort",
                 code="invalid_value",
             )
+        found = problems("openai", "#/components/schemas/CreateChatCompletionRequest", body)
+        if found:
+            raise _ApiError(
+                400, found[0], kind="invalid_request_error", code="invalid_request_error"
+            )
         return body
 
     @staticmethod
@@ -490,6 +498,12 @@ class _OpenAI(_Api):
     @staticmethod
     def error_body(e: _ApiError) -> dict[str, Any]:
         return {"error": {"message": e.message, "type": e.kind, "param": e.param, "code": e.code}}
+
+
+def _claude_version(model: str) -> tuple[int, int] | None:
+    """(major, minor) of a Claude model name, or None for names that say nothing."""
+    m = re.search(r"claude-(?:[a-z]+-)?(\d{1,2})(?:[-.](\d{1,2}))?(?!\d)", model)
+    return (int(m[1]), int(m[2] or 0)) if m else None
 
 
 class _Anthropic(_Api):
@@ -538,12 +552,20 @@ class _Anthropic(_Api):
             if not isinstance(thinking, dict) or thinking.get("type") not in (
                 "enabled",
                 "disabled",
+                "adaptive",
             ):
                 raise invalid(
                     "thinking: Input tag found using 'type' does not match any of the "
-                    "expected tags: 'enabled', 'disabled'"
+                    "expected tags: 'enabled', 'disabled', 'adaptive'"
                 )
+            version = _claude_version(str(body["model"]))
             if thinking["type"] == "enabled":
+                if version is not None and version >= (4, 7):
+                    raise invalid(
+                        '"thinking.type.enabled" is not supported for this model. Use '
+                        '"thinking.type.adaptive" and "output_config.effort" to control '
+                        "thinking behavior."
+                    )
                 budget = thinking.get("budget_tokens")
                 if not isinstance(budget, int):
                     raise invalid("thinking.enabled.budget_tokens: Field required")
@@ -559,6 +581,16 @@ class _Anthropic(_Api):
                         "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
                         "#max-tokens-and-context-window-size"
                     )
+            if thinking["type"] == "adaptive" and version is not None and version < (4, 6):
+                raise invalid("adaptive thinking is not supported on this model")
+        effort = (body.get("output_config") or {}).get("effort")
+        if effort is not None and effort not in ("low", "medium", "high", "xhigh", "max"):
+            raise invalid(
+                "output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'"
+            )
+        found = problems("anthropic", "#/request_schema", body)
+        if found:
+            raise invalid(found[0])
         return body
 
     @staticmethod
@@ -576,7 +608,7 @@ class _Anthropic(_Api):
         texts = [action.text] if isinstance(action.text, str) else list(action.text)
         content: list[dict[str, Any]] = []
         thinking = request.get("thinking")
-        if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
             content.append(
                 {"type": "thinking", "thinking": "Let me think.", "signature": "c2lnbmF0dXJl"}
             )

@@ -69,3 +69,37 @@ def test_a_restarted_gateway_does_not_post_old_mail_again(
     eventually(lambda: len(_gmail_runs(gw)) >= 2, timeout=30)
     assert len(_gmail_runs(gw)) == 2
     assert PASSWORD not in gw.stderr()
+
+
+def test_with_several_workers_exactly_one_watcher_runs(start_gateway, dovecot: Dovecot) -> None:
+    config = {
+        "hooks": {
+            "enabled": True,
+            "token": HOOK_TOKEN,
+            "presets": ["gmail"],
+            "gmail": {
+                "account": ACCOUNT,
+                "imapHost": dovecot.host,
+                "imapPort": dovecot.port,
+                "tls": "none",
+                "password": PASSWORD,
+                "timeoutSeconds": 10,
+                "reconnectMinSeconds": 0.1,
+                "reconnectMaxSeconds": 0.5,
+                "retryMinSeconds": 0.1,
+                "retryMaxSeconds": 0.5,
+            },
+        },
+        "gateway": {"auth": {"token": ADMIN_TOKEN}},
+        "agents": {"defaults": {"heartbeat": {"every": 0}}},
+    }
+    gw = start_gateway(config, extra_args=["--workers", "3"])
+    eventually(lambda: "gmail: connected" in gw.stderr(), timeout=30, what="a watcher to connect")
+    dovecot.append(gmail_mails.plain(11, subject="Only once"))
+    eventually(lambda: _gmail_runs(gw), timeout=30, what="the run for the new mail")
+    eventually(lambda: gw.stderr().count("runs the mail watcher") >= 1, timeout=5)
+    assert gw.stderr().count("gmail: connected") == 1
+    assert gw.stderr().count("runs the mail watcher") == 1
+    assert len(_gmail_runs(gw)) == 1
+    posts = [r for r in gw.admin("/api/requests")["items"] if r["path"] == "/hooks/gmail"]
+    assert len(posts) == 1

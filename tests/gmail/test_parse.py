@@ -67,3 +67,28 @@ def test_gmail_config_errors_name_the_key_path():
 def test_gmail_config_never_shows_its_secrets():
     config = load_data({"hooks": {"gmail": {"account": "a@b", "password": "hunter2"}}})
     assert "hunter2" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    ("html", "expected"),
+    [
+        ('<p>See <a href="https://e.com/i/7?a=1&amp;b=2">invoice 7</a>.</p>',
+         "See invoice 7 (https://e.com/i/7?a=1&b=2)."),
+        ('<a href="https://e.com/x">https://e.com/x</a>', "https://e.com/x"),
+        ('<a href="mailto:billing@e.com">billing@e.com</a>', "billing@e.com"),
+        ('<a href="https://e.com/pic"><img src="x.png"></a>', "https://e.com/pic"),
+        ('<a href="javascript:alert(1)">click</a>', "click"),
+        ('<a href="#top">top</a> <a>bare</a>', "top bare"),
+    ],
+)  # fmt: skip
+def test_html_links_keep_their_targets(html, expected):
+    assert html_to_text(html) == expected
+
+
+def test_an_html_only_mail_keeps_its_links_in_the_body():
+    raw = (
+        b"From: a@b\r\nSubject: s\r\nMIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n"
+        b'\r\n<p>Pay <a href="https://pay.example.com/inv/9">here</a></p>\r\n'
+    )
+    item = parse_message(raw, id="1-9")
+    assert item["body"] == "Pay here (https://pay.example.com/inv/9)"

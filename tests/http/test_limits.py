@@ -90,6 +90,21 @@ def test_slow_body_is_408(start_gateway) -> None:
     assert b'"code":"body_timeout"' in raw
 
 
+def test_a_body_arriving_in_pieces_within_the_timeout_is_read_whole(start_gateway) -> None:
+    gw = start_gateway(base_config(bodyTimeoutSeconds=5))
+    body = b'{"text": "in pieces", "mode": "next-heartbeat"}'
+    head = (
+        b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + HOOK_TOKEN.encode() + b"\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+    )
+    raw = _raw(gw, head, [body[:10], body[10:30], body[30:]], pause=0.2)
+    assert _status(raw) == 200
+    assert b'"ok":true' in raw
+    [event] = gw.admin("/api/events")["items"]
+    assert (event["text"], event["mode"]) == ("in pieces", "next-heartbeat")
+
+
 def test_auth_comes_before_the_body_limit(start_gateway) -> None:
     gw = start_gateway(base_config(maxBodyBytes=16))
     r = gw.hook("wake", content=b"x" * 100, token="wrong")

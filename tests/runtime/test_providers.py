@@ -12,9 +12,12 @@ from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
 
+import attrs
+import httpx
 import pytest
 
 from hookwise.engine.config import ModelsConfig, ProviderConfig
+from hookwise.engine.convert import structure
 from hookwise.engine.errors import ConfigError
 from hookwise.server.runtime.providers import (
     ChatMessage,
@@ -25,12 +28,13 @@ from hookwise.server.runtime.providers import (
     ProviderTimeout,
     Usage,
 )
-from hookwise.server.runtime.providers.anthropic import AnthropicProvider
+from hookwise.server.runtime.providers.anthropic import AnthropicProvider, thinking_style
 from hookwise.server.runtime.providers.command import CommandProvider, render_prompt
 from hookwise.server.runtime.providers.echo import EchoProvider
 from hookwise.server.runtime.providers.openai import OpenAIProvider
 from hookwise.server.runtime.providers.retry import RetryPolicy, parse_retry_after
 from tests.fakes.model_server import Raw, Reply, Slow
+from tests.fakes.specs import check
 
 SYSTEM = ChatMessage("system", "You are terse.")
 USER = ChatMessage("user", "Say hello to the team")
@@ -297,10 +301,12 @@ def test_anthropic_accepts_a_base_url_ending_in_v1(model_server):
         ("high", 16384),
     ],
 )
-def test_anthropic_maps_thinking_to_a_token_budget(model_server, thinking, budget):
+def test_anthropic_older_models_get_a_thinking_token_budget(model_server, thinking, budget):
     model_server.reply("Done.")
 
-    completion = call(anthropic(model_server), thinking=thinking)
+    completion = call(
+        anthropic(model_server), model="claude-sonnet-4-5-20250929", thinking=thinking
+    )
 
     body = model_server.last_request.body
     if budget is None:
@@ -309,8 +315,96 @@ def test_anthropic_maps_thinking_to_a_token_budget(model_server, thinking, budge
     else:
         assert body["thinking"] == {"type": "enabled", "budget_tokens": budget}
         assert body["max_tokens"] == 4096 + budget
+        assert "output_config" not in body
     # With thinking the fake answers a thinking block first; only text reaches the reply.
     assert completion.text == "Done."
+
+
+@pytest.mark.parametrize(
+    ("model", "thinking", "effort"),
+    [
+        ("claude-opus-4-7", "minimal", "low"),
+        ("claude-opus-4-7", "low", "low"),
+        ("claude-sonnet-4-6", "medium", "medium"),
+        ("claude-opus-4-6", "high", "high"),
+        ("claude-opus-5", "high", "high"),
+    ],
+)
+def test_anthropic_current_models_get_adaptive_thinking_with_an_effort(
+    model_server, model, thinking, effort
+):
+    model_server.reply("Done.")
+
+    completion = call(anthropic(model_server), model=model, thinking=thinking)
+
+    body = model_server.last_request.body
+    assert body["thinking"] == {"type": "adaptive"}
+    assert body["output_config"] == {"effort": effort}
+    assert body["max_tokens"] == 4096
+    assert completion.text == "Done."
+
+
+def test_the_fake_refuses_a_token_budget_on_models_that_only_think_adaptively(model_server):
+    error = failure(
+        anthropic(model_server, thinking_mode="budget"), model="claude-opus-4-7", thinking="low"
+    )
+
+    assert error.status == 400
+    assert '"thinking.type.enabled" is not supported for this model' in error.message
+    assert model_server.last_request.body["thinking"]["type"] == "enabled"
+
+
+def test_thinking_mode_decides_for_model_names_that_say_nothing(model_server):
+    model_server.reply("Done.")
+
+    call(anthropic(model_server, thinking_mode="budget"), model="house-model", thinking="low")
+
+    assert model_server.last_request.body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("claude-opus-4-7", "adaptive"),
+        ("claude-sonnet-4-6", "adaptive"),
+        ("claude-mythos-5-1", "adaptive"),
+        ("claude-haiku-4-5", "budget"),
+        ("claude-opus-4-1-20250805", "budget"),
+        ("claude-sonnet-4-20250514", "budget"),
+        ("claude-3-7-sonnet-latest", "budget"),
+        ("claude-3-5-sonnet-20241022", "budget"),
+    ],
+)
+def test_thinking_style_by_model_family(model, expected):
+    assert thinking_style(model) == expected
+
+
+def test_max_tokens_is_a_real_provider_key(model_server, tmp_path):
+    model_server.reply("Done.")
+    config = structure(
+        {"providers": {"claude": {"api": "anthropic", "maxTokens": 32000}}}, ModelsConfig, "models"
+    )
+    provider_config = config.providers["claude"]
+    assert provider_config.max_tokens == 32000
+    pc = attrs.evolve(
+        provider_config, base_url=model_server.anthropic_base_url, api_key=model_server.api_key
+    )
+
+    call(lambda: AnthropicProvider("claude", pc, retry=RetryPolicy(max_retries=0)))
+
+    assert model_server.last_request.body["max_tokens"] == 32000
+
+
+@pytest.mark.parametrize("value", [0, -5])
+def test_max_tokens_below_one_is_a_config_error_naming_the_key(value):
+    config = structure(
+        {"providers": {"claude": {"api": "anthropic", "maxTokens": value}}}, ModelsConfig, "models"
+    )
+    with pytest.raises(ConfigError) as caught:
+        Providers.from_config(config)
+    assert [(i.path, i.message) for i in caught.value.issues] == [
+        ("models.providers.claude.maxTokens", "must be at least 1")
+    ]
 
 
 def test_anthropic_joins_text_blocks_and_reads_usage(model_server):
@@ -810,3 +904,61 @@ def test_registry_retry_override_keeps_each_providers_max_retries(model_server):
     assert info.value.status == 500
     assert len(sleeps.delays) == 1
     assert len(model_server.requests) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# The model fake against the providers' published schemas (tests/fakes/api_specs/)
+
+
+def _anthropic_url(server) -> str:
+    base = server.anthropic_base_url.rstrip("/")
+    return base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+
+
+def test_the_anthropic_fakes_answers_match_the_messages_schemas(model_server):
+    headers = {"x-api-key": model_server.api_key, "anthropic-version": "2023-06-01"}
+    body = {
+        "model": "claude-opus-4-7",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}],
+        "thinking": {"type": "adaptive"},
+        "output_config": {"effort": "low"},
+    }
+    ok = httpx.post(_anthropic_url(model_server), json=body, headers=headers, timeout=10)
+    assert ok.status_code == 200
+    check("anthropic", "#/response_schema", ok.json())
+    model_server.fail(529)
+    overloaded = httpx.post(_anthropic_url(model_server), json=body, headers=headers, timeout=10)
+    bad_key = httpx.post(
+        _anthropic_url(model_server), json=body, headers=headers | {"x-api-key": "no"}, timeout=10
+    )
+    refused = [
+        httpx.post(_anthropic_url(model_server), json=b, headers=headers, timeout=10)
+        for b in (
+            {k: v for k, v in body.items() if k != "max_tokens"},
+            body | {"thinking": {"type": "enabled", "budget_tokens": 2048}, "max_tokens": 4096},
+            body | {"model": "claude-sonnet-4-5", "thinking": {"type": "adaptive"}},
+            body | {"output_config": {"effort": "extreme"}},
+            body | {"thinking": {"type": "adaptive", "budget_tokens": 10}},
+            body | {"temperature": "hot"},
+        )
+    ]
+    assert overloaded.status_code == 529 and bad_key.status_code == 401
+    assert [r.status_code for r in refused] == [400] * len(refused)
+    for answer in (overloaded, bad_key, *refused):
+        check("anthropic", "#/error_schema", answer.json())
+
+
+def test_the_openai_fakes_answers_match_the_chat_completions_schemas(model_server):
+    url = model_server.openai_base_url.rstrip("/") + "/chat/completions"
+    headers = {"Authorization": f"Bearer {model_server.api_key}"}
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    ok = httpx.post(url, json=body, headers=headers, timeout=10)
+    assert ok.status_code == 200
+    check("openai", "#/components/schemas/CreateChatCompletionResponse", ok.json())
+    model_server.fail(429)
+    limited = httpx.post(url, json=body, headers=headers, timeout=10)
+    bad = httpx.post(url, json={"model": "gpt-4o"}, headers=headers, timeout=10)
+    assert (limited.status_code, bad.status_code) == (429, 400)
+    for answer in (limited, bad):
+        check("openai", "#/components/schemas/ErrorResponse", answer.json())

@@ -42,7 +42,11 @@ def new_event(session: str = "main", text: str = "hello", event_id: str | None =
 
 
 def new_run(
-    run_id: str | None = None, *, timeout: float | None = None, session_key: str = "hook:test"
+    run_id: str | None = None,
+    *,
+    timeout: float | None = None,
+    session_key: str = "hook:test",
+    agent_id: str = "main",
 ) -> NewRun:
     return NewRun(
         run_id=run_id or unique("run"),
@@ -59,6 +63,7 @@ def new_run(
         timeout_seconds=timeout,
         fallback_channel="discord",
         allow_unsafe_external_content=False,
+        agent_id=agent_id,
     )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from hookwise.server.store.base import (
     HeartbeatOutcome,
     HeartbeatRecord,
@@ -15,7 +17,15 @@ from hookwise.server.store.base import (
     Turn,
 )
 from tests.store.conftest import Backend
-from tests.store.support import NOW, accept_op, add_delivery, add_runs, new_delivery, new_event
+from tests.store.support import (
+    NOW,
+    accept_op,
+    add_delivery,
+    add_runs,
+    new_delivery,
+    new_event,
+    new_run,
+)
 
 # --- claiming and leases -------------------------------------------------------------------------
 
@@ -495,5 +505,42 @@ def test_recover_deliveries_frees_leases_only_where_one_process_owns_them(backen
             assert claimable == []
             (d,) = await store.claim_deliveries(limit=1, now=NOW + 300, lease=300.0)
             assert d.delivery_id == delivery_id
+
+    backend.run(body)
+
+
+# --- agents ----------------------------------------------------------------------------------------
+
+
+def test_runs_belong_to_an_agent_whose_lane_claims_only_them(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        runs = [new_run(agent_id=a) for a in ("main", "hooks", "main", "hooks")]
+        await store.accept(accept_op(runs=tuple(runs)))
+        hooks = await store.claim_runs(limit=5, now=NOW + 1, agent_id="hooks")
+        assert [r.run_id for r in hooks] == [runs[1].run_id, runs[3].run_id]
+        assert {r.agent_id for r in hooks} == {"hooks"}
+        assert await store.claim_runs(limit=5, now=NOW + 1, agent_id="hooks") == []
+        rest = await store.claim_runs(limit=5, now=NOW + 2)  # no agent: any run
+        assert [r.run_id for r in rest] == [runs[0].run_id, runs[2].run_id]
+        listed = await store.list_runs(limit=10, cursor=None, state=None, agent="hooks")
+        assert [r.run_id for r in listed.items] == [runs[3].run_id, runs[1].run_id]
+        assert (await store.get_run(runs[0].run_id)).to_json()["agentId"] == "main"
+
+    backend.run(body)
+
+
+def test_heartbeats_and_deliveries_keep_their_agent_and_route_session(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        delivery = attrs.evolve(new_delivery(heartbeat_id="hb-a"), route_session="agent:a:main")
+        outcome = attrs.evolve(
+            heartbeat((), state="succeeded", hb="hb-a"), agent_id="a", delivery=delivery
+        )
+        await store.finish_heartbeat(outcome)
+        [hb] = await store.list_heartbeats(limit=5)
+        assert hb.agent_id == "a" and hb.to_json()["agentId"] == "a"
+        [d] = (await store.list_deliveries(limit=10, cursor=None)).items
+        assert d.route_session == "agent:a:main"
+        [claimed] = await store.claim_deliveries(limit=5, now=NOW + 10, lease=30.0)
+        assert claimed.route_session == "agent:a:main"
 
     backend.run(body)

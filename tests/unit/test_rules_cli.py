@@ -158,6 +158,8 @@ def test_rules_test_runs_the_transform_and_shows_a_skip(tmp_path: Path) -> None:
     assert out["actions"][0]["validated"] == {
         "text": "[warning] Disk usage above 95% on db-1",
         "mode": "next-heartbeat",
+        "agentId": "main",
+        "session": "main",
     }
 
 
@@ -232,6 +234,39 @@ def test_rules_check_accepts_the_examples(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "10 rule(s) compiled without problems" in r.stdout
     assert "github-pull-request" in r.stdout and "gmail" in r.stdout
+
+
+def test_rules_check_reports_each_rules_discriminator_and_warns_of_shadowed_rules(
+    tmp_path: Path,
+) -> None:
+    mappings = [
+        {"id": "gh", "match": {"path": "in", "when": {"header": "X-Event", "equals": "push"}}},
+        {"id": "stripe", "match": {"path": "in", "source": "stripe"}},
+        {"id": "any-in", "match": {"path": "in", "when": {"jsonpath": "$.v", "regex": "."}}},
+        {"id": "stripe-again", "match": {"path": "in", "source": "stripe"}},
+        {"id": "everything", "match": {"path": "in"}},
+        {"id": "never", "match": {"path": "in", "source": "mail"}},
+    ]
+    mappings = [{**m, "messageTemplate": "m"} for m in mappings]
+    r = _cli("rules", "check", "--config", str(_config(tmp_path, mappings=mappings)))
+    assert r.returncode == 0, r.stderr
+    lines = [line.strip() for line in r.stdout.splitlines()]
+    start = lines.index("path in:")
+    assert lines[start + 1 : start + 7] == [
+        "gh: header 'x-event' = 'push'",
+        "stripe: match.source = 'stripe'",
+        "any-in: no discriminator: tried on every request",
+        "stripe-again: match.source = 'stripe'",
+        "everything: no discriminator: tried on every request",
+        "never: match.source = 'mail'",
+    ]
+    warnings = [line for line in lines if line.startswith("warning:")]
+    assert warnings == [
+        "warning: rule 'stripe-again' (hooks.mappings[3]) can never match: rule 'stripe' "
+        "(hooks.mappings[1]) comes first and matches every request it matches",
+        "warning: rule 'never' (hooks.mappings[5]) can never match: rule 'everything' "
+        "(hooks.mappings[4]) comes first and matches every request it matches",
+    ]
 
 
 def test_rules_check_reports_every_problem_with_file_rule_and_key_path(tmp_path: Path) -> None:
@@ -380,3 +415,20 @@ def test_help_is_complete(args: tuple[str, ...], flags: tuple[str, ...]) -> None
     assert "usage: hookwise" in r.stdout
     for flag in flags:
         assert flag in r.stdout
+
+
+def test_rules_test_polices_session_keys_as_the_gateway_does(tmp_path: Path) -> None:
+    mappings = [
+        {"id": "pinned", "match": {"path": "p"}, "sessionKey": "hook:pinned",
+         "messageTemplate": "m"},
+        {"id": "fresh", "match": {"path": "f"}, "sessionMode": "per-request",
+         "messageTemplate": "m"},
+    ]  # fmt: skip
+    config = _config(
+        tmp_path, allowRequestSessionKey=False, defaultSessionKey="hook:d", mappings=mappings
+    )
+    code, out = _test(config, "p", {})
+    assert code == 0 and out["actions"][0]["validated"]["sessionKey"] == "hook:pinned"
+    code, out = _test(config, "f", {})
+    assert code == 0 and out["actions"][0]["validated"]["sessionKey"].startswith("hook:")
+    assert out["actions"][0]["validated"]["sessionKey"] != "hook:d"

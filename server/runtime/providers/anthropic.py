@@ -3,9 +3,16 @@
 `POST {baseUrl}/v1/messages` (default `https://api.anthropic.com`; a baseUrl already ending in
 `/v1` is accepted) with `x-api-key`, `anthropic-version: 2023-06-01` and the configured extra
 headers. System messages are joined into the top-level `system` field; `max_tokens` is
-`maxTokens` from the provider config, default 4096. `thinking` becomes
+`maxTokens` from the provider config, default 4096.
+
+A thinking level is requested as the model accepts it (Anthropic's extended and adaptive thinking
+documentation): Claude 4.6 and later models (and families hookwise does not recognise, which are
+newer) get adaptive thinking, `{"type": "adaptive"}` with `output_config.effort` (minimal and low
+are `low`, medium `medium`, high `high`); Claude Opus 4.7 and later refuse the older form with
+400, and it is deprecated on 4.6. Older models (Claude 3.x, 4.0-4.5) get
 `{"type": "enabled", "budget_tokens": N}` with N from `THINKING_BUDGETS`, and `max_tokens` grows
-by N so the answer keeps its room; `off` sends nothing. The reply is the `text` blocks of
+by N so the answer keeps its room. `thinkingMode` (`adaptive` or `budget`) overrides the choice
+(for a proxy's model aliases, whose names say nothing). `off` sends nothing. The reply is the `text` blocks of
 `content[]` joined (thinking blocks are skipped); usage is `usage.input_tokens/output_tokens`.
 Errors are read from `{"type": "error", "error": {"type", "message"}}`; 429, 5xx and 529
 (overloaded) are retried.
@@ -13,6 +20,7 @@ Errors are read from `{"type": "error", "error": {"type", "message"}}`; 429, 5xx
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import httpx
@@ -33,6 +41,20 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 THINKING_BUDGETS: dict[str, int] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+EFFORTS: dict[str, str] = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
+_VERSION = re.compile(r"claude-(?:[a-z]+-)?(?P<major>\d{1,2})(?:[-.](?P<minor>\d{1,2}))?(?![\d])")
+_ADAPTIVE_SINCE = (4, 6)
+
+
+def thinking_style(model: str, mode: str = "auto") -> str:
+    """`adaptive` or `budget`: how `model` takes a thinking level (see the module docstring)."""
+    if mode in ("adaptive", "budget"):
+        return mode
+    m = _VERSION.search(model.lower())
+    if m is None:
+        return "adaptive"  # a family hookwise does not know is a newer one
+    version = (int(m["major"]), int(m["minor"] or 0))
+    return "adaptive" if version >= _ADAPTIVE_SINCE else "budget"
 
 
 class AnthropicProvider:
@@ -59,8 +81,8 @@ class AnthropicProvider:
         if self._api_key:
             self._headers["x-api-key"] = self._api_key
         self._headers.update({k.lower(): v for k, v in config.headers.items()})
-        # `maxTokens` is not (yet) a ProviderConfig field; read it when it exists.
-        self._max_tokens = int(getattr(config, "max_tokens", None) or DEFAULT_MAX_TOKENS)
+        self._max_tokens = config.max_tokens or DEFAULT_MAX_TOKENS
+        self._thinking_mode = config.thinking_mode
         self._timeout = config.timeout_seconds
         self._retry = retry or RetryPolicy(max_retries=config.max_retries)
         self._client = client or outbound_client()
@@ -80,7 +102,12 @@ class AnthropicProvider:
         if system:
             body["system"] = system
         level = check_thinking(self.provider_id, thinking)
-        if level is not None:
+        if level is None:
+            return body
+        if thinking_style(model, self._thinking_mode) == "adaptive":
+            body["thinking"] = {"type": "adaptive"}
+            body["output_config"] = {"effort": EFFORTS[level]}
+        else:
             budget = THINKING_BUDGETS[level]
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
             body["max_tokens"] = self._max_tokens + budget

@@ -53,6 +53,8 @@ class Providers:
                 issues.append(ConfigIssue(path, "the id 'echo' is reserved for the echo provider"))
             elif pc.api == "command" and not pc.command:
                 issues.append(ConfigIssue(f"{path}.command", "is required when api is 'command'"))
+            elif pc.max_tokens is not None and pc.max_tokens < 1:
+                issues.append(ConfigIssue(f"{path}.maxTokens", "must be at least 1"))
             else:
                 usable.append((pid, pc, _api_key(pc, path, base_dir or Path.cwd(), issues)))
         if issues:

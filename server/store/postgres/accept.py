@@ -51,7 +51,7 @@ RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.Serial
 CONNECTION_LOST = (OSError, asyncpg.exceptions.InterfaceError, asyncpg.PostgresConnectionError)
 
 EVENT_FIELDS = 6
-RUN_FIELDS = 14
+RUN_FIELDS = 15
 LOG_FIELDS = 8
 
 
@@ -101,21 +101,21 @@ _ACCEPT_GROUP = (
     "), new_runs AS ("
     " INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
     " channel, recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe,"
-    " created_at)"
+    " agent_id, created_at)"
     " SELECT r.run_id, r.session_key, r.name, r.message, r.rule_id, r.wake_mode, r.deliver,"
     " r.channel, r.recipient, r.model, r.thinking, r.timeout_seconds, r.fallback_channel,"
-    " r.allow_unsafe, fresh.at"
+    " r.allow_unsafe, r.agent_id, fresh.at"
     " FROM unnest($15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],"
     " $21::text[], $22::bool[], $23::text[], $24::text[], $25::text[], $26::text[],"
-    " $27::float8[], $28::text[], $29::bool[]) WITH ORDINALITY AS r(op, run_id, session_key,"
-    " name, message, rule_id, wake_mode, deliver, channel, recipient, model, thinking,"
-    " timeout_seconds, fallback_channel, allow_unsafe, n)"
+    " $27::float8[], $28::text[], $29::bool[], $30::text[]) WITH ORDINALITY AS r(op, run_id,"
+    " session_key, name, message, rule_id, wake_mode, deliver, channel, recipient, model,"
+    " thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id, n)"
     " JOIN fresh USING (op) ORDER BY r.n"
     "), new_log AS ("
     " INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
     " SELECT l.at, l.path, l.status, l.client, l.size, l.action, l.rule_id, l.code"
-    " FROM unnest($30::int[], $31::float8[], $32::text[], $33::integer[], $34::text[],"
-    " $35::integer[], $36::text[], $37::text[], $38::text[])"
+    " FROM unnest($31::int[], $32::float8[], $33::text[], $34::integer[], $35::text[],"
+    " $36::integer[], $37::text[], $38::text[], $39::text[])"
     " AS l(op, at, path, status, client, size, action, rule_id, code)"
     " JOIN fresh USING (op) ORDER BY l.op"
     ") SELECT op FROM fresh"

@@ -42,13 +42,17 @@ class PostgresAdminReads:
         )
         return page_of(rows, limit, event_record)
 
-    async def list_runs(self, *, limit: int, cursor: str | None, state: str | None) -> Page:
+    async def list_runs(
+        self, *, limit: int, cursor: str | None, state: str | None, agent: str | None = None
+    ) -> Page:
         rows = await self._readers.fetch(
             f"SELECT {RUN_COLUMNS} FROM runs WHERE seq < $1"
-            " AND ($2::text IS NULL OR state = $2) ORDER BY seq DESC LIMIT $3",
+            " AND ($2::text IS NULL OR state = $2) AND ($4::text IS NULL OR agent_id = $4)"
+            " ORDER BY seq DESC LIMIT $3",
             cursor_value(cursor),
             state,
             limit + 1,
+            agent,
         )
         return page_of(rows, limit, run_record)
 

@@ -37,8 +37,8 @@ async def insert_turns(conn: asyncpg.Connection, turns: tuple[NewTurn, ...], now
 async def insert_delivery(conn: asyncpg.Connection, d: NewDelivery, now: float) -> None:
     await conn.execute(
         "INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
-        " fallback_channel, text, state, last_error, created_at, updated_at, next_attempt_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $10)",
+        " fallback_channel, text, state, last_error, route_session, created_at, updated_at,"
+        " next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $11)",
         *delivery_row(d),
         now,
     )
@@ -67,7 +67,12 @@ async def recover_runs(
 
 
 async def claim_runs(
-    conn: asyncpg.Connection, limit: int, now: float, lease: float, default_timeout: float
+    conn: asyncpg.Connection,
+    limit: int,
+    now: float,
+    lease: float,
+    default_timeout: float,
+    agent_id: str | None = None,
 ) -> list[asyncpg.Record]:
     """Queued runs -> `running`, oldest first, each leased for its timeout plus `lease` seconds.
 
@@ -76,7 +81,7 @@ async def claim_runs(
     """
     return await conn.fetch(
         "WITH picked AS MATERIALIZED (SELECT seq FROM runs WHERE state = 'queued'"
-        " ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED)"
+        " AND ($5::text IS NULL OR agent_id = $5) ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED)"
         " UPDATE runs SET state = 'running', started_at = $1::float8, attempts = attempts + 1,"
         " lease_until = $1::float8 + COALESCE(timeout_seconds, $2::float8) + $3::float8"
         f" WHERE seq IN (SELECT seq FROM picked) RETURNING {RUN_COLUMNS}",
@@ -84,6 +89,7 @@ async def claim_runs(
         default_timeout,
         lease,
         limit,
+        agent_id,
     )
 
 
@@ -104,9 +110,10 @@ FINISH_RUN = (
     " SELECT $13::text, $14::text, $15::text, $16::text, $17::text, $18::bool, $2"
     " WHERE $13::text IS NOT NULL"
     ") INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
-    " fallback_channel, text, state, last_error, created_at, updated_at, next_attempt_at)"
+    " fallback_channel, text, state, last_error, route_session, created_at, updated_at,"
+    " next_attempt_at)"
     " SELECT $19::text, $20::text, $21::text, $22::text, $23::text, $24::text, $25::text,"
-    " $26::text, $27::text, $2, $2, $2 WHERE $19::text IS NOT NULL"
+    " $26::text, $27::text, $28::text, $2, $2, $2 WHERE $19::text IS NOT NULL"
 )
 
 
@@ -114,7 +121,7 @@ async def finish_run(conn: asyncpg.Connection, o: RunOutcome) -> None:
     turns = columns([(t.session_key, t.role, t.content, t.run_id) for t in o.turns], 4)
     e, d = o.summary, o.delivery
     summary = (None,) * 6 if e is None else event_row(e)
-    delivery = (None,) * 9 if d is None else delivery_row(d)
+    delivery = (None,) * 10 if d is None else delivery_row(d)
     await conn.execute(
         FINISH_RUN,
         o.state,
@@ -134,7 +141,7 @@ async def finish_run(conn: asyncpg.Connection, o: RunOutcome) -> None:
 async def finish_heartbeat(conn: asyncpg.Connection, o: HeartbeatOutcome) -> None:
     await conn.execute(
         f"INSERT INTO heartbeats ({HEARTBEAT_COLUMNS})"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         o.heartbeat_id,
         o.reason,
         o.state,
@@ -146,6 +153,7 @@ async def finish_heartbeat(conn: asyncpg.Connection, o: HeartbeatOutcome) -> Non
         o.error,
         o.acknowledged,
         o.model_used,
+        o.agent_id,
     )
     if o.state == "succeeded" and o.event_ids:
         await conn.execute(

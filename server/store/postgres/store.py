@@ -186,10 +186,16 @@ class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention):
         )
 
     async def claim_runs(
-        self, *, limit: int, now: float, lease: float = 60.0, default_timeout: float = 600.0
+        self,
+        *,
+        limit: int,
+        now: float,
+        lease: float = 60.0,
+        default_timeout: float = 600.0,
+        agent_id: str | None = None,
     ) -> list[RunRecord]:
         rows = await self._writer.submit(
-            lambda conn: rt.claim_runs(conn, limit, now, lease, default_timeout)
+            lambda conn: rt.claim_runs(conn, limit, now, lease, default_timeout, agent_id)
         )
         return sorted((run_record(r) for r in rows), key=lambda r: r.seq)
 

@@ -49,7 +49,8 @@ def accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
         cur.executemany(
             "INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
             " channel, recipient, model, thinking, timeout_seconds, fallback_channel,"
-            " allow_unsafe, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " allow_unsafe, agent_id, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(*run_row(r), op.now) for r in op.runs],
         )
     insert_log(cur, op.log)

@@ -49,13 +49,18 @@ class SQLiteAdminReads:
 
         return await self._read(fn)
 
-    async def list_runs(self, *, limit: int, cursor: str | None, state: str | None) -> Page:
+    async def list_runs(
+        self, *, limit: int, cursor: str | None, state: str | None, agent: str | None = None
+    ) -> Page:
         def fn(conn: sqlite3.Connection) -> Page:
             sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE seq < ?"
             args: list[Any] = [cursor_value(cursor)]
             if state is not None:
                 sql += " AND state = ?"
                 args.append(state)
+            if agent is not None:
+                sql += " AND agent_id = ?"
+                args.append(agent)
             rows = conn.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1)).fetchall()
             return page_of(rows, limit, run_record)
 

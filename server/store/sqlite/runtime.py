@@ -45,8 +45,8 @@ def insert_turns(cur: sqlite3.Cursor, turns: tuple[NewTurn, ...], now: float) ->
 def insert_delivery(cur: sqlite3.Cursor, d: NewDelivery, now: float) -> None:
     cur.execute(
         "INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
-        " fallback_channel, text, state, last_error, created_at, updated_at, next_attempt_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " fallback_channel, text, state, last_error, route_session, created_at, updated_at,"
+        " next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (*delivery_row(d), now, now, now),
     )
 
@@ -74,15 +74,22 @@ def recover_runs(
 
 
 def claim_runs(
-    cur: sqlite3.Cursor, limit: int, now: float, lease: float, default_timeout: float
+    cur: sqlite3.Cursor,
+    limit: int,
+    now: float,
+    lease: float,
+    default_timeout: float,
+    agent_id: str | None = None,
 ) -> list[tuple[Any, ...]]:
-    """Queued runs -> `running`, oldest first, each leased for its timeout plus `lease` seconds."""
+    """Queued runs (of `agent_id`, when given) -> `running`, oldest first, each leased for its
+    timeout plus `lease` seconds."""
     return cur.execute(
         "UPDATE runs SET state = 'running', started_at = ?, attempts = attempts + 1,"
         " lease_until = ? + COALESCE(timeout_seconds, ?) + ?"
-        " WHERE seq IN (SELECT seq FROM runs WHERE state = 'queued' ORDER BY seq LIMIT ?)"
+        " WHERE seq IN (SELECT seq FROM runs WHERE state = 'queued'"
+        " AND (? IS NULL OR agent_id = ?) ORDER BY seq LIMIT ?)"
         f" RETURNING {RUN_COLUMNS}",
-        (now, now, default_timeout, lease, limit),
+        (now, now, default_timeout, lease, agent_id, agent_id, limit),
     ).fetchall()
 
 
@@ -110,7 +117,7 @@ def finish_run(cur: sqlite3.Cursor, o: RunOutcome) -> None:
 
 def finish_heartbeat(cur: sqlite3.Cursor, o: HeartbeatOutcome) -> None:
     cur.execute(
-        f"INSERT INTO heartbeats ({HEARTBEAT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO heartbeats ({HEARTBEAT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             o.heartbeat_id,
             o.reason,
@@ -123,6 +130,7 @@ def finish_heartbeat(cur: sqlite3.Cursor, o: HeartbeatOutcome) -> None:
             o.error,
             int(o.acknowledged),
             o.model_used,
+            o.agent_id,
         ),
     )
     if o.state == "succeeded" and o.event_ids:

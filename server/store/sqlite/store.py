@@ -240,10 +240,16 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         )
 
     async def claim_runs(
-        self, *, limit: int, now: float, lease: float = 60.0, default_timeout: float = 600.0
+        self,
+        *,
+        limit: int,
+        now: float,
+        lease: float = 60.0,
+        default_timeout: float = 600.0,
+        agent_id: str | None = None,
     ) -> list[RunRecord]:
         rows = await self._writer.submit(
-            lambda cur: rt.claim_runs(cur, limit, now, lease, default_timeout)
+            lambda cur: rt.claim_runs(cur, limit, now, lease, default_timeout, agent_id)
         )
         return sorted((run_record(r) for r in rows), key=lambda r: r.seq)
 

@@ -1,0 +1,171 @@
+"""The HTTP/1.1 protocol the gateway serves with: uvicorn's httptools protocol, JSON everywhere.
+
+uvicorn answers malformed requests itself (a bad `Content-Length`, `Transfer-Encoding` beside
+`Content-Length`, a bad chunk size, control characters in a header, a lowercase method) with a
+`text/plain` 400. `JsonHttpProtocol` overrides that to send the gateway's error shape, and adds
+what the parser lacks:
+
+- a limit on the request line and headers together (`max_head_bytes`): beyond it the request is
+  answered `431 headers_too_large` before anything else (authentication included) sees it, and
+  the parser never holds more than the limit plus one read;
+- a header read timeout (`head_timeout`): a request whose line and headers have not all arrived
+  within it (counted from its first byte, or from the connection's start) is answered
+  `408 header_timeout` and the connection is closed, so dribbling clients cannot hold sockets.
+
+Every one of these answers carries `Connection: close` and the connection is closed after it:
+after a framing error nothing later on the connection can be trusted. What cannot be JSON: a
+connection closed before any byte of a request arrived (nothing to answer), a TLS handshake or
+other non-HTTP bytes (answered with the JSON 400 all the same, which such a client cannot read),
+an idle keep-alive connection that uvicorn closes after its keep-alive timeout (no request), and
+uvicorn's own `text/plain` 500 for an application that raises or never answers (the gateway's
+app catches every exception and answers JSON itself, so that one is not reached).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import httptools
+import msgspec
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+_encode = msgspec.json.Encoder().encode
+log = logging.getLogger("hookwise.http")
+
+
+def error_response(status: int, code: str, message: str) -> bytes:
+    """A complete HTTP/1.1 error response in the gateway's JSON shape, closing the connection."""
+    body = _encode({"ok": False, "error": message, "code": code})
+    return b"".join(
+        [
+            STATUS_LINE[status],
+            b"content-type: application/json\r\n",
+            b"content-length: " + str(len(body)).encode("ascii") + b"\r\n",
+            b"connection: close\r\n\r\n",
+            body,
+        ]
+    )
+
+
+class JsonHttpProtocol(HttpToolsProtocol):
+    """See the module docstring; subclass with `configured()` to set the limits."""
+
+    max_head_bytes = 32768
+    head_timeout = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_head = True  # from the connection's start, or a request's end, to headers' end
+        self._pending = 0  # bytes received while in the head (bounds what the parser holds)
+        self._head_size = 0  # the request line and headers of this request, as parsed
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def configured(cls, *, max_head_bytes: int, head_timeout: float) -> type[JsonHttpProtocol]:
+        return type(
+            "JsonHttpProtocol",
+            (cls,),
+            {"max_head_bytes": max_head_bytes, "head_timeout": head_timeout},
+        )
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._start_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_timer()
+        super().connection_lost(exc)
+
+    def _start_head_timer(self) -> None:
+        self._stop_head_timer()
+        self._head_timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.transport.close()  # a response is still being written: just stop reading
+            return
+        seconds = f"{self.head_timeout:g}"
+        self._refuse(
+            408, "header_timeout", f"the request headers did not arrive within {seconds} seconds"
+        )
+
+    def _refuse(self, status: int, code: str, message: str) -> None:
+        self._stop_head_timer()
+        if not self.transport.is_closing():
+            peer = self.client[0] if self.client else "?"
+            log.info("%d %s from %s (connection closed)", status, code, peer)
+            self.transport.write(error_response(status, code, message))
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self.transport.is_closing():
+            return
+        if self._in_head:
+            self._pending += len(data)
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+        except httptools.HttpParserError:
+            if self._head_size > self.max_head_bytes:
+                self._too_large()
+            else:
+                self._refuse(400, "malformed_request", "the HTTP request is malformed")
+            return
+        if self._in_head and self._pending > self.max_head_bytes:
+            self._too_large()  # a line or header that never ends: the parser holds it so far
+
+    def _too_large(self) -> None:
+        self._refuse(
+            431,
+            "headers_too_large",
+            f"the request line and headers are larger than {self.max_head_bytes} bytes",
+        )
+
+    def _count(self, size: int) -> None:
+        self._head_size += size
+        if self._head_size > self.max_head_bytes:
+            raise _HeadTooLarge  # the parser reports it as an error; data_received answers 431
+
+    def send_400_response(self, msg: str) -> None:
+        self._refuse(400, "malformed_request", "the HTTP request is malformed")
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_size = 0
+        if self._head_timer is None:
+            self._start_head_timer()
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._stop_head_timer()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head = True
+        self._pending = 0
+
+
+class _HeadTooLarge(Exception):
+    pass
