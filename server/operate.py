@@ -28,15 +28,18 @@ def _alive(task: asyncio.Task[Any] | None) -> bool:
 
 
 def runtime_problems(runtime: Any) -> list[str]:
-    """The runtime loops of this process that are not running."""
+    """The runtime loops of this process that are not running (each agent's run lane and
+    heartbeat, the delivery worker)."""
     problems = []
-    if not _alive(runtime.runs._loop_task):
-        problems.append("the run loop is not running")
+    for agent_id, lane in runtime.lanes.items():
+        if not _alive(lane._loop_task):
+            problems.append(f"the run loop of agent {agent_id} is not running")
     if not _alive(runtime.deliveries._task):
         problems.append("the delivery loop is not running")
     if runtime.leader:
-        if not _alive(runtime.heartbeats._task):
-            problems.append("the heartbeat loop is not running")
+        for agent_id, beat in runtime.heartbeats.items():
+            if not _alive(beat._task):
+                problems.append(f"the heartbeat loop of agent {agent_id} is not running")
     elif not any(t.get_name() == "hookwise-lead" and _alive(t) for t in runtime._tasks):
         problems.append("the heartbeat leadership loop is not running")
     return problems
