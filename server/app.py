@@ -1,7 +1,7 @@
 """The Litestar application: routes, the hook mount, error handlers and the lifespan.
 
 `create_app(gateway)` mounts the hook endpoint at the configured hook path (only when hooks are
-enabled: otherwise no hook route exists and the path answers 404), serves `GET /healthz` and the
+enabled: otherwise no hook route exists and the path answers 404), serves `GET /healthz`, `GET /readyz`, `GET /metrics` (see `operate`) and the
 admin API, and ties the gateway's start-up and shutdown to Litestar's lifespan.
 
 The hook endpoint is a complete ASGI application that owns its errors (the one JSON error shape)
@@ -20,6 +20,7 @@ from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.types import Receive, Scope, Send
 
+from hookwise.server import metrics
 from hookwise.server.admin import AdminController
 from hookwise.server.admin_recover import RecoverController
 from hookwise.server.admin_replay import ReplayController
@@ -27,6 +28,7 @@ from hookwise.server.auth import TokenCheck
 from hookwise.server.errors import EXCEPTION_HANDLERS
 from hookwise.server.gateway import Gateway
 from hookwise.server.openapi import openapi_config
+from hookwise.server.operate import metrics_handler, readyz
 
 
 @get("/healthz", sync_to_thread=False)
@@ -52,7 +54,10 @@ class _HooksFirst(Litestar):
 
 
 def create_app(gateway: Gateway) -> Litestar:
-    handlers: list[Any] = [healthz, AdminController, RecoverController, ReplayController]
+    handlers: list[Any] = [healthz, readyz, AdminController, RecoverController, ReplayController]
+    observed = gateway.config.gateway.metrics
+    if observed.enabled:
+        handlers.append(metrics_handler(observed.public))
     if gateway.hooks is not None:
         endpoint = gateway.hooks
 
@@ -84,7 +89,13 @@ def create_app(gateway: Gateway) -> Litestar:
         logging_config=None,
         debug=False,
     )
+    if observed.enabled:
+        metrics.enable()
+        app.asgi_handler = metrics.HttpMetrics(app.asgi_handler, None)
     if gateway.hooks is not None:
         app.hook_path = gateway.config.hooks.path.rstrip("/")
-        app.hook_endpoint = gateway.hooks
+        # requests under the hook path go straight to the endpoint: it is counted there
+        app.hook_endpoint = (
+            metrics.HttpMetrics(gateway.hooks, app.hook_path) if observed.enabled else gateway.hooks
+        )
     return app

@@ -167,6 +167,13 @@ def _parser() -> argparse.ArgumentParser:
         help="log level (default info)",
     )
     serve.add_argument(
+        "--log-format",
+        default=None,
+        choices=["text", "json"],
+        help="log lines as text or as one JSON object per line (default: logging.format "
+        "from the config, else text)",
+    )
+    serve.add_argument(
         "--watch",
         action="store_true",
         help="reload the rules when the config file, a rule file or a transform changes "

@@ -45,7 +45,9 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         transforms_dir = Path(hooks.transforms_dir)
         if not transforms_dir.is_absolute():
             transforms_dir = loaded.base_dir / transforms_dir
-    return RuleSet.compile(
+    from hookwise.server.metrics import time_transform
+
+    ruleset = RuleSet.compile(
         hooks.mappings,
         presets=hooks.presets,
         rule_files=hooks.rules,
@@ -62,6 +64,8 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         verify=hooks.verify,
         sessions=_session_policy(loaded.config),
     )
+    ruleset.observe_transform = time_transform
+    return ruleset
 
 
 def provider_ids(config: Config) -> frozenset[str]:
@@ -280,6 +284,10 @@ class Gateway:
         """Open the store and start background work; undo it all on exit."""
         await self.store.open()
         self._tasks.append(asyncio.create_task(self._prune_forever(), name="hookwise-prune"))
+        from hookwise.server.retention import Retention
+
+        retention = Retention(self.store, self.config.retention, shared=self.shared)
+        self._tasks.append(asyncio.create_task(retention.run_forever(), name="hookwise-retention"))
         self._tasks.append(
             asyncio.create_task(self._prune_payloads_forever(), name="hookwise-prune-payloads")
         )
