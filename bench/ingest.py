@@ -125,6 +125,8 @@ class ServerSpec:
     fresh_database_on: str | None = None
     #: an OpenAI-compatible server to use as the default model (see bench/remote_model.py)
     model_url: str | None = None
+    #: more top-level config keys for hookwise (e.g. metrics off, short retention)
+    config: tuple[tuple[str, Any], ...] = ()
 
     @property
     def store_kind(self) -> str:
@@ -309,7 +311,9 @@ def _start_ceiling(workdir: Path) -> RunningServer:
     raise BenchError(f"the ceiling app did not start:\n{log_text}")
 
 
-def _hookwise_config(path: Path, model_url: str | None = None) -> None:
+def _hookwise_config(
+    path: Path, model_url: str | None = None, extra: tuple[tuple[str, Any], ...] = ()
+) -> None:
     config: dict[str, Any] = {
         "hooks": {
             "enabled": True,
@@ -318,6 +322,7 @@ def _hookwise_config(path: Path, model_url: str | None = None) -> None:
             "mappings": [PING_MAPPING],
         },
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
+        **dict(extra),
     }
     if model_url is not None:
         from remote_model import API_KEY
@@ -362,7 +367,7 @@ def _drain(stream: Any) -> None:
 def _start_hookwise(spec: ServerSpec, workdir: Path) -> RunningServer:
     config_path = workdir / "hookwise.json"
     state_dir = workdir / "state"
-    _hookwise_config(config_path, spec.model_url)
+    _hookwise_config(config_path, spec.model_url, spec.config)
     stderr = open(workdir / "hookwise.stderr.log", "wb")  # noqa: SIM115 - handed to the child
     cmd = [
         str(BIN / "hookwise"),

@@ -51,6 +51,14 @@ class TransformLimitsConfig:
 
 
 @attrs.frozen
+class RetainPayloadsConfig:
+    """`hooks.retainPayloads`: keep each request's raw body and headers (auth headers and the
+    `token` query parameter removed) for this long, so it can be replayed; off when absent."""
+
+    keep_for: Duration = attrs.field(metadata={"key": "for"})
+
+
+@attrs.frozen
 class HooksConfig:
     """`hooks.*`: the inbound webhook interface."""
 
@@ -76,6 +84,7 @@ class HooksConfig:
     default_session_key: str | None = None
     # which agents an explicit `agentId` may name (None: any; `*`: any; empty: none)
     allowed_agent_ids: tuple[str, ...] | None = None
+    retain_payloads: RetainPayloadsConfig | None = None
 
 
 @attrs.frozen
@@ -173,6 +182,14 @@ class GatewayAuthConfig:
 
 
 @attrs.frozen
+class MetricsConfig:
+    """`gateway.metrics`: `GET /metrics` (Prometheus), behind the gateway token unless public."""
+
+    enabled: bool = True
+    public: bool = False
+
+
+@attrs.frozen
 class GatewayConfig:
     """`gateway.*`.
 
@@ -183,6 +200,7 @@ class GatewayConfig:
     """
 
     auth: GatewayAuthConfig = attrs.field(factory=GatewayAuthConfig)
+    metrics: MetricsConfig = attrs.field(factory=MetricsConfig)
     trusted_proxies: tuple[str, ...] = ()
     max_header_bytes: int = 32768
     header_timeout_seconds: Duration = Duration(10)
@@ -221,6 +239,31 @@ class DeliveryConfig:
     concurrency: int = 4
 
 
+_DAY = 86400
+
+
+@attrs.frozen
+class RetentionConfig:
+    """`retention.*`: how long finished records are kept (0 keeps them forever), and how often
+    the pruning runs. Queued, running and pending work is never pruned."""
+
+    runs: Duration = Duration(30 * _DAY)
+    events: Duration = Duration(30 * _DAY)
+    deliveries: Duration = Duration(30 * _DAY)
+    heartbeats: Duration = Duration(30 * _DAY)
+    transcripts: Duration = Duration(90 * _DAY)
+    requests: Duration = Duration(30 * _DAY)
+    interval: Duration = Duration(300)
+    batch_size: int = 500
+
+
+@attrs.frozen
+class LoggingConfig:
+    """`logging.*`: how log lines are written (`--log-format` overrides `format`)."""
+
+    format: Literal["text", "json"] = "text"
+
+
 @attrs.frozen
 class Config:
     """The whole configuration file."""
@@ -233,6 +276,8 @@ class Config:
     session: SessionConfig = attrs.field(factory=SessionConfig)
     store: StoreConfig = attrs.field(factory=StoreConfig)
     delivery: DeliveryConfig = attrs.field(factory=DeliveryConfig)
+    logging: LoggingConfig = attrs.field(factory=LoggingConfig)
+    retention: RetentionConfig = attrs.field(factory=RetentionConfig)
 
 
 @attrs.frozen
@@ -412,6 +457,10 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
                 "must be at least agents.defaults.timeoutSeconds",
             )
         )
+    if config.retention.interval <= 0:
+        issues.append(ConfigIssue("retention.interval", "must be a positive duration"))
+    if config.retention.batch_size < 1:
+        issues.append(ConfigIssue("retention.batchSize", "must be at least 1"))
     if defaults.max_concurrent_runs < 1:
         issues.append(ConfigIssue("agents.defaults.maxConcurrentRuns", "must be at least 1"))
 

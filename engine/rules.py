@@ -57,8 +57,10 @@ Errors (`hookwise.engine.errors.RequestError`, always naming the rule, never quo
 
 from __future__ import annotations
 
+import contextlib
 import glob
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -746,13 +748,19 @@ class RuleSet:
                 400, "template_error", f"rule {rule.id!r}: {key}: {exc.reason}", key, rule.id
             ) from None
 
-    @staticmethod
+    #: wraps each transform call (the server times them for its metrics); the engine reads no
+    #: clock itself
+    observe_transform: Callable[[Transform], AbstractContextManager[Any]] = staticmethod(
+        lambda _transform: contextlib.nullcontext()
+    )
+
     async def _transform(
-        rule: CompiledRule, ctx: TransformContext, action: ActionSpec
+        self, rule: CompiledRule, ctx: TransformContext, action: ActionSpec
     ) -> ActionSpec | None:
         assert rule.transform is not None
         try:
-            result = await rule.transform(ctx)
+            with self.observe_transform(rule.transform):
+                result = await rule.transform(ctx)
             if result is None:
                 return None
             if result is KEEP:

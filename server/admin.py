@@ -1,11 +1,16 @@
-"""The admin API: read-only views of events, runs and the request log, behind the gateway token.
+"""The admin API: what the gateway received, queued, ran and delivered, behind the gateway token.
 
 `Authorization: Bearer <gateway.auth.token>`; without a configured gateway token the admin API is
-disabled (403). Listings are newest first and paginated with an opaque `cursor`.
+disabled (403). Listings are newest first, paginated with an opaque `cursor`, filtered by the
+parameters each route documents (a bad value is `400 invalid_query`), and each walks an index,
+so a page costs the same on a store of millions of rows (`store.listing`). Answers are the typed
+models of `admin_models`, described by the OpenAPI schema at `/schema/openapi.json`.
+Sending failed work back to the queue is `admin_recover`.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from litestar import Controller, Request, get
@@ -14,9 +19,42 @@ from litestar.handlers import BaseRouteHandler
 from litestar.params import Parameter
 
 from hookwise.engine.errors import RequestError
+from hookwise.server.admin_models import (
+    Delivery,
+    DeliveryPage,
+    Event,
+    EventPage,
+    Heartbeat,
+    HeartbeatPage,
+    RequestAnswer,
+    RequestEntry,
+    RequestPage,
+    Retry,
+    Run,
+    RunAnswer,
+    RunDetail,
+    RunPage,
+    Session,
+    SessionPage,
+    SessionTurn,
+    TurnPage,
+)
+from hookwise.server.admin_query import (
+    CURSOR,
+    DELIVERY_STATES,
+    HEARTBEAT_STATES,
+    LIMIT,
+    MAX_LIMIT,
+    RUN_STATES,
+    SINCE,
+    UNTIL,
+    check_choice,
+    filters,
+    state_parameter,
+    text_parameter,
+)
 from hookwise.server.auth import TokenCheck
-
-MAX_LIMIT = 500
+from hookwise.server.store.listing import Filters
 
 
 def admin_guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:
@@ -33,26 +71,30 @@ def admin_guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:
         )
 
 
-def _page(items: list[Any], next_cursor: str | None) -> dict[str, Any]:
-    return {"ok": True, "items": items, "nextCursor": next_cursor}
+def store_of(request: Request) -> Any:
+    return request.app.state.gateway.store
 
 
 class AdminController(Controller):
     path = "/api"
     guards = [admin_guard]
+    tags = ["admin"]
+    security = [{"bearer": []}]
 
-    @get("/events")
+    @get("/events", summary="System events, newest first")
     async def events(
         self,
         request: Request,
-        session: str = "main",
-        limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,18}$"),
-    ) -> dict[str, Any]:
-        page = await request.app.state.gateway.store.list_events(
-            session, limit=limit, cursor=cursor
+        session: str | None = text_parameter("only events of this session (e.g. main)"),
+        since: dt.datetime | None = SINCE,
+        until: dt.datetime | None = UNTIL,
+        limit: int = LIMIT,
+        cursor: str | None = CURSOR,
+    ) -> EventPage:
+        page = await store_of(request).admin_list(
+            "events", _events(session, since, until), limit=limit, cursor=cursor
         )
-        return _page([e.to_json() for e in page.items], page.next_cursor)
+        return EventPage(items=[Event.of(e) for e in page.items], next_cursor=page.next_cursor)
 
     @get("/agents")
     async def agents(self, request: Request) -> dict[str, Any]:
@@ -69,74 +111,142 @@ class AdminController(Controller):
             }
             for a in roster.agents
         ]
-        return _page(items, None)
+        return {"ok": True, "items": items, "nextCursor": None}
 
-    @get("/runs")
+    @get("/runs", summary="Agent runs, newest first")
     async def runs(
         self,
         request: Request,
-        run_state: str | None = Parameter(query="state", default=None),
-        agent: str | None = Parameter(default=None),
-        limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,18}$"),
-    ) -> dict[str, Any]:
-        page = await request.app.state.gateway.store.list_runs(
-            limit=limit, cursor=cursor, state=run_state, agent=agent
+        run_state: str | None = state_parameter(RUN_STATES, "runs"),
+        agent: str | None = text_parameter("only runs of this agent"),
+        rule: str | None = text_parameter("only runs made by this rule"),
+        session: str | None = text_parameter("only runs of this session key"),
+        channel: str | None = text_parameter("only runs delivering to this channel"),
+        since: dt.datetime | None = SINCE,
+        until: dt.datetime | None = UNTIL,
+        limit: int = LIMIT,
+        cursor: str | None = CURSOR,
+    ) -> RunPage:
+        check_choice("state", run_state, RUN_STATES)
+        found = filters(
+            since, until, state=run_state, agent=agent, rule=rule, session=session, channel=channel
         )
-        return _page([r.to_json() for r in page.items], page.next_cursor)
+        page = await store_of(request).admin_list("runs", found, limit=limit, cursor=cursor)
+        return RunPage(items=[Run.of(r) for r in page.items], next_cursor=page.next_cursor)
 
-    @get("/runs/{run_id:str}")
-    async def run(self, request: Request, run_id: str) -> dict[str, Any]:
-        store = request.app.state.gateway.store
+    @get("/runs/{run_id:str}", summary="One run, with its deliveries and retries")
+    async def run(self, request: Request, run_id: str) -> RunAnswer:
+        store = store_of(request)
         record = await store.get_run(run_id)
         if record is None:
             raise RequestError(404, "run_not_found", "no run with this id")
-        deliveries = await store.list_deliveries(limit=MAX_LIMIT, cursor=None, run_id=run_id)
-        return {
-            "ok": True,
-            "run": {**record.to_json(), "deliveries": [d.to_json() for d in deliveries.items]},
-        }
+        deliveries = await store.admin_list(
+            "deliveries", Filters({"run_id": run_id}), limit=MAX_LIMIT, cursor=None
+        )
+        retries = await store.list_retries(run_id)
+        detail = RunDetail(
+            **Run.fields_of(record),  # type: ignore[arg-type]
+            deliveries=[Delivery.of(d) for d in deliveries.items],
+            retries=[Retry.of(r) for r in retries],
+        )
+        return RunAnswer(run=detail)
 
-    @get("/deliveries")
+    @get("/deliveries", summary="Outgoing messages, newest first")
     async def deliveries(
         self,
         request: Request,
-        delivery_state: str | None = Parameter(query="state", default=None),
-        run_id: str | None = Parameter(query="runId", default=None),
-        limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,18}$"),
-    ) -> dict[str, Any]:
-        page = await request.app.state.gateway.store.list_deliveries(
-            limit=limit, cursor=cursor, run_id=run_id, state=delivery_state
+        delivery_state: str | None = state_parameter(DELIVERY_STATES, "deliveries"),
+        channel: str | None = text_parameter("only deliveries on this channel"),
+        run_id: str | None = text_parameter("only deliveries of this run", query="runId"),
+        since: dt.datetime | None = SINCE,
+        until: dt.datetime | None = UNTIL,
+        limit: int = LIMIT,
+        cursor: str | None = CURSOR,
+    ) -> DeliveryPage:
+        check_choice("state", delivery_state, DELIVERY_STATES)
+        found = filters(since, until, state=delivery_state, channel=channel, runId=run_id)
+        page = await store_of(request).admin_list("deliveries", found, limit=limit, cursor=cursor)
+        return DeliveryPage(
+            items=[Delivery.of(d) for d in page.items], next_cursor=page.next_cursor
         )
-        return _page([d.to_json() for d in page.items], page.next_cursor)
 
-    @get("/heartbeats")
+    @get("/heartbeats", summary="Heartbeats of the main session, newest first")
     async def heartbeats(
-        self, request: Request, limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT)
-    ) -> dict[str, Any]:
-        items = await request.app.state.gateway.store.list_heartbeats(limit=limit)
-        return _page([h.to_json() for h in items], None)
+        self,
+        request: Request,
+        heartbeat_state: str | None = state_parameter(HEARTBEAT_STATES, "heartbeats"),
+        since: dt.datetime | None = SINCE,
+        until: dt.datetime | None = UNTIL,
+        limit: int = LIMIT,
+        cursor: str | None = CURSOR,
+    ) -> HeartbeatPage:
+        check_choice("state", heartbeat_state, HEARTBEAT_STATES)
+        found = filters(since, until, state=heartbeat_state)
+        page = await store_of(request).admin_list("heartbeats", found, limit=limit, cursor=cursor)
+        return HeartbeatPage(
+            items=[Heartbeat.of(h) for h in page.items], next_cursor=page.next_cursor
+        )
 
-    @get("/requests")
+    @get("/requests", summary="The request log, newest first: never a payload or a token")
     async def requests(
         self,
         request: Request,
-        limit: int = Parameter(default=50, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Parameter(default=None, pattern=r"^\d{1,18}$"),
-    ) -> dict[str, Any]:
-        page = await request.app.state.gateway.store.request_log(limit=limit, cursor=cursor)
-        items = [
-            {
-                "at": e.at,
-                "path": e.path,
-                "status": e.status,
-                "client": e.client,
-                "size": e.size,
-                "action": e.action,
-                "rule": e.rule_id,
-                "code": e.code,
-            }
-            for e in page.items
-        ]
-        return _page(items, page.next_cursor)
+        status: int | None = Parameter(
+            default=None, ge=100, le=599, description="only requests answered with this status"
+        ),
+        rule: str | None = text_parameter("only requests matched by this rule"),
+        since: dt.datetime | None = SINCE,
+        until: dt.datetime | None = UNTIL,
+        limit: int = LIMIT,
+        cursor: str | None = CURSOR,
+    ) -> RequestPage:
+        found = filters(since, until, status=status, rule=rule)
+        page = await store_of(request).admin_list("requests", found, limit=limit, cursor=cursor)
+        return RequestPage(
+            items=[RequestEntry.of(e) for e in page.items], next_cursor=page.next_cursor
+        )
+
+    @get("/requests/{request_id:str}", summary="One request log line")
+    async def request_entry(self, request: Request, request_id: str) -> RequestAnswer:
+        entry = await store_of(request).get_request(request_id)
+        if entry is None:
+            raise RequestError(404, "request_not_found", "no request with this id")
+        return RequestAnswer(request=RequestEntry.of(entry))
+
+    @get("/sessions", summary="Sessions with a transcript, by key")
+    async def sessions(
+        self,
+        request: Request,
+        limit: int = LIMIT,
+        cursor: str | None = Parameter(
+            default=None, max_length=512, description="the `nextCursor` of the previous page"
+        ),
+    ) -> SessionPage:
+        page = await store_of(request).list_sessions(limit=limit, cursor=cursor)
+        return SessionPage(items=[Session.of(s) for s in page.items], next_cursor=page.next_cursor)
+
+    @get("/sessions/{session_key:str}", summary="A session's transcript, newest turn first")
+    async def session(
+        self,
+        request: Request,
+        session_key: str,
+        limit: int = LIMIT,
+        cursor: str | None = CURSOR,
+    ) -> TurnPage:
+        page = await store_of(request).admin_list(
+            "turns", Filters({"session_key": session_key}), limit=limit, cursor=cursor
+        )
+        if not page.items and cursor is None:
+            raise RequestError(404, "session_not_found", "no session with this key")
+        return TurnPage(
+            session_key=session_key,
+            items=[SessionTurn.of(t) for t in page.items],
+            next_cursor=page.next_cursor,
+        )
+
+
+def _events(session: str | None, since: dt.datetime | None, until: dt.datetime | None) -> Filters:
+    found = filters(since, until)
+    if session is not None:  # events name their session `session`, not `session_key`
+        return Filters({"session": session}, since=found.since, until=found.until)
+    return found

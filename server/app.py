@@ -1,8 +1,9 @@
 """The Litestar application: routes, the hook mount, error handlers and the lifespan.
 
 `create_app(gateway)` mounts the hook endpoint at the configured hook path (only when hooks are
-enabled: otherwise no hook route exists and the path answers 404), serves `GET /healthz`, the
-admin API and the web console (`/ui/`), and ties the gateway's start-up and shutdown to Litestar's lifespan.
+enabled: otherwise no hook route exists and the path answers 404), serves `GET /healthz`,
+`GET /readyz`, `GET /metrics` (see `operate`), the admin API and the web console (`/ui/`), and
+ties the gateway's start-up and shutdown to Litestar's lifespan.
 
 The hook endpoint is a complete ASGI application that owns its errors (the one JSON error shape)
 and needs nothing from Litestar's routing, middleware or exception handlers, so requests under
@@ -20,13 +21,18 @@ from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.types import Receive, Scope, Send
 
+from hookwise.server import metrics
 from hookwise.server.admin import AdminController
+from hookwise.server.admin_recover import RecoverController
+from hookwise.server.admin_replay import ReplayController
 from hookwise.server.auth import AuthThrottle, TokenCheck
 from hookwise.server.console import template_config
 from hookwise.server.console.auth import ConsoleAuth
 from hookwise.server.console.pages import console_router
 from hookwise.server.errors import EXCEPTION_HANDLERS
 from hookwise.server.gateway import Gateway
+from hookwise.server.openapi import openapi_config
+from hookwise.server.operate import metrics_handler, readyz
 
 
 @get("/healthz", sync_to_thread=False)
@@ -52,11 +58,18 @@ class _HooksFirst(Litestar):
 
 
 def create_app(gateway: Gateway) -> Litestar:
+<<<<<<< HEAD
     handlers: list[Any] = [healthz, AdminController, console_router()]
+=======
+    handlers: list[Any] = [healthz, readyz, AdminController, RecoverController, ReplayController]
+    observed = gateway.config.gateway.metrics
+    if observed.enabled:
+        handlers.append(metrics_handler(observed.public))
+>>>>>>> main
     if gateway.hooks is not None:
         endpoint = gateway.hooks
 
-        @asgi(gateway.config.hooks.path, is_mount=True, copy_scope=False)
+        @asgi(gateway.config.hooks.path, is_mount=True, copy_scope=False, include_in_schema=False)
         async def hooks(scope: Scope, receive: Receive, send: Send) -> None:
             await endpoint(scope, receive, send)
 
@@ -88,11 +101,17 @@ def create_app(gateway: Gateway) -> Litestar:
             }
         ),
         template_config=template_config(),
-        openapi_config=None,
+        openapi_config=openapi_config(),
         logging_config=None,
         debug=False,
     )
+    if observed.enabled:
+        metrics.enable()
+        app.asgi_handler = metrics.HttpMetrics(app.asgi_handler, None)
     if gateway.hooks is not None:
         app.hook_path = gateway.config.hooks.path.rstrip("/")
-        app.hook_endpoint = gateway.hooks
+        # requests under the hook path go straight to the endpoint: it is counted there
+        app.hook_endpoint = (
+            metrics.HttpMetrics(gateway.hooks, app.hook_path) if observed.enabled else gateway.hooks
+        )
     return app

@@ -167,6 +167,13 @@ def _parser() -> argparse.ArgumentParser:
         help="log level (default info)",
     )
     serve.add_argument(
+        "--log-format",
+        default=None,
+        choices=["text", "json"],
+        help="log lines as text or as one JSON object per line (default: logging.format "
+        "from the config, else text)",
+    )
+    serve.add_argument(
         "--watch",
         action="store_true",
         help="reload the rules when the config file, a rule file or a transform changes "
@@ -219,6 +226,12 @@ def _add_optional_commands(sub: Any) -> None:
     )
     providers = webhooks.add_subparsers(dest="provider", metavar="PROVIDER", required=True)
     add_sign(providers)
+    try:
+        from hookwise.server.admin_cli import add_cli as add_admin
+    except ImportError:
+        pass
+    else:
+        add_admin(sub)
     try:
         from hookwise.server.gmail.cli import add_cli as add_gmail
     except ImportError:

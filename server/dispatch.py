@@ -33,6 +33,8 @@ class RequestMeta:
     path: str
     client: str | None
     size: int
+    #: the id of the request's log line (and of its kept payload)
+    request_id: str = attrs.field(factory=new_id)
 
 
 def _run(action: AgentAction, rule_id: str | None) -> NewRun:
@@ -137,6 +139,9 @@ class Dispatcher:
                 size=meta.size,
                 action=kind,
                 rule_id=rule_id,
+                request_id=meta.request_id,
+                event_ids=tuple(e.event_id for e in events),
+                run_ids=tuple(r.run_id for r in runs),
             ),
             events=tuple(events),
             runs=tuple(runs),
@@ -174,5 +179,6 @@ class Dispatcher:
                 action=action,
                 rule_id=rule_id,
                 code=code,
+                request_id=meta.request_id,
             )
         )

@@ -44,11 +44,16 @@ def request_error(_: Request, exc: RequestError) -> Response:
 def http_error(_: Request, exc: HTTPException) -> Response:
     status = exc.status_code
     if isinstance(exc, ValidationException):
-        field = None
         extra = exc.extra if isinstance(exc.extra, list) else []
-        if extra and isinstance(extra[0], dict):
-            field = extra[0].get("key")
-        return _response(400, "invalid_query", f"invalid value for {field or 'a parameter'}", field)
+        detail = extra[0] if extra and isinstance(extra[0], dict) else {}
+        field = detail.get("key")
+        body = detail.get("source") == "body"
+        if body and field == "data":  # the body as a whole
+            field = None
+        what = field or ("the body" if body else "a parameter")
+        reason = str(detail.get("message") or "")[:200]  # msgspec's: what was expected
+        message = f"invalid value for {what}" + (f": {reason}" if reason else "")
+        return _response(400, "invalid_body" if body else "invalid_query", message, field)
     message = MESSAGES.get(status) or (
         exc.detail if isinstance(exc.detail, str) else "request refused"
     )

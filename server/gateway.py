@@ -45,7 +45,9 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         transforms_dir = Path(hooks.transforms_dir)
         if not transforms_dir.is_absolute():
             transforms_dir = loaded.base_dir / transforms_dir
-    return RuleSet.compile(
+    from hookwise.server.metrics import time_transform
+
+    ruleset = RuleSet.compile(
         hooks.mappings,
         presets=hooks.presets,
         rule_files=hooks.rules,
@@ -62,6 +64,8 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         verify=hooks.verify,
         sessions=_session_policy(loaded.config),
     )
+    ruleset.observe_transform = time_transform
+    return ruleset
 
 
 def provider_ids(config: Config) -> frozenset[str]:
@@ -166,6 +170,7 @@ class Gateway:
                     max_body_bytes=hooks.max_body_bytes,
                     body_timeout=float(hooks.body_timeout_seconds),
                     policy=validation_policy(self.config, self.channels),
+                    retain_payloads=hooks.retain_payloads is not None,
                 ),
                 token=TokenCheck(hooks.token),
                 throttle=(SharedAuthThrottle if self.shared else AuthThrottle)(
@@ -230,6 +235,21 @@ class Gateway:
                 log.exception("pruning the store failed")
             await asyncio.sleep(PRUNE_EVERY)
 
+    async def _prune_payloads_forever(self) -> None:
+        """Forget kept payloads older than `hooks.retainPayloads.for` (all of them when it is
+        off: a payload is never kept longer than the configuration allows)."""
+        retain = self.config.hooks.retain_payloads
+        keep = float(retain.keep_for) if retain is not None else 0.0
+        every = max(0.5, min(PRUNE_EVERY, keep / 2))
+        while True:
+            try:
+                await self.store.prune_payloads(before=time.time() - keep)
+            except Exception:
+                log.exception("pruning kept payloads failed")
+            if retain is None:
+                return
+            await asyncio.sleep(every)
+
     def _start_mail_watcher(self) -> None:
         """Start the mail watcher when `hooks.gmail` is configured (and hooks are enabled)."""
         gmail = self.config.hooks.gmail
@@ -264,6 +284,13 @@ class Gateway:
         """Open the store and start background work; undo it all on exit."""
         await self.store.open()
         self._tasks.append(asyncio.create_task(self._prune_forever(), name="hookwise-prune"))
+        from hookwise.server.retention import Retention
+
+        retention = Retention(self.store, self.config.retention, shared=self.shared)
+        self._tasks.append(asyncio.create_task(retention.run_forever(), name="hookwise-retention"))
+        self._tasks.append(
+            asyncio.create_task(self._prune_payloads_forever(), name="hookwise-prune-payloads")
+        )
         await self.runtime.start()
         self._start_mail_watcher()
         try:

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import parse_qsl, unquote, urlencode
 
 import attrs
 from litestar.types import Receive, Scope, Send
@@ -41,6 +42,7 @@ from hookwise.engine.signatures import HandshakeRefused, SignatureError, answer,
 from hookwise.engine.signatures.door import Door
 from hookwise.server.asgi import content_length, read_body, send_error, send_json
 from hookwise.server.auth import (
+    TOKEN_HEADER,
     AuthThrottle,
     SharedAuthThrottle,
     TokenCheck,
@@ -50,6 +52,7 @@ from hookwise.server.auth import (
 from hookwise.server.dispatch import Dispatcher, RequestMeta, respond_body
 from hookwise.server.logs import escape_control
 from hookwise.server.payload import content_type, parse_payload
+from hookwise.server.store.base import StoredPayload
 
 log = logging.getLogger("hookwise.hooks")
 
@@ -77,6 +80,8 @@ class HookSettings:
     max_body_bytes: int
     body_timeout: float
     policy: ValidationPolicy
+    #: keep each authenticated request's body and headers for replay (`hooks.retainPayloads`)
+    retain_payloads: bool = False
 
 
 def _sub_path(scope: Scope, hook_path: str) -> str | None:
@@ -185,6 +190,8 @@ class HookEndpoint:
                     timeout=self.settings.body_timeout,
                 )
             meta = RequestMeta(meta.path, client, len(body))
+            if self.settings.retain_payloads and not by_signature:
+                self._retain(sub, headers, scope.get("query_string", b""), body, meta)
             await self._handle(sub, headers, scope, body, meta, send, door)
         except _LockedOut as e:
             await send_error(send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())])
@@ -372,3 +379,94 @@ class HookEndpoint:
         if accepted.replayed:
             hdrs += _REPLAYED
         await send_json(send, accepted.status, accepted.body or None, hdrs)
+
+    async def resolve(
+        self,
+        sub: str,
+        payload: Any,
+        headers: list[tuple[bytes, bytes]],
+        query_string: bytes,
+        body: bytes,
+    ) -> Resolved:
+        """What a replay of a kept request resolves to through today's rules: the validated
+        actions (`wake`, `agent`, or the mapped-hook rules for any other name), or a
+        RequestError. The live path is `_handle` (which also answers handshakes and dedupes by
+        delivery id); a kept request was authenticated when it arrived, so a path-level
+        signature block is not checked again."""
+        policy = self.settings.policy
+        if sub == "wake":
+            return Resolved([validate_wake(payload)])
+        if sub == "agent":
+            return Resolved([validate_agent(payload, policy)])
+        rules = self._rules()
+        request = InboundRequest(
+            path=sub,
+            payload=payload,
+            headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
+            query=dict(parse_qsl(query_string.decode("latin-1"))),
+            raw_body=body,
+            now=datetime.now(UTC),
+        )
+        rule = rules.select(request) if rules is not None else None
+        if rule is None:
+            raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
+        door = self._door(sub)
+        verified = door.verifier if door is not None and door.checks_every_request else None
+        outcome = await rules.evaluate(rule, request, verified=verified)
+        rule_id = outcome.rule_id
+        if outcome.skipped or not outcome.actions:
+            return Resolved([], rule_id, outcome.respond, skipped=True)
+        try:
+            actions = [
+                validate_action(spec.kind, spec.fields, policy, internal=True)
+                for spec in outcome.actions
+            ]
+        except RequestError as e:
+            raise attrs.evolve(
+                e,
+                message=f"rule {rule_id!r} produced an invalid action: {e.message}",
+                rule_id=rule_id,
+            ) from None
+        return Resolved(actions, rule_id, outcome.respond)
+
+    def _retain(
+        self, sub: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes, meta: Any
+    ) -> None:
+        """Keep the request for replay (`hooks.retainPayloads`): never its token."""
+        self._dispatcher.store.keep_payload(
+            StoredPayload(
+                request_id=meta.request_id,
+                path=sub,
+                query=without_token(query),
+                headers=tuple(
+                    (k.decode("latin-1"), v.decode("latin-1"))
+                    for k, v in headers
+                    if k not in AUTH_HEADERS
+                ),
+                body=body,
+                created_at=time.time(),
+            )
+        )
+
+
+#: never kept with a payload: whatever may carry a credential
+AUTH_HEADERS = frozenset(
+    {b"authorization", b"proxy-authorization", b"cookie", TOKEN_HEADER, b"x-api-key"}
+)
+
+
+def without_token(query: bytes) -> str:
+    """The query string without its `token` parameter."""
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    return urlencode([(k, v) for k, v in pairs if k != "token"])
+
+
+@attrs.frozen
+class Resolved:
+    """What a request resolves to: its actions, the rule that made them, the rule's fixed
+    answer; `skipped` when a transform dropped it."""
+
+    actions: list[Action]
+    rule_id: str | None = None
+    respond: Any = None
+    skipped: bool = False

@@ -20,6 +20,7 @@ import errno
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +32,7 @@ from typing import Any
 
 from hookwise.engine.config import LoadedConfig, load_config
 from hookwise.engine.errors import ConfigError
+from hookwise.server.logs import say
 from hookwise.server.version import VERSION
 
 log = logging.getLogger("hookwise")
@@ -41,9 +43,9 @@ MAX_RESTARTS_PER_MINUTE = 5
 
 
 def print_problems(what: str, error: ConfigError) -> None:
-    print(f"hookwise: {what} has {len(error.issues)} problem(s):", file=sys.stderr)
+    say(f"hookwise: {what} has {len(error.issues)} problem(s):", stream=sys.stderr, level="ERROR")
     for issue in error.issues:
-        print(f"  {issue}", file=sys.stderr)
+        say(f"  {issue}", stream=sys.stderr, level="ERROR")
 
 
 def load(path: str) -> LoadedConfig | None:
@@ -52,16 +54,29 @@ def load(path: str) -> LoadedConfig | None:
 
     hint = missing_config_hint(path)
     if hint:
-        print(hint, file=sys.stderr)
+        say(hint, stream=sys.stderr, level="ERROR")
         return None
     try:
         loaded = load_config(path)
     except ConfigError as e:
         print_problems(f"{path}: the configuration", e)
         return None
+    _apply_log_format(loaded)
     for warning in loaded.warnings:
-        print(f"hookwise: warning: {warning}", file=sys.stderr)
+        say(f"hookwise: warning: {warning}", stream=sys.stderr, level="WARNING")
     return loaded
+
+
+_args: argparse.Namespace | None = None  # the `serve` arguments, once `serve` has begun
+
+
+def _apply_log_format(loaded: LoadedConfig) -> None:
+    """`logging.format` from the config, unless `--log-format` was given (serve only)."""
+    from hookwise.server import logs
+
+    if _args is not None and _args.log_format is None:
+        _args.log_format = loaded.config.logging.format
+        logs.configure(_args.log_level, _args.log_format)
 
 
 class StartupError(Exception):
@@ -106,13 +121,15 @@ def serve(args: argparse.Namespace) -> int:
     """`hookwise serve`."""
     from hookwise.server import logs
 
-    logs.configure(args.log_level)
+    global _args
+    _args = args
+    logs.configure(args.log_level, args.log_format or "text")
     try:
         if args.workers > 1 and args.socket_fd is None:
             return _supervise(args)
         return _run_process(args)
     except StartupError as e:
-        print(f"hookwise: {e}", file=sys.stderr)
+        say(f"hookwise: {e}", stream=sys.stderr, level="ERROR")
         return 1
 
 
@@ -151,7 +168,7 @@ def _run_process(args: argparse.Namespace) -> int:
         return 1
     except StoreInUse as e:
         sock.close()
-        print(f"hookwise: {e}", file=sys.stderr)
+        say(f"hookwise: {e}", stream=sys.stderr, level="ERROR")
         return 1
     app: Any = create_app(gateway)
     if networks:
@@ -196,7 +213,7 @@ def _run_process(args: argparse.Namespace) -> int:
                 hooks = (
                     f"hooks at {loaded.config.hooks.path}" if gateway.hooks else "hooks disabled"
                 )
-                print(f"{READY} http://{host}:{port} (hookwise {VERSION}, {hooks})", flush=True)
+                say(f"{READY} http://{host}:{port} (hookwise {VERSION}, {hooks})")
         await serving
         if watcher is not None:
             watcher.cancel()
@@ -210,7 +227,11 @@ def _run_process(args: argparse.Namespace) -> int:
     if quiet is not None and server.started:
         quiet.remove()  # (after a failed start-up it stays: asyncio reports uvicorn's exit late)
     if not server.started:
-        print(f"hookwise: start-up failed: {_reason(gateway.startup_error)}", file=sys.stderr)
+        say(
+            f"hookwise: start-up failed: {_reason(gateway.startup_error)}",
+            stream=sys.stderr,
+            level="ERROR",
+        )
         return 1
     return 0
 
@@ -265,6 +286,8 @@ class _Worker:
             args.state_dir,
             "--log-level",
             args.log_level,
+            "--log-format",
+            args.log_format or "text",
             "--workers",
             str(args.workers),
             "--socket-fd",
@@ -310,19 +333,30 @@ def _supervise(args: argparse.Namespace) -> int:
             print_problems(f"{args.config}: the rules", e)
             return 1
     sock = bind(args.host, args.port)
+    metrics_dir = None
+    if loaded.config.gateway.metrics.enabled:  # the workers' shared metric files
+        from hookwise.server import metrics
+
+        metrics_dir = metrics.multiprocess_dir(Path(args.state_dir))
+        os.environ[metrics.ENV] = str(metrics_dir)
+    try:
+        return _supervise_workers(args, loaded, sock)
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _supervise_workers(args: argparse.Namespace, loaded: LoadedConfig, sock: socket.socket) -> int:
     host, port = _shown(sock)
     workers = [_Worker(args, sock, i) for i in range(args.workers)]
     if not all(w.wait_ready(60) for w in workers):
-        print("hookwise: a worker did not start; see the log above", file=sys.stderr)
+        say("hookwise: a worker did not start; see the log above", stream=sys.stderr, level="ERROR")
         _stop_all(workers, signal.SIGTERM)
         return 1
     hooks = (
         f"hooks at {loaded.config.hooks.path}" if loaded.config.hooks.enabled else "hooks disabled"
     )
-    print(
-        f"{READY} http://{host}:{port} (hookwise {VERSION}, {hooks}, {args.workers} workers)",
-        flush=True,
-    )
+    say(f"{READY} http://{host}:{port} (hookwise {VERSION}, {hooks}, {args.workers} workers)")
 
     stopping = threading.Event()
 

@@ -170,6 +170,15 @@ class Runtime:
             agent = self.roster.by_main_session.get(session, self.roster.default)
             self.request_heartbeat("wake", agent.id)
 
+    def requeued(self, kind: str) -> None:
+        """Failed work went back to the queue (an admin retry): `run` or `delivery`."""
+        if kind == "run":
+            self.runs.notify()
+            if self.shared:
+                self._signal("runs")
+        else:
+            self.deliveries.notify()
+
     async def start(self) -> None:
         now = time.time()
         route = self._config.session.last_route

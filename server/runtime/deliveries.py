@@ -24,6 +24,7 @@ import httpx
 
 from hookwise.server.channels.base import Channel, DeliveryError
 from hookwise.server.retry import Backoff
+from hookwise.server.runtime import report
 from hookwise.server.store.base import DeliveryRecord, Route
 from hookwise.server.version import outbound_client
 
@@ -134,6 +135,7 @@ class DeliveryWorker:
                     message_ids=sent,
                     next_attempt_at=now() + delay,
                 )
+                report.delivery_retried(d)
                 return
             reason = (
                 e.message
@@ -152,6 +154,7 @@ class DeliveryWorker:
             now=now(),
             message_ids=d.message_ids + result.message_ids,
         )
+        report.delivery_sent(d, channel.id)
         await self._store.set_last_route(d.route_session, Route(channel.id, d.to), now=now())
         log.info(
             "delivery %s: sent to %s (%d message(s))",
@@ -186,4 +189,4 @@ class DeliveryWorker:
         await self._store.update_delivery(
             d.delivery_id, state="failed", now=self._clock(), last_error=reason, message_ids=sent
         )
-        log.warning("delivery %s to %s failed: %s", d.delivery_id, d.channel, reason)
+        report.delivery_failed(d, reason)

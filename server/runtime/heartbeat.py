@@ -20,6 +20,7 @@ from typing import Any
 
 from hookwise.engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 from hookwise.server.ids import new_id
+from hookwise.server.runtime import report
 from hookwise.server.runtime.ack import is_ack
 from hookwise.server.runtime.prompts import MAIN_SYSTEM, heartbeat_prompt
 from hookwise.server.runtime.providers.base import ChatMessage, ProviderError
@@ -105,6 +106,7 @@ class Heartbeats:
                 raise
             except Exception:
                 log.exception("heartbeat of agent %s failed", self.agent_id)
+                report.heartbeat_crashed(self.agent_id)
                 more = False
             if more:
                 self.request("backlog")
@@ -147,33 +149,25 @@ class Heartbeats:
                 NewTurn(self._session, "assistant", reply),
             )
             delivery = await self._deliveries(text=reply, heartbeat_id=hb_id, session=self._session)
-        await self._store.finish_heartbeat(
-            HeartbeatOutcome(
-                heartbeat_id=hb_id,
-                reason=reason,
-                state=state,
-                event_ids=tuple(e.event_id for e in events) if state == "succeeded" else (),
-                requested_at=requested_at,
-                started_at=started,
-                finished_at=self._clock(),
-                reply=reply,
-                error=error,
-                acknowledged=acknowledged,
-                model_used=model_used,
-                turns=turns,
-                delivery=delivery,
-                agent_id=self.agent_id,
-            )
+        outcome = HeartbeatOutcome(
+            heartbeat_id=hb_id,
+            reason=reason,
+            state=state,
+            event_ids=tuple(e.event_id for e in events) if state == "succeeded" else (),
+            requested_at=requested_at,
+            started_at=started,
+            finished_at=self._clock(),
+            reply=reply,
+            error=error,
+            acknowledged=acknowledged,
+            model_used=model_used,
+            turns=turns,
+            delivery=delivery,
+            agent_id=self.agent_id,
         )
+        await self._store.finish_heartbeat(outcome)
         self.beats += 1
         if delivery is not None and delivery.state == "pending":
             self._on_delivery()
-        log.info(
-            "heartbeat %s of agent %s (%s): %d event(s), %s",
-            hb_id,
-            self.agent_id,
-            reason,
-            len(events),
-            "acknowledged" if acknowledged else state,
-        )
+        report.heartbeat_ended(outcome, len(events), self.agent_id)
         return state == "succeeded" and len(events) >= MAX_EVENTS_PER_BEAT

@@ -24,6 +24,7 @@ from typing import Any
 
 from hookwise.engine.agents import DEFAULT_MAIN_SESSION
 from hookwise.server.ids import new_id
+from hookwise.server.runtime import report
 from hookwise.server.runtime.ack import is_ack
 from hookwise.server.runtime.external import wrap_external
 from hookwise.server.runtime.prompts import RUN_SYSTEM, safe_name, summary_line
@@ -140,6 +141,7 @@ class RunWorkers:
             released = True
             await self._store.finish_run(outcome)
             self.completed += 1
+            report.run_ended(run, outcome)
             if outcome.delivery is not None and outcome.delivery.state == "pending":
                 self._on_delivery()
             if run.wake_mode == "now":

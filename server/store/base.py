@@ -9,12 +9,14 @@ operations that arrive together in one transaction (group commit).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import attrs
 
 from hookwise.engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+from hookwise.server.ids import new_id
 
 
 @attrs.frozen
@@ -62,6 +64,10 @@ class RequestLogEntry:
     action: str | None = None
     rule_id: str | None = None
     code: str | None = None
+    #: the request's own id (time-ordered), and what it created (written only when it did)
+    request_id: str = attrs.field(factory=new_id)
+    event_ids: tuple[str, ...] = ()
+    run_ids: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -150,6 +156,7 @@ class RunRecord:
     input_tokens: int | None
     output_tokens: int | None
     agent_id: str = DEFAULT_AGENT_ID
+    request_id: str | None = None  # the request that created it
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -232,10 +239,27 @@ def delivery_row(d: NewDelivery) -> tuple[Any, ...]:
     )
 
 
-def log_row(e: RequestLogEntry) -> tuple[Any, ...]:
-    """`e` in the column order of the request log: at, path, status, client, size, action,
-    rule_id, code."""
-    return (e.at, e.path, e.status, e.client, e.size, e.action, e.rule_id, e.code)
+LOG_COLUMNS = (
+    "at, path, status, client, size, action, rule_id, code, request_id, event_ids, run_ids"
+)
+
+
+def log_row(e: RequestLogEntry, *, created: bool = True) -> tuple[Any, ...]:
+    """`e` in the column order of the request log (`LOG_COLUMNS`); the links to the events and
+    runs it created as JSON arrays (None when it created nothing, as a replayed request)."""
+    return (
+        e.at,
+        e.path,
+        e.status,
+        e.client,
+        e.size,
+        e.action,
+        e.rule_id,
+        e.code,
+        e.request_id,
+        json.dumps(e.event_ids) if created and e.event_ids else None,
+        json.dumps(e.run_ids) if created and e.run_ids else None,
+    )
 
 
 def page_of(rows: Sequence[Any], limit: int, convert: Callable[[Any], Any]) -> Page:
@@ -490,3 +514,68 @@ class DeliveryRecord:
             "createdAt": self.created_at,
             "updatedAt": self.updated_at,
         }
+
+
+# --- the admin API's records -------------------------------------------------------------------
+
+
+@attrs.frozen
+class TurnRecord:
+    """A stored transcript message with where it came from."""
+
+    seq: int
+    session_key: str
+    role: str
+    content: str
+    run_id: str | None
+    created_at: float
+
+
+@attrs.frozen
+class SessionRecord:
+    """A session with a transcript: its last turn's time and its last route (if any)."""
+
+    session_key: str
+    last_turn_at: float | None
+    last_channel: str | None
+    last_to: str | None
+
+
+@attrs.frozen
+class RetryRecord:
+    """A failed run or delivery sent back to the queue: by whom, when, from what."""
+
+    kind: str
+    target_id: str
+    from_state: str
+    error: str | None
+    attempts: int
+    actor: str
+    at: float
+
+
+@attrs.frozen
+class RetryRequest:
+    """Send failed runs or deliveries back to the queue: one (`target_id`) or those matching
+    `filters` (`hookwise.server.store.listing.Filters`), at most `limit`; `dry_run` only counts."""
+
+    states: tuple[str, ...]
+    actor: str
+    now: float
+    target_id: str | None = None
+    filters: Any = None
+    limit: int | None = None
+    dry_run: bool = False
+
+
+@attrs.frozen
+class StoredPayload:
+    """A request kept for replay (`hooks.retainPayloads`): the hook name (the path after the hook
+    path), the query string without `token`, the headers without auth headers, the raw body."""
+
+    request_id: str
+    path: str
+    query: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    created_at: float

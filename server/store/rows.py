@@ -8,13 +8,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hookwise.server.store.base import DeliveryRecord, EventRecord, HeartbeatRecord, RunRecord
+from hookwise.server.store.base import (
+    DeliveryRecord,
+    EventRecord,
+    HeartbeatRecord,
+    RequestLogEntry,
+    RetryRecord,
+    RunRecord,
+    TurnRecord,
+)
 
 RUN_COLUMNS = (
     "seq, run_id, session_key, name, message, rule_id, state, wake_mode, deliver, channel, "
     "recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, attempts, "
     "created_at, started_at, finished_at, reply, error, model_used, input_tokens, output_tokens, "
-    "agent_id"
+    "agent_id, request_id"
 )
 DELIVERY_COLUMNS = (
     "delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text, state, "
@@ -50,3 +58,25 @@ def event_record(row: Any) -> EventRecord:
     r = list(row)
     r[6] = bool(r[6])
     return EventRecord(*r)
+
+
+def request_record(row: Any) -> RequestLogEntry:
+    """A request log row (`LOG_COLUMNS`) -> its entry, the links as tuples."""
+    r = list(row)
+    return RequestLogEntry(
+        *r[:9],
+        event_ids=tuple(json.loads(r[9])) if r[9] else (),
+        run_ids=tuple(json.loads(r[10])) if r[10] else (),
+    )
+
+
+def turn_record(row: Any) -> TurnRecord:
+    return TurnRecord(*row)
+
+
+def retry_record(row: Any) -> RetryRecord:
+    return RetryRecord(*row)
+
+
+TURN_COLUMNS = "seq, session_key, role, content, run_id, created_at"
+RETRY_COLUMNS = "kind, target_id, from_state, error, attempts, actor, at"

@@ -7,6 +7,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from hookwise.server.store.base import (
     AcceptOp,
     HeartbeatOutcome,
@@ -28,6 +30,11 @@ def log_entry(path: str = "/hooks/agent", status: int = 202, at: float = NOW) ->
     return RequestLogEntry(
         at=at, path=path, status=status, client="10.0.0.1", size=42, action="agent", rule_id="r1"
     )
+
+
+def without_ids(entries: Any) -> list[RequestLogEntry]:
+    """Request log entries with their (random, time-ordered) request ids blanked, to compare."""
+    return [attrs.evolve(e, request_id="") for e in entries]
 
 
 def new_event(session: str = "main", text: str = "hello", event_id: str | None = None) -> NewEvent:
@@ -82,7 +89,11 @@ def accept_op(
     return AcceptOp(
         status=status,
         body=body,
-        log=log_entry(path=path, status=status, at=now),
+        log=attrs.evolve(
+            log_entry(path=path, status=status, at=now),
+            event_ids=tuple(e.event_id for e in events),
+            run_ids=tuple(r.run_id for r in runs),
+        ),
         events=events,
         runs=runs,
         idempotency_key=key,

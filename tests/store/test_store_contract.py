@@ -7,6 +7,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
+
 from hookwise.server.store.base import Accepted, EventRecord, Page, RequestLogEntry, RunRecord
 from tests.store.conftest import Backend
 from tests.store.support import (
@@ -17,6 +19,7 @@ from tests.store.support import (
     log_entry,
     new_event,
     new_run,
+    without_ids,
 )
 
 # --- accept --------------------------------------------------------------------------------------
@@ -44,7 +47,13 @@ def test_accept_writes_events_and_the_log_line(backend: Backend) -> None:
             consumed_at=None,
         )
         log = await store.request_log(limit=10, cursor=None)
-        assert log.items == [log_entry(path="/hooks/wake")]
+        assert without_ids(log.items) == without_ids(
+            [
+                attrs.evolve(
+                    log_entry(path="/hooks/wake"), event_ids=(first.event_id, second.event_id)
+                )
+            ]
+        )
 
     backend.run(body)
 
@@ -80,6 +89,7 @@ def test_accept_records_runs_queued_with_every_field(backend: Backend) -> None:
             model_used=None,
             input_tokens=None,
             output_tokens=None,
+            request_id=(await store.request_log(limit=1, cursor=None)).items[0].request_id,
         )
         assert await store.has_queued_runs()
 
@@ -102,7 +112,8 @@ def test_log_request_is_written_with_the_next_group(backend: Backend) -> None:
         store.log_request(refused)
         await store.accept(accept_op())
         log = await store.request_log(limit=10, cursor=None)
-        assert log.items == [log_entry(), refused]
+        assert without_ids(log.items) == without_ids([log_entry(), refused])
+        assert log.items[1].request_id == refused.request_id
 
     backend.run(body)
 
@@ -122,6 +133,11 @@ def test_a_replay_returns_the_first_response_and_writes_only_the_log_line(backen
         assert len(runs.items) == 1
         log = await store.request_log(limit=10, cursor=None)
         assert len(log.items) == 2
+        # the first request links to the run it created, and the run back to it; the replay
+        # created nothing and links to nothing
+        replay, original = log.items
+        assert original.run_ids == (runs.items[0].run_id,) and replay.run_ids == ()
+        assert runs.items[0].request_id == original.request_id != replay.request_id
 
     backend.run(body)
 

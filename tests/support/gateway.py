@@ -53,6 +53,7 @@ class GatewayProcess:
         self.extra_args = list(extra_args or [])  # more `hookwise serve` flags, e.g. --watch
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
+        self.ready_line = ""  # the start-up banner, as written on stdout
         self.client: httpx.Client | None = None
 
     def write_config(self) -> None:
@@ -95,6 +96,7 @@ class GatewayProcess:
         if b"listening on" not in line:
             self.stop()
             raise RuntimeError(f"hookwise did not start:\n{self.stderr()}")
+        self.ready_line = line.decode()
         self.url = line.split(b"listening on ", 1)[1].split()[0].decode()
         self.client = httpx.Client(base_url=self.url, timeout=10)
         return self

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 
 import httpx
 
+from hookwise.server import metrics
 from hookwise.server.runtime.providers.base import ProviderError, ProviderTimeout
 from hookwise.server.runtime.providers.retry import parse_retry_after
 
@@ -51,8 +52,11 @@ async def post_json(
     budget = min(remaining, timeout_seconds)
     try:
         async with asyncio.timeout(budget):
-            return await client.post(url, headers=dict(headers), json=body, timeout=budget)
+            response = await client.post(url, headers=dict(headers), json=body, timeout=budget)
+        metrics.provider_request(provider_id, response.status_code)
+        return response
     except (TimeoutError, httpx.TimeoutException):
+        metrics.provider_request(provider_id, "timeout")
         if remaining <= timeout_seconds:
             raise ProviderTimeout(
                 f"Provider {provider_id!r} did not answer before the deadline."
@@ -63,6 +67,7 @@ async def post_json(
             retryable=True,
         ) from None
     except httpx.TransportError as e:
+        metrics.provider_request(provider_id, "error")
         detail = clip(str(e)) or type(e).__name__
         raise ProviderError(
             f"Provider {provider_id!r} could not be reached ({type(e).__name__}: {detail}).",

@@ -34,6 +34,7 @@ from typing import Any
 import asyncpg
 
 from hookwise.server.store.base import (
+    LOG_COLUMNS,
     Accepted,
     AcceptOp,
     RequestLogEntry,
@@ -52,7 +53,7 @@ CONNECTION_LOST = (OSError, asyncpg.exceptions.InterfaceError, asyncpg.PostgresC
 
 EVENT_FIELDS = 6
 RUN_FIELDS = 15
-LOG_FIELDS = 8
+LOG_FIELDS = 11
 
 
 # --- rows as tuples and columns -----------------------------------------------------------------
@@ -64,8 +65,7 @@ def columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
 
 
 _INSERT_LOG = (
-    "INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+    f"INSERT INTO request_log ({LOG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 )
 
 
@@ -82,7 +82,8 @@ async def insert_log(conn: asyncpg.Connection, e: RequestLogEntry) -> None:
 _ACCEPT_GROUP = (
     "WITH ops AS ("
     " SELECT * FROM unnest($1::int[], $2::text[], $3::text[], $4::int[], $5::bytea[],"
-    " $6::float8[], $7::float8[]) AS o(op, key, fingerprint, status, body, at, since)"
+    " $6::float8[], $7::float8[], $43::text[])"
+    " AS o(op, key, fingerprint, status, body, at, since, request_id)"
     "), taken AS ("
     " INSERT INTO idempotency_keys AS k (key, fingerprint, status, body, created_at)"
     " SELECT key, fingerprint, status, body, at FROM ops WHERE key IS NOT NULL ORDER BY key"
@@ -91,7 +92,7 @@ _ACCEPT_GROUP = (
     " WHERE k.created_at <= (SELECT since FROM ops WHERE ops.key = excluded.key)"
     " RETURNING key"
     "), fresh AS ("
-    " SELECT op, at FROM ops WHERE key IS NULL OR key IN (SELECT key FROM taken)"
+    " SELECT op, at, request_id FROM ops WHERE key IS NULL OR key IN (SELECT key FROM taken)"
     "), new_events AS ("
     " INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
     " SELECT e.event_id, e.session, e.text, e.source, e.mode, e.trusted, fresh.at"
@@ -101,10 +102,10 @@ _ACCEPT_GROUP = (
     "), new_runs AS ("
     " INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
     " channel, recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe,"
-    " agent_id, created_at)"
+    " agent_id, created_at, request_id)"
     " SELECT r.run_id, r.session_key, r.name, r.message, r.rule_id, r.wake_mode, r.deliver,"
     " r.channel, r.recipient, r.model, r.thinking, r.timeout_seconds, r.fallback_channel,"
-    " r.allow_unsafe, r.agent_id, fresh.at"
+    " r.allow_unsafe, r.agent_id, fresh.at, fresh.request_id"
     " FROM unnest($15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],"
     " $21::text[], $22::bool[], $23::text[], $24::text[], $25::text[], $26::text[],"
     " $27::float8[], $28::text[], $29::bool[], $30::text[]) WITH ORDINALITY AS r(op, run_id,"
@@ -112,11 +113,14 @@ _ACCEPT_GROUP = (
     " thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id, n)"
     " JOIN fresh USING (op) ORDER BY r.n"
     "), new_log AS ("
-    " INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
-    " SELECT l.at, l.path, l.status, l.client, l.size, l.action, l.rule_id, l.code"
+    f" INSERT INTO request_log ({LOG_COLUMNS})"
+    " SELECT l.at, l.path, l.status, l.client, l.size, l.action, l.rule_id, l.code,"
+    " l.request_id, l.event_ids, l.run_ids"
     " FROM unnest($31::int[], $32::float8[], $33::text[], $34::integer[], $35::text[],"
-    " $36::integer[], $37::text[], $38::text[], $39::text[])"
-    " AS l(op, at, path, status, client, size, action, rule_id, code)"
+    " $36::integer[], $37::text[], $38::text[], $39::text[], $40::text[], $41::text[],"
+    " $42::text[])"
+    " AS l(op, at, path, status, client, size, action, rule_id, code, request_id, event_ids,"
+    " run_ids)"
     " JOIN fresh USING (op) ORDER BY l.op"
     ") SELECT op FROM fresh"
 )
@@ -124,8 +128,8 @@ _ACCEPT_GROUP = (
 # The answer to a key already taken, and (for a replay) its log line, in one statement.
 _STORED_ANSWER = (
     "WITH k AS (SELECT fingerprint, status, body FROM idempotency_keys WHERE key = $1),"
-    " logged AS (INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
-    " SELECT $3, $4, $5, $6, $7, $8, $9, $10 FROM k WHERE k.fingerprint = $2)"
+    f" logged AS (INSERT INTO request_log ({LOG_COLUMNS})"
+    " SELECT $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM k WHERE k.fingerprint = $2)"
     " SELECT fingerprint = $2 AS same, status, body FROM k"
 )
 
@@ -151,6 +155,7 @@ def _group_args(ops: list[AcceptOp]) -> list[Any]:
         *columns(events, 1 + EVENT_FIELDS),
         *columns(runs, 1 + RUN_FIELDS),
         *columns(logs, 1 + LOG_FIELDS),
+        [op.log.request_id for op in ops],
     ]
 
 
@@ -163,7 +168,9 @@ async def accept_group(conn: asyncpg.Connection, ops: list[AcceptOp]) -> set[int
 async def stored_answer(conn: asyncpg.Connection, op: AcceptOp) -> Accepted | None:
     """The answer to a key already taken: a replay (its log line written) or a conflict; None
     when the key is gone (pruned in between)."""
-    row = await conn.fetchrow(_STORED_ANSWER, op.idempotency_key, op.fingerprint, *log_row(op.log))
+    row = await conn.fetchrow(
+        _STORED_ANSWER, op.idempotency_key, op.fingerprint, *log_row(op.log, created=False)
+    )
     if row is None:
         return None
     if not row["same"]:

@@ -1,60 +1,81 @@
-"""The admin API's reads on PostgreSQL: listings with keyset pagination (newest first) and
-lookups, on the read pool (never behind a commit). A mixin of `PostgresStore`."""
+"""The admin API's reads and recoveries on PostgreSQL: listings walking an index newest first
+(`store.listing`), lookups, sessions, and failed work sent back to the queue. A mixin of
+`PostgresStore`: reads on the read pool (never behind a commit); retries in the writer's
+transaction, the picked rows locked (`FOR UPDATE`: a row another process changed meanwhile is
+checked again and left out if no longer failed)."""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import asyncpg
 
 from hookwise.server.store.base import (
-    HeartbeatRecord,
+    LOG_COLUMNS,
     Page,
     RequestLogEntry,
+    RetryRecord,
+    RetryRequest,
     RunRecord,
-    cursor_value,
+    SessionRecord,
+    StoredPayload,
     page_of,
 )
+from hookwise.server.store.listing import (
+    LISTINGS,
+    PAYLOAD_COLUMNS,
+    POSTGRES_WALK,
+    Filters,
+    ListingShortcuts,
+    listing_query,
+    payload_record,
+    payload_row,
+    postgres_placeholder,
+    retry_log,
+    retry_pick_query,
+    retry_update,
+    sessions_query,
+)
 from hookwise.server.store.rows import (
-    DELIVERY_COLUMNS,
-    EVENT_COLUMNS,
-    HEARTBEAT_COLUMNS,
+    RETRY_COLUMNS,
     RUN_COLUMNS,
-    delivery_record,
-    event_record,
-    heartbeat_record,
+    request_record,
+    retry_record,
     run_record,
 )
 
+T = TypeVar("T")
+P = postgres_placeholder
 
-class PostgresAdminReads:
-    """What the admin API reads; needs the store's read pool `_readers`."""
+
+class PostgresAdminReads(ListingShortcuts):
+    """What the admin API reads and recovers; needs the store's read pool `_readers` and
+    `write`."""
 
     @property
     def _readers(self) -> asyncpg.Pool:
         raise NotImplementedError
 
-    async def list_events(self, session: str, *, limit: int, cursor: str | None) -> Page:
-        rows = await self._readers.fetch(
-            f"SELECT {EVENT_COLUMNS} FROM events WHERE session = $1 AND seq < $2"
-            " ORDER BY seq DESC LIMIT $3",
-            session,
-            cursor_value(cursor),
-            limit + 1,
-        )
-        return page_of(rows, limit, event_record)
+    def write(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> asyncio.Future[T]:
+        raise NotImplementedError
 
-    async def list_runs(
-        self, *, limit: int, cursor: str | None, state: str | None, agent: str | None = None
+    _writer: Any
+
+    async def admin_list(
+        self, name: str, filters: Filters, *, limit: int, cursor: str | None
     ) -> Page:
-        rows = await self._readers.fetch(
-            f"SELECT {RUN_COLUMNS} FROM runs WHERE seq < $1"
-            " AND ($2::text IS NULL OR state = $2) AND ($4::text IS NULL OR agent_id = $4)"
-            " ORDER BY seq DESC LIMIT $3",
-            cursor_value(cursor),
-            state,
-            limit + 1,
-            agent,
-        )
-        return page_of(rows, limit, run_record)
+        """One page of a listing (`store.listing.LISTINGS`), newest first."""
+        listing, convert = LISTINGS[name]
+        sql, args = listing_query(listing, filters, cursor=cursor, limit=limit, placeholder=P)
+        return page_of(await self._walk(sql, args), limit, convert)
+
+    async def _walk(self, sql: str, args: list[Any]) -> list[Any]:
+        """Rows of a listing, its plan held to an index walk (`POSTGRES_WALK`)."""
+        async with self._readers.acquire() as conn, conn.transaction(readonly=True):
+            await conn.execute(POSTGRES_WALK)
+            return await conn.fetch(sql, *args)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         row = await self._readers.fetchrow(
@@ -62,31 +83,94 @@ class PostgresAdminReads:
         )
         return run_record(row) if row else None
 
-    async def request_log(self, *, limit: int, cursor: str | None) -> Page:
-        rows = await self._readers.fetch(
-            "SELECT seq, at, path, status, client, size, action, rule_id, code FROM request_log"
-            " WHERE seq < $1 ORDER BY seq DESC LIMIT $2",
-            cursor_value(cursor),
-            limit + 1,
+    async def get_request(self, request_id: str) -> RequestLogEntry | None:
+        row = await self._readers.fetchrow(
+            f"SELECT {LOG_COLUMNS} FROM request_log WHERE request_id = $1", request_id
         )
-        return page_of(rows, limit, lambda r: RequestLogEntry(*list(r)[1:]))
+        return request_record(row) if row else None
 
-    async def list_heartbeats(self, *, limit: int) -> list[HeartbeatRecord]:
-        rows = await self._readers.fetch(
-            f"SELECT {HEARTBEAT_COLUMNS} FROM heartbeats ORDER BY seq DESC LIMIT $1", limit
+    async def delivery_state(self, delivery_id: str) -> str | None:
+        return await self._readers.fetchval(
+            "SELECT state FROM deliveries WHERE delivery_id = $1", delivery_id
         )
-        return [heartbeat_record(tuple(r)) for r in rows]
 
-    async def list_deliveries(
-        self, *, limit: int, cursor: str | None, run_id: str | None = None, state: str | None = None
-    ) -> Page:
+    async def list_retries(self, target_id: str) -> list[RetryRecord]:
         rows = await self._readers.fetch(
-            f"SELECT seq, {DELIVERY_COLUMNS} FROM deliveries WHERE seq < $1"
-            " AND ($2::text IS NULL OR run_id = $2) AND ($3::text IS NULL OR state = $3)"
-            " ORDER BY seq DESC LIMIT $4",
-            cursor_value(cursor),
-            run_id,
-            state,
-            limit + 1,
+            f"SELECT {RETRY_COLUMNS} FROM retries WHERE target_id = $1 ORDER BY seq", target_id
         )
-        return page_of(rows, limit, lambda r: delivery_record(tuple(r)[1:]))
+        return [retry_record(tuple(r)) for r in rows]
+
+    async def list_sessions(self, *, limit: int, cursor: str | None) -> Page:
+        sql, args = sessions_query(cursor=cursor, limit=limit, placeholder=P)
+        rows = await self._walk(sql, args)
+        items = sorted((SessionRecord(*r) for r in rows[:limit]), key=lambda s: s.session_key)
+        return Page(items, items[-1].session_key if len(rows) > limit else None)
+
+    async def retry(self, kind: str, req: RetryRequest) -> int:
+        """Send the failed rows `req` picks back to the queue (attempts kept, each retry
+        recorded); the number sent (or, with `dry_run`, that would be)."""
+        pick, args = retry_pick_query(kind, req, P)
+        if req.dry_run:
+            return int(await self._readers.fetchval(f"SELECT count(*) FROM ({pick}) p", *args))
+        update, uses_now = retry_update(kind, P)
+        log = retry_log(P)
+
+        async def fn(conn: asyncpg.Connection) -> int:
+            rows = await conn.fetch(pick + " FOR UPDATE", *args)
+            if rows:
+                await conn.executemany(
+                    update, [(req.now, r[0]) if uses_now else (r[0],) for r in rows]
+                )
+                await conn.executemany(
+                    log, [(kind, r[1], r[2], r[3], r[4], req.actor, req.now) for r in rows]
+                )
+            return len(rows)
+
+        return await self.write(fn)
+
+    # kept payloads (hooks.retainPayloads)
+
+    def keep_payload(self, payload: StoredPayload) -> None:
+        """Keep a request for replay; written with the next group, never awaited."""
+        row = payload_row(payload)
+
+        async def fn(conn: asyncpg.Connection) -> None:
+            await conn.execute(
+                f"INSERT INTO payloads ({PAYLOAD_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)"
+                " ON CONFLICT (request_id) DO NOTHING",
+                *row,
+            )
+
+        self._writer.submit_nowait(fn)
+
+    async def get_payload(self, request_id: str) -> StoredPayload | None:
+        row = await self._readers.fetchrow(
+            f"SELECT {PAYLOAD_COLUMNS} FROM payloads WHERE request_id = $1", request_id
+        )
+        return payload_record(row) if row else None
+
+    async def delete_payload(self, request_id: str) -> bool:
+        async def fn(conn: asyncpg.Connection) -> bool:
+            done = await conn.execute("DELETE FROM payloads WHERE request_id = $1", request_id)
+            return done != "DELETE 0"
+
+        return await self.write(fn)
+
+    async def prune_payloads(self, *, before: float, batch: int = 1000) -> int:
+        """Forget payloads kept since before `before`, in small batches; how many."""
+        total = 0
+        while True:
+
+            async def fn(conn: asyncpg.Connection) -> int:
+                done = await conn.execute(
+                    "DELETE FROM payloads WHERE request_id IN (SELECT request_id FROM payloads"
+                    " WHERE created_at < $1 ORDER BY created_at LIMIT $2)",
+                    before,
+                    batch,
+                )
+                return int(done.split()[-1])
+
+            n = await self.write(fn)
+            total += n
+            if n < batch:
+                return total

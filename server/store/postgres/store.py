@@ -39,7 +39,9 @@ from hookwise.server.store.postgres import runtime as rt
 from hookwise.server.store.postgres.accept import AcceptLane, insert_log
 from hookwise.server.store.postgres.admin import PostgresAdminReads
 from hookwise.server.store.postgres.migrate import migrate, quote_ident
+from hookwise.server.store.postgres.retention import PostgresRetention
 from hookwise.server.store.postgres.signals import Leadership, Notifier
+from hookwise.server.store.postgres.stats import PostgresStats
 from hookwise.server.store.postgres.writer import GroupCommitWriter, Job
 from hookwise.server.store.rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 
@@ -59,7 +61,7 @@ async def _no_session_state(_conn: asyncpg.Connection) -> None:
     own), so asyncpg's default reset would cost a round trip per use for nothing."""
 
 
-class PostgresStore(PostgresAdminReads):
+class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention):
     """The `Store` on a PostgreSQL database (optionally in its own `schema`)."""
 
     def __init__(self, url: str, *, schema: str | None = None, pool_size: int = 10) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from hookwise.server.store.base import (
+    LOG_COLUMNS,
     Accepted,
     AcceptOp,
     RequestLogEntry,
@@ -15,11 +16,10 @@ from hookwise.server.store.base import (
 )
 
 
-def insert_log(cur: sqlite3.Cursor, e: RequestLogEntry) -> None:
+def insert_log(cur: sqlite3.Cursor, e: RequestLogEntry, *, created: bool = True) -> None:
     cur.execute(
-        "INSERT INTO request_log (at, path, status, client, size, action, rule_id, code)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        log_row(e),
+        f"INSERT INTO request_log ({LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        log_row(e, created=created),
     )
 
 
@@ -32,7 +32,7 @@ def accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
         if row is not None and row[3] > op.now - op.idempotency_window:
             if row[0] != op.fingerprint:
                 return Accepted(status=0, body=b"", conflict=True)
-            insert_log(cur, op.log)
+            insert_log(cur, op.log, created=False)
             return Accepted(status=row[1], body=bytes(row[2]), replayed=True)
         cur.execute(
             "INSERT OR REPLACE INTO idempotency_keys (key, fingerprint, status, body, created_at)"
@@ -49,9 +49,9 @@ def accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
         cur.executemany(
             "INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
             " channel, recipient, model, thinking, timeout_seconds, fallback_channel,"
-            " allow_unsafe, agent_id, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(*run_row(r), op.now) for r in op.runs],
+            " allow_unsafe, agent_id, created_at, request_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(*run_row(r), op.now, op.log.request_id) for r in op.runs],
         )
     insert_log(cur, op.log)
     return Accepted(status=op.status, body=op.body)

@@ -1,113 +1,162 @@
-"""The admin API's reads on SQLite: listings with keyset pagination (newest first) and lookups.
+"""The admin API's reads and recoveries on SQLite: listings walking an index newest first
+(`store.listing`), lookups, sessions, and failed work sent back to the queue.
 
-A mixin of `SQLiteStore`: each query runs on a reader thread's read-only connection (`_read`),
-never behind a commit.
+A mixin of `SQLiteStore`: reads run on a reader thread's read-only connection (`_read`), never
+behind a commit; retries run in the writer's group commit (`write`), which no other writer
+interleaves with, so the rows a retry picks are the rows it changes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from hookwise.server.store.base import (
-    HeartbeatRecord,
+    LOG_COLUMNS,
     Page,
     RequestLogEntry,
+    RetryRecord,
+    RetryRequest,
     RunRecord,
-    cursor_value,
+    SessionRecord,
+    StoredPayload,
     page_of,
 )
+from hookwise.server.store.listing import (
+    LISTINGS,
+    PAYLOAD_COLUMNS,
+    Filters,
+    ListingShortcuts,
+    listing_query,
+    payload_record,
+    payload_row,
+    retry_log,
+    retry_pick_query,
+    retry_update,
+    sessions_query,
+    sqlite_placeholder,
+)
 from hookwise.server.store.rows import (
-    DELIVERY_COLUMNS,
-    EVENT_COLUMNS,
-    HEARTBEAT_COLUMNS,
+    RETRY_COLUMNS,
     RUN_COLUMNS,
-    delivery_record,
-    event_record,
-    heartbeat_record,
+    request_record,
+    retry_record,
     run_record,
 )
 
 T = TypeVar("T")
+P = sqlite_placeholder
 
 
-class SQLiteAdminReads:
-    """What the admin API reads; needs the store's `_read`."""
+class SQLiteAdminReads(ListingShortcuts):
+    """What the admin API reads and recovers; needs the store's `_read` and `write`."""
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         raise NotImplementedError
 
-    async def list_events(self, session: str, *, limit: int, cursor: str | None) -> Page:
-        def fn(conn: sqlite3.Connection) -> Page:
-            rows = conn.execute(
-                f"SELECT {EVENT_COLUMNS} FROM events WHERE session = ? AND seq < ?"
-                " ORDER BY seq DESC LIMIT ?",
-                (session, cursor_value(cursor), limit + 1),
-            ).fetchall()
-            return page_of(rows, limit, event_record)
+    def write(self, fn: Callable[[sqlite3.Cursor], T]) -> asyncio.Future[T]:
+        raise NotImplementedError
 
-        return await self._read(fn)
+    _writer: Any
 
-    async def list_runs(
-        self, *, limit: int, cursor: str | None, state: str | None, agent: str | None = None
+    async def _fetch(self, sql: str, args: list[Any] | tuple[Any, ...]) -> list[Any]:
+        return await self._read(lambda conn: conn.execute(sql, args).fetchall())
+
+    async def admin_list(
+        self, name: str, filters: Filters, *, limit: int, cursor: str | None
     ) -> Page:
-        def fn(conn: sqlite3.Connection) -> Page:
-            sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE seq < ?"
-            args: list[Any] = [cursor_value(cursor)]
-            if state is not None:
-                sql += " AND state = ?"
-                args.append(state)
-            if agent is not None:
-                sql += " AND agent_id = ?"
-                args.append(agent)
-            rows = conn.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1)).fetchall()
-            return page_of(rows, limit, run_record)
-
-        return await self._read(fn)
+        """One page of a listing (`store.listing.LISTINGS`), newest first."""
+        listing, convert = LISTINGS[name]
+        sql, args = listing_query(listing, filters, cursor=cursor, limit=limit, placeholder=P)
+        return page_of(await self._fetch(sql, args), limit, convert)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
-        def fn(conn: sqlite3.Connection) -> RunRecord | None:
-            row = conn.execute(
-                f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            return run_record(row) if row else None
+        rows = await self._fetch(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
+        return run_record(rows[0]) if rows else None
 
-        return await self._read(fn)
+    async def get_request(self, request_id: str) -> RequestLogEntry | None:
+        rows = await self._fetch(
+            f"SELECT {LOG_COLUMNS} FROM request_log WHERE request_id = ?", (request_id,)
+        )
+        return request_record(rows[0]) if rows else None
 
-    async def request_log(self, *, limit: int, cursor: str | None) -> Page:
-        def fn(conn: sqlite3.Connection) -> Page:
-            rows = conn.execute(
-                "SELECT seq, at, path, status, client, size, action, rule_id, code FROM request_log"
-                " WHERE seq < ? ORDER BY seq DESC LIMIT ?",
-                (cursor_value(cursor), limit + 1),
-            ).fetchall()
-            return page_of(rows, limit, lambda r: RequestLogEntry(*r[1:]))
+    async def delivery_state(self, delivery_id: str) -> str | None:
+        rows = await self._fetch(
+            "SELECT state FROM deliveries WHERE delivery_id = ?", (delivery_id,)
+        )
+        return rows[0][0] if rows else None
 
-        return await self._read(fn)
+    async def list_retries(self, target_id: str) -> list[RetryRecord]:
+        rows = await self._fetch(
+            f"SELECT {RETRY_COLUMNS} FROM retries WHERE target_id = ? ORDER BY seq", (target_id,)
+        )
+        return [retry_record(r) for r in rows]
 
-    async def list_heartbeats(self, *, limit: int) -> list[HeartbeatRecord]:
-        def fn(conn: sqlite3.Connection) -> list[HeartbeatRecord]:
-            rows = conn.execute(
-                f"SELECT {HEARTBEAT_COLUMNS} FROM heartbeats ORDER BY seq DESC LIMIT ?", (limit,)
-            ).fetchall()
-            return [heartbeat_record(r) for r in rows]
+    async def list_sessions(self, *, limit: int, cursor: str | None) -> Page:
+        sql, args = sessions_query(cursor=cursor, limit=limit, placeholder=P)
+        rows = await self._fetch(sql, args)
+        items = sorted((SessionRecord(*r) for r in rows[:limit]), key=lambda s: s.session_key)
+        return Page(items, items[-1].session_key if len(rows) > limit else None)
 
-        return await self._read(fn)
+    async def retry(self, kind: str, req: RetryRequest) -> int:
+        """Send the failed rows `req` picks back to the queue (attempts kept, each retry
+        recorded); the number sent (or, with `dry_run`, that would be)."""
+        pick, args = retry_pick_query(kind, req, P)
+        if req.dry_run:
+            rows = await self._fetch(f"SELECT count(*) FROM ({pick})", args)
+            return int(rows[0][0])
+        update, uses_now = retry_update(kind, P)
+        log = retry_log(P)
 
-    async def list_deliveries(
-        self, *, limit: int, cursor: str | None, run_id: str | None = None, state: str | None = None
-    ) -> Page:
-        def fn(conn: sqlite3.Connection) -> Page:
-            sql = f"SELECT seq, {DELIVERY_COLUMNS} FROM deliveries WHERE seq < ?"
-            args: list[Any] = [cursor_value(cursor)]
-            if run_id is not None:
-                sql += " AND run_id = ?"
-                args.append(run_id)
-            if state is not None:
-                sql += " AND state = ?"
-                args.append(state)
-            rows = conn.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1)).fetchall()
-            return page_of(rows, limit, lambda r: delivery_record(r[1:]))
+        def fn(cur: sqlite3.Cursor) -> int:
+            rows = cur.execute(pick, args).fetchall()
+            cur.executemany(update, [(req.now, r[0]) if uses_now else (r[0],) for r in rows])
+            cur.executemany(log, [(kind, r[1], r[2], r[3], r[4], req.actor, req.now) for r in rows])
+            return len(rows)
 
-        return await self._read(fn)
+        return await self.write(fn)
+
+    # kept payloads (hooks.retainPayloads)
+
+    def keep_payload(self, payload: StoredPayload) -> None:
+        """Keep a request for replay; written with the next group, never awaited."""
+        row = payload_row(payload)
+        self._writer.submit_nowait(
+            lambda cur: cur.execute(
+                f"INSERT OR REPLACE INTO payloads ({PAYLOAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                row,
+            )
+        )
+
+    async def get_payload(self, request_id: str) -> StoredPayload | None:
+        rows = await self._fetch(
+            f"SELECT {PAYLOAD_COLUMNS} FROM payloads WHERE request_id = ?", (request_id,)
+        )
+        return payload_record(rows[0]) if rows else None
+
+    async def delete_payload(self, request_id: str) -> bool:
+        def fn(cur: sqlite3.Cursor) -> bool:
+            return (
+                cur.execute("DELETE FROM payloads WHERE request_id = ?", (request_id,)).rowcount > 0
+            )
+
+        return await self.write(fn)
+
+    async def prune_payloads(self, *, before: float, batch: int = 1000) -> int:
+        """Forget payloads kept since before `before`, in small batches; how many."""
+        total = 0
+        while True:
+
+            def fn(cur: sqlite3.Cursor) -> int:
+                return cur.execute(
+                    "DELETE FROM payloads WHERE request_id IN (SELECT request_id FROM payloads"
+                    " WHERE created_at < ? ORDER BY created_at LIMIT ?)",
+                    (before, batch),
+                ).rowcount
+
+            n = await self.write(fn)
+            total += n
+            if n < batch:
+                return total

@@ -37,6 +37,8 @@ from hookwise.server.store.sqlite import runtime as rt
 from hookwise.server.store.sqlite.accept import accept, insert_log
 from hookwise.server.store.sqlite.admin import SQLiteAdminReads
 from hookwise.server.store.sqlite.migrate import migrate
+from hookwise.server.store.sqlite.retention import SQLiteRetention
+from hookwise.server.store.sqlite.stats import SQLiteStats
 from hookwise.server.store.sqlite.writer import GroupCommitWriter
 
 T = TypeVar("T")
@@ -50,7 +52,7 @@ class StoreInUse(Exception):
     """The SQLite file is used by another hookwise process that does not share it with us."""
 
 
-class SQLiteStore(SQLiteAdminReads):
+class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
     """The `Store` on one SQLite file."""
 
     def __init__(self, path: Path, *, synchronous: str = "full", readers: int = 2) -> None:

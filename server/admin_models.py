@@ -1,0 +1,386 @@
+"""What the admin API answers: typed response models (msgspec Structs, camelCase on the wire,
+documented in the OpenAPI schema) and their construction from the store's records.
+
+Times are ISO-8601 strings in UTC with millisecond precision (`2026-11-24T23:52:00.123Z`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import msgspec
+
+from hookwise.server.store.base import (
+    DeliveryRecord,
+    EventRecord,
+    HeartbeatRecord,
+    RequestLogEntry,
+    RetryRecord,
+    RunRecord,
+    SessionRecord,
+    TurnRecord,
+)
+
+
+def iso(t: float) -> str:
+    """Epoch seconds as an ISO-8601 UTC time."""
+    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def iso_or_none(t: float | None) -> str | None:
+    return None if t is None else iso(t)
+
+
+class Model(msgspec.Struct, rename="camel", kw_only=True):
+    """A response body part: camelCase keys, every field always present (null when unset)."""
+
+
+# --- records --------------------------------------------------------------------------------------
+
+
+class Event(Model, kw_only=True):
+    event_id: str
+    session: str
+    text: str
+    source: str
+    mode: str
+    trusted: bool
+    created_at: str
+    consumed_at: str | None
+
+    @classmethod
+    def of(cls, e: EventRecord) -> Event:
+        return cls(
+            event_id=e.event_id,
+            session=e.session,
+            text=e.text,
+            source=e.source,
+            mode=e.mode,
+            trusted=e.trusted,
+            created_at=iso(e.created_at),
+            consumed_at=iso_or_none(e.consumed_at),
+        )
+
+
+class Usage(Model, kw_only=True):
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+class Run(Model, kw_only=True):
+    run_id: str
+    agent_id: str
+    request_id: str | None
+    session_key: str
+    name: str
+    message: str
+    rule: str | None
+    state: str
+    wake_mode: str
+    deliver: bool
+    channel: str
+    to: str | None
+    model: str | None
+    thinking: str | None
+    timeout_seconds: float | None
+    attempts: int
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    reply: str | None
+    error: str | None
+    model_used: str | None
+    usage: Usage
+
+    @classmethod
+    def fields_of(cls, r: RunRecord) -> dict[str, object]:
+        return {
+            "run_id": r.run_id,
+            "agent_id": r.agent_id,
+            "request_id": r.request_id,
+            "session_key": r.session_key,
+            "name": r.name,
+            "message": r.message,
+            "rule": r.rule_id,
+            "state": r.state,
+            "wake_mode": r.wake_mode,
+            "deliver": r.deliver,
+            "channel": r.channel,
+            "to": r.to,
+            "model": r.model,
+            "thinking": r.thinking,
+            "timeout_seconds": r.timeout_seconds,
+            "attempts": r.attempts,
+            "created_at": iso(r.created_at),
+            "started_at": iso_or_none(r.started_at),
+            "finished_at": iso_or_none(r.finished_at),
+            "reply": r.reply,
+            "error": r.error,
+            "model_used": r.model_used,
+            "usage": Usage(input_tokens=r.input_tokens, output_tokens=r.output_tokens),
+        }
+
+    @classmethod
+    def of(cls, r: RunRecord) -> Run:
+        return cls(**cls.fields_of(r))  # type: ignore[arg-type]
+
+
+class Delivery(Model, kw_only=True):
+    delivery_id: str
+    run_id: str | None
+    heartbeat_id: str | None
+    channel: str | None
+    to: str | None
+    fallback_channel: str | None
+    state: str
+    attempts: int
+    last_error: str | None
+    message_ids: list[str]
+    created_at: str
+    updated_at: str
+    next_attempt_at: str
+
+    @classmethod
+    def of(cls, d: DeliveryRecord) -> Delivery:
+        return cls(
+            delivery_id=d.delivery_id,
+            run_id=d.run_id,
+            heartbeat_id=d.heartbeat_id,
+            channel=d.channel,
+            to=d.to,
+            fallback_channel=d.fallback_channel,
+            state=d.state,
+            attempts=d.attempts,
+            last_error=d.last_error,
+            message_ids=list(d.message_ids),
+            created_at=iso(d.created_at),
+            updated_at=iso(d.updated_at),
+            next_attempt_at=iso(d.next_attempt_at),
+        )
+
+
+class Retry(Model, kw_only=True):
+    """A failed run or delivery sent back to the queue."""
+
+    from_state: str
+    error: str | None
+    attempts: int
+    by: str
+    at: str
+
+    @classmethod
+    def of(cls, r: RetryRecord) -> Retry:
+        return cls(
+            from_state=r.from_state, error=r.error, attempts=r.attempts, by=r.actor, at=iso(r.at)
+        )
+
+
+class RunDetail(Run, kw_only=True):
+    """A run with its deliveries and the retries that sent it back to the queue."""
+
+    deliveries: list[Delivery]
+    retries: list[Retry]
+
+
+class Heartbeat(Model, kw_only=True):
+    heartbeat_id: str
+    agent_id: str
+    reason: str
+    state: str
+    events: int
+    requested_at: str | None
+    started_at: str
+    finished_at: str
+    reply: str | None
+    error: str | None
+    acknowledged: bool
+    model_used: str | None
+
+    @classmethod
+    def of(cls, h: HeartbeatRecord) -> Heartbeat:
+        return cls(
+            heartbeat_id=h.heartbeat_id,
+            agent_id=h.agent_id,
+            reason=h.reason,
+            state=h.state,
+            events=h.events,
+            requested_at=iso_or_none(h.requested_at),
+            started_at=iso(h.started_at),
+            finished_at=iso(h.finished_at),
+            reply=h.reply,
+            error=h.error,
+            acknowledged=h.acknowledged,
+            model_used=h.model_used,
+        )
+
+
+class RequestEntry(Model, kw_only=True):
+    """One line of the request log: never the payload, never a token."""
+
+    request_id: str | None
+    at: str
+    path: str
+    status: int
+    client: str | None
+    size: int
+    action: str | None
+    rule: str | None
+    code: str | None
+    event_ids: list[str]
+    run_ids: list[str]
+
+    @classmethod
+    def of(cls, e: RequestLogEntry) -> RequestEntry:
+        return cls(
+            request_id=e.request_id,
+            at=iso(e.at),
+            path=e.path,
+            status=e.status,
+            client=e.client,
+            size=e.size,
+            action=e.action,
+            rule=e.rule_id,
+            code=e.code,
+            event_ids=list(e.event_ids),
+            run_ids=list(e.run_ids),
+        )
+
+
+class Session(Model, kw_only=True):
+    session_key: str
+    last_turn_at: str | None
+    last_channel: str | None
+    last_to: str | None
+
+    @classmethod
+    def of(cls, s: SessionRecord) -> Session:
+        return cls(
+            session_key=s.session_key,
+            last_turn_at=iso_or_none(s.last_turn_at),
+            last_channel=s.last_channel,
+            last_to=s.last_to,
+        )
+
+
+class SessionTurn(Model, kw_only=True):
+    role: str
+    content: str
+    run_id: str | None
+    created_at: str
+
+    @classmethod
+    def of(cls, t: TurnRecord) -> SessionTurn:
+        return cls(role=t.role, content=t.content, run_id=t.run_id, created_at=iso(t.created_at))
+
+
+# --- answers --------------------------------------------------------------------------------------
+
+
+class Answer(Model, kw_only=True):
+    ok: bool = True
+
+
+class EventPage(Answer, kw_only=True):
+    items: list[Event]
+    next_cursor: str | None
+
+
+class RunPage(Answer, kw_only=True):
+    items: list[Run]
+    next_cursor: str | None
+
+
+class DeliveryPage(Answer, kw_only=True):
+    items: list[Delivery]
+    next_cursor: str | None
+
+
+class HeartbeatPage(Answer, kw_only=True):
+    items: list[Heartbeat]
+    next_cursor: str | None
+
+
+class RequestPage(Answer, kw_only=True):
+    items: list[RequestEntry]
+    next_cursor: str | None
+
+
+class SessionPage(Answer, kw_only=True):
+    items: list[Session]
+    next_cursor: str | None
+
+
+class TurnPage(Answer, kw_only=True):
+    """A session's transcript, newest turn first."""
+
+    session_key: str
+    items: list[SessionTurn]
+    next_cursor: str | None
+
+
+class RunAnswer(Answer, kw_only=True):
+    run: RunDetail
+
+
+class RequestAnswer(Answer, kw_only=True):
+    request: RequestEntry
+
+
+class RetriedRun(Answer, kw_only=True):
+    run_id: str
+
+
+class RetriedDelivery(Answer, kw_only=True):
+    delivery_id: str
+
+
+class RetryCount(Answer, kw_only=True):
+    """How many were sent back to the queue (with `dryRun`: would be)."""
+
+    count: int
+    dry_run: bool = False
+
+
+class Problem(Model, kw_only=True):
+    """Every refusal: `{"ok": false, "error", "code"}`, `field` naming the parameter."""
+
+    ok: bool
+    error: str
+    code: str
+    field: str | None = None
+
+
+# --- replay ---------------------------------------------------------------------------------------
+
+
+class ReplayAction(Model, kw_only=True):
+    """An action today's rules make of a kept request: `wake` or `agent`, with its fields."""
+
+    kind: str
+    fields: dict[str, Any]
+
+
+class ReplayPreview(Answer, kw_only=True):
+    """`?dryRun=true`: what a replay would do; nothing is stored."""
+
+    dry_run: bool = True
+    rule: str | None
+    skipped: bool
+    actions: list[ReplayAction]
+
+
+class Replayed(Answer, kw_only=True):
+    """A replay dispatched: its own request log line (`requestId`) and what it created."""
+
+    request_id: str
+    replay_of: str
+    status: int
+    rule: str | None
+    skipped: bool
+    event_ids: list[str]
+    run_ids: list[str]
+
+
+class PayloadDeleted(Answer, kw_only=True):
+    request_id: str

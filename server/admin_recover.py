@@ -1,0 +1,164 @@
+"""Sending failed work back to the queue through the admin API (same token as `admin`).
+
+`POST /api/runs/{runId}/retry`: a `failed` or `timed_out` run goes back to `queued`, its attempts
+kept, the retry recorded (who: the `X-Hookwise-Actor` header and the client address; when);
+`202 {"ok": true, "runId"}`, any other state `409 run_not_retryable`. Deliveries alike
+(`failed` -> `pending`). The bulk routes take a filter body and answer how many went back
+(`"dryRun": true` only counts); `limit` caps one call, so a client can show progress.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+
+import msgspec
+from litestar import Controller, Request, post
+from litestar.params import Parameter
+
+from hookwise.engine.errors import RequestError
+from hookwise.server.admin import admin_guard, store_of
+from hookwise.server.admin_models import RetriedDelivery, RetriedRun, RetryCount
+from hookwise.server.admin_query import (
+    MAX_FILTER_LENGTH,
+    RETRYABLE_DELIVERY_STATES,
+    RETRYABLE_RUN_STATES,
+    check_choice,
+    filters,
+)
+from hookwise.server.store.base import RetryRequest
+
+MAX_BULK = 100_000
+_ACTOR_UNSAFE = re.compile(r"[^\w .@:+-]")
+
+ACTOR = Parameter(
+    header="x-hookwise-actor",
+    default=None,
+    max_length=100,
+    description="who asks for the retry (recorded with it; the CLI sends the user's name)",
+)
+
+
+class RetryFilter(msgspec.Struct, rename="camel", kw_only=True, forbid_unknown_fields=True):
+    """Which failed runs or deliveries to send back (all given conditions hold)."""
+
+    state: str | None = None
+    rule: str | None = None
+    channel: str | None = None
+    session: str | None = None
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    limit: int | None = msgspec.field(default=None)
+    dry_run: bool = False
+
+
+def actor(request: Request, name: str | None) -> str:
+    """`name@client`, with anything but plain characters replaced (it is shown, never run)."""
+    who = _ACTOR_UNSAFE.sub("_", (name or "admin").strip())[:100] or "admin"
+    client = request.client.host if request.client else "unknown"
+    return f"{who}@{client}"
+
+
+def _wake(request: Request, kind: str) -> None:
+    request.app.state.gateway.runtime.requeued(kind)
+
+
+class RecoverController(Controller):
+    path = "/api"
+    guards = [admin_guard]
+    tags = ["recover"]
+    security = [{"bearer": []}]
+
+    @post("/runs/{run_id:str}/retry", status_code=202, summary="Send a failed run back")
+    async def retry_run(self, request: Request, run_id: str, by: str | None = ACTOR) -> RetriedRun:
+        req = RetryRequest(RETRYABLE_RUN_STATES, actor(request, by), time.time(), target_id=run_id)
+        if await store_of(request).retry("run", req) == 0:
+            record = await store_of(request).get_run(run_id)
+            if record is None:
+                raise RequestError(404, "run_not_found", "no run with this id")
+            raise RequestError(
+                409,
+                "run_not_retryable",
+                f"the run is {record.state}: only failed or timed_out runs can be retried",
+            )
+        _wake(request, "run")
+        return RetriedRun(run_id=run_id)
+
+    @post(
+        "/deliveries/{delivery_id:str}/retry",
+        status_code=202,
+        summary="Send a failed delivery back",
+    )
+    async def retry_delivery(
+        self, request: Request, delivery_id: str, by: str | None = ACTOR
+    ) -> RetriedDelivery:
+        req = RetryRequest(
+            RETRYABLE_DELIVERY_STATES, actor(request, by), time.time(), target_id=delivery_id
+        )
+        if await store_of(request).retry("delivery", req) == 0:
+            state = await store_of(request).delivery_state(delivery_id)
+            if state is None:
+                raise RequestError(404, "delivery_not_found", "no delivery with this id")
+            raise RequestError(
+                409,
+                "delivery_not_retryable",
+                f"the delivery is {state}: only failed deliveries can be retried",
+            )
+        _wake(request, "delivery")
+        return RetriedDelivery(delivery_id=delivery_id)
+
+    @post("/runs/retry", status_code=200, summary="Send the failed runs a filter picks back")
+    async def retry_runs(
+        self, request: Request, data: RetryFilter, by: str | None = ACTOR
+    ) -> RetryCount:
+        return await _bulk(request, "run", data, RETRYABLE_RUN_STATES, by)
+
+    @post(
+        "/deliveries/retry",
+        status_code=200,
+        summary="Send the failed deliveries a filter picks back",
+    )
+    async def retry_deliveries(
+        self, request: Request, data: RetryFilter, by: str | None = ACTOR
+    ) -> RetryCount:
+        if data.rule is not None or data.session is not None:
+            field = "rule" if data.rule is not None else "session"
+            raise RequestError(
+                400, "invalid_body", f"deliveries are not filtered by {field}", field=field
+            )
+        return await _bulk(request, "delivery", data, RETRYABLE_DELIVERY_STATES, by)
+
+
+async def _bulk(
+    request: Request, kind: str, data: RetryFilter, allowed: tuple[str, ...], by: str | None
+) -> RetryCount:
+    check_choice("state", data.state, allowed, code="invalid_body")
+    if data.limit is not None and not 1 <= data.limit <= MAX_BULK:
+        raise RequestError(
+            400, "invalid_body", f"limit must be between 1 and {MAX_BULK}", field="limit"
+        )
+    for name in ("rule", "channel", "session"):
+        value = getattr(data, name)
+        if value is not None and len(value) > MAX_FILTER_LENGTH:
+            raise RequestError(400, "invalid_body", f"{name} is too long", field=name)
+    found = filters(
+        data.since,
+        data.until,
+        code="invalid_body",
+        rule=data.rule,
+        channel=data.channel,
+        session=data.session,
+    )
+    req = RetryRequest(
+        (data.state,) if data.state else allowed,
+        actor(request, by),
+        time.time(),
+        filters=found,
+        limit=data.limit if data.limit is not None else MAX_BULK,
+        dry_run=data.dry_run,
+    )
+    count = await store_of(request).retry(kind, req)
+    if count and not data.dry_run:
+        _wake(request, kind)
+    return RetryCount(count=count, dry_run=data.dry_run)

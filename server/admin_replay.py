@@ -1,0 +1,110 @@
+"""Replaying a kept request through today's rules, and forgetting a kept payload (admin API).
+
+With `hooks.retainPayloads: {for: 7d}` the hook endpoint keeps each authenticated request's raw
+body and headers (auth headers and the `token` query parameter removed) in their own table, never
+in the request log, for that long. `POST /api/requests/{id}/replay` runs it through the rules as
+they are now (after a rule fix) and dispatches what they produce, as a new request log line
+(client `replay`); `?dryRun=true` answers the actions and stores nothing.
+`DELETE /api/requests/{id}/payload` forgets one payload at once.
+"""
+
+from __future__ import annotations
+
+import attrs
+from litestar import Controller, Request, delete, post
+from litestar.params import Parameter
+
+from hookwise.engine.actions import WakeAction
+from hookwise.engine.convert import camel
+from hookwise.engine.errors import RequestError
+from hookwise.server.admin import admin_guard, store_of
+from hookwise.server.admin_models import PayloadDeleted, ReplayAction, Replayed, ReplayPreview
+from hookwise.server.dispatch import RequestMeta
+from hookwise.server.payload import content_type, parse_payload
+
+NOT_KEPT = (
+    "no payload is kept for this request (hooks.retainPayloads is off, or it was pruned or deleted)"
+)
+
+
+def _action(a: object) -> ReplayAction:
+    fields = {camel(k): v for k, v in attrs.asdict(a).items()}  # type: ignore[arg-type]
+    return ReplayAction(kind="wake" if isinstance(a, WakeAction) else "agent", fields=fields)
+
+
+class ReplayController(Controller):
+    path = "/api"
+    guards = [admin_guard]
+    tags = ["recover"]
+    security = [{"bearer": []}]
+
+    @post(
+        "/requests/{request_id:str}/replay",
+        status_code=200,
+        summary="Run a kept request through today's rules",
+    )
+    async def replay(
+        self,
+        request: Request,
+        request_id: str,
+        dry_run: bool = Parameter(
+            query="dryRun", default=False, description="answer the actions, store nothing"
+        ),
+    ) -> ReplayPreview | Replayed:
+        gateway = request.app.state.gateway
+        kept = await store_of(request).get_payload(request_id)
+        if kept is None:
+            raise RequestError(404, "payload_not_found", NOT_KEPT)
+        endpoint = gateway.hooks
+        if endpoint is None:
+            raise RequestError(409, "hooks_disabled", "hooks are disabled: nothing to replay into")
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept.headers]
+        try:
+            payload = parse_payload(kept.body, content_type(headers))
+            resolved = await endpoint.resolve(
+                kept.path, payload, headers, kept.query.encode("latin-1"), kept.body
+            )
+        except RequestError as e:
+            raise RequestError(
+                422,
+                "replay_refused",
+                f"today's rules refuse this request: {e.message} ({e.code})",
+                rule_id=e.rule_id,
+            ) from None
+        if dry_run:
+            return ReplayPreview(
+                rule=resolved.rule_id,
+                skipped=resolved.skipped,
+                actions=[_action(a) for a in resolved.actions],
+            )
+        meta = RequestMeta(
+            path=endpoint.settings.hook_path + "/" + kept.path,
+            client="replay",
+            size=len(kept.body),
+        )
+        status = 204
+        if resolved.actions:
+            accepted = await gateway.dispatcher.dispatch(
+                resolved.actions, meta=meta, rule_id=resolved.rule_id, respond=resolved.respond
+            )
+            status = accepted.status
+        logged = await store_of(request).get_request(meta.request_id)
+        return Replayed(
+            request_id=meta.request_id,
+            replay_of=request_id,
+            status=status,
+            rule=resolved.rule_id,
+            skipped=resolved.skipped,
+            event_ids=list(logged.event_ids) if logged else [],
+            run_ids=list(logged.run_ids) if logged else [],
+        )
+
+    @delete(
+        "/requests/{request_id:str}/payload",
+        status_code=200,
+        summary="Forget a kept payload now",
+    )
+    async def forget(self, request: Request, request_id: str) -> PayloadDeleted:
+        if not await store_of(request).delete_payload(request_id):
+            raise RequestError(404, "payload_not_found", NOT_KEPT)
+        return PayloadDeleted(request_id=request_id)

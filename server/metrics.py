@@ -1,0 +1,293 @@
+"""Prometheus metrics: what the service counts, how a scrape reads it, and the HTTP middleware.
+
+Off until `enable()` (then `gateway.metrics.enabled: false` costs nothing: every recording
+function returns at once). With one process the metrics live in its memory; with `--workers N`
+the supervisor gives the workers one directory (`PROMETHEUS_MULTIPROC_DIR`, under the state dir,
+see `multiprocess_dir`) where prometheus_client's multiprocess mode keeps each worker's values
+in a small memory-mapped file, and a scrape answered by any worker sums them all, so one scrape
+sees the whole service. The queue gauges are not counted at all: a scrape reads them from the
+store (`Store.queue_stats`), which every worker shares.
+
+Recording is cheap on the hot path: a request costs two clock reads, one dictionary lookup of
+the (route, status) children and two increments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+ENV = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+QUEUES = ("runs", "deliveries")
+
+_DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_RUN_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+
+
+class _Metrics:
+    """The metric objects of one process."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.multiprocess = ENV in os.environ
+        # In multiprocess mode the values live in files; a scrape builds its own registry.
+        self.registry = None if self.multiprocess else CollectorRegistry(auto_describe=True)
+        reg: Any = self.registry
+
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Any:
+            return Counter(name, doc, labels, registry=reg)
+
+        def histogram(name: str, doc: str, labels: tuple[str, ...], buckets: Any) -> Any:
+            return Histogram(name, doc, labels, registry=reg, buckets=buckets)
+
+        self.http_requests = counter(
+            "hookwise_http_requests", "HTTP requests answered", ("route", "status")
+        )
+        self.http_duration = histogram(
+            "hookwise_http_request_duration_seconds",
+            "Time to answer an HTTP request",
+            ("route",),
+            _DURATION_BUCKETS,
+        )
+        self.auth_failures = counter(
+            "hookwise_auth_failures", "Requests refused for a missing or wrong token (401)"
+        )
+        self.runs = counter("hookwise_runs", "Agent runs ended", ("agent", "state"))
+        self.run_duration = histogram(
+            "hookwise_run_duration_seconds",
+            "Agent run duration, from start to end",
+            ("agent", "state"),
+            _RUN_BUCKETS,
+        )
+        self.deliveries = counter(
+            "hookwise_deliveries",
+            "Delivery outcomes (sent, failed, skipped; retried per retried attempt)",
+            ("channel", "state"),
+        )
+        self.provider_requests = counter(
+            "hookwise_provider_requests",
+            "Requests to model providers by HTTP status (timeout, error: no answer)",
+            ("provider", "status"),
+        )
+        self.transform_duration = histogram(
+            "hookwise_transform_duration_seconds",
+            "Transform call duration",
+            ("runtime",),
+            _DURATION_BUCKETS,
+        )
+        self.heartbeats = counter(
+            "hookwise_heartbeats", "Heartbeats ended, by outcome", ("agent", "outcome")
+        )
+        self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
+
+    def http_children(self, route: str, status: int) -> tuple[Any, Any]:
+        key = (route, status)
+        children = self._http_children.get(key)
+        if children is None:
+            children = (
+                self.http_requests.labels(route, str(status)),
+                self.http_duration.labels(route),
+            )
+            self._http_children[key] = children
+        return children
+
+
+_metrics: _Metrics | None = None
+
+
+def enable() -> None:
+    """Start counting (once per process)."""
+    global _metrics
+    if _metrics is None:
+        from prometheus_client import disable_created_metrics
+
+        disable_created_metrics()  # `*_created` series double a scrape for nothing we use
+        _metrics = _Metrics()
+
+
+def enabled() -> bool:
+    return _metrics is not None
+
+
+# recording -----------------------------------------------------------------------------------
+
+
+def run_ended(agent: str, state: str, duration: float | None) -> None:
+    if _metrics is not None:
+        _metrics.runs.labels(agent, state).inc()
+        if duration is not None:
+            _metrics.run_duration.labels(agent, state).observe(max(0.0, duration))
+
+
+def delivery(channel: str | None, state: str) -> None:
+    if _metrics is not None:
+        _metrics.deliveries.labels(channel or "none", state).inc()
+
+
+def provider_request(provider: str, status: int | str) -> None:
+    if _metrics is not None:
+        _metrics.provider_requests.labels(provider, str(status)).inc()
+
+
+def transform(runtime: str, seconds: float) -> None:
+    if _metrics is not None:
+        _metrics.transform_duration.labels(runtime).observe(seconds)
+
+
+class _TransformTimer:
+    __slots__ = ("_runtime", "_started")
+
+    def __init__(self, runtime: str) -> None:
+        self._runtime = runtime
+        self._started = time.perf_counter()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        transform(self._runtime, time.perf_counter() - self._started)
+
+
+_NOT_TIMED = contextlib.nullcontext()
+_RUNTIMES = {"js": "js", "py": "python"}
+
+
+def time_transform(call: Any) -> contextlib.AbstractContextManager[Any]:
+    """`RuleSet.observe_transform`: times one transform call by its runtime (`js`, `python`)."""
+    if _metrics is None:
+        return _NOT_TIMED
+    kind = str(getattr(call, "description", "")).split(":", 1)[0]
+    return _TransformTimer(_RUNTIMES.get(kind, kind or "other"))
+
+
+def heartbeat(agent: str, outcome: str) -> None:
+    if _metrics is not None:
+        _metrics.heartbeats.labels(agent, outcome).inc()
+
+
+# HTTP ----------------------------------------------------------------------------------------
+
+
+class HttpMetrics:
+    """ASGI middleware around the whole application: counts every HTTP response by route and
+    status, times it, and counts 401s as authentication failures.
+
+    `route` is the matched route's template (`/api/runs`, `/healthz`); on the hook mount it is
+    `<hook path>/wake`, `<hook path>/agent` or `<hook path>/{name}` (a mapped hook), and
+    `other` when nothing matched, so a scan of random paths cannot grow the label set."""
+
+    def __init__(self, app: ASGIApp, hook_path: str | None) -> None:
+        self._app = app
+        self._hooks = hook_path.rstrip("/") + "/" if hook_path else None
+        self._built_in = {f"{self._hooks}wake", f"{self._hooks}agent"} if self._hooks else set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _metrics is None:
+            await self._app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+        path: str = scope["path"]  # before the app: a mount rewrites it
+        route = None
+        if self._hooks is not None and path.startswith(self._hooks):
+            route = path if path in self._built_in else f"{self._hooks}{{name}}"
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self._app(scope, receive, sending)
+        finally:
+            if route is None:
+                template = scope.get("path_template")
+                route = template if isinstance(template, str) else "other"
+            counter, histogram = _metrics.http_children(route, status)
+            counter.inc()
+            histogram.observe(time.perf_counter() - started)
+            if status == 401:
+                _metrics.auth_failures.inc()
+
+
+# exposition ----------------------------------------------------------------------------------
+
+
+def render(queues: Mapping[str, tuple[int, float | None]]) -> bytes:
+    """The scrape's body: every process's metrics plus the queue gauges read from the store
+    (`queues`: name -> (depth, age in seconds of the oldest item or None))."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import GaugeMetricFamily
+
+    assert _metrics is not None
+    if _metrics.multiprocess:
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry(auto_describe=True)
+        multiprocess.MultiProcessCollector(registry)
+        body = generate_latest(registry)
+    else:
+        assert _metrics.registry is not None
+        body = generate_latest(_metrics.registry)
+    depth = GaugeMetricFamily(
+        "hookwise_queue_depth", "Work waiting: queued runs, pending deliveries", labels=["queue"]
+    )
+    oldest = GaugeMetricFamily(
+        "hookwise_queue_oldest_seconds",
+        "Age of the oldest waiting item (0 when the queue is empty)",
+        labels=["queue"],
+    )
+    for name in QUEUES:
+        count, age = queues.get(name, (0, None))
+        depth.add_metric([name], count)
+        oldest.add_metric([name], age or 0.0)
+    gauges = CollectorRegistry(auto_describe=False)
+    gauges.register(_Fixed([depth, oldest]))
+    return body + generate_latest(gauges)
+
+
+class _Fixed:
+    def __init__(self, families: list[Any]) -> None:
+        self._families = families
+
+    def collect(self) -> list[Any]:
+        return self._families
+
+
+# the multiprocess directory -------------------------------------------------------------------
+
+
+def multiprocess_dir(state_dir: Path) -> Path:
+    """A fresh directory for this service's workers: `<state dir>/metrics/<supervisor pid>`.
+
+    Directories left by services that are gone (their supervisor's pid no longer runs) are
+    removed; a service sharing the state dir (several gateways on PostgreSQL) keeps its own."""
+    root = state_dir / "metrics"
+    root.mkdir(parents=True, exist_ok=True)
+    for old in root.iterdir():
+        if old.name.isdigit() and not _alive(int(old.name)):
+            shutil.rmtree(old, ignore_errors=True)
+    mine = root / str(os.getpid())
+    shutil.rmtree(mine, ignore_errors=True)
+    mine.mkdir()
+    return mine
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

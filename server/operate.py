@@ -1,0 +1,74 @@
+"""The operating endpoints: `GET /readyz` (readiness, no auth) and `GET /metrics` (Prometheus).
+
+`/healthz` stays the cheap liveness probe (the process answers). `/readyz` answers 200 only
+when the store answers a read and its writer runs, and this process's run, delivery and
+heartbeat loops are alive (a process that does not lead the heartbeat checks its leadership
+loop instead); otherwise 503 with the reasons. Both carry the version
+(`hookwise.server.version.version_info()`).
+
+`/metrics` is behind the gateway token (`Authorization: Bearer`, as Prometheus' scrape config
+sends it) unless `gateway.metrics.public: true`; it exists only while metrics are enabled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from litestar import Request, Response, get
+
+from hookwise.server import metrics
+from hookwise.server.admin import admin_guard
+from hookwise.server.version import version_info
+
+
+def _alive(task: asyncio.Task[Any] | None) -> bool:
+    return task is not None and not task.done()
+
+
+def runtime_problems(runtime: Any) -> list[str]:
+    """The runtime loops of this process that are not running (each agent's run lane and
+    heartbeat, the delivery worker)."""
+    problems = []
+    for agent_id, lane in runtime.lanes.items():
+        if not _alive(lane._loop_task):
+            problems.append(f"the run loop of agent {agent_id} is not running")
+    if not _alive(runtime.deliveries._task):
+        problems.append("the delivery loop is not running")
+    if runtime.leader:
+        for agent_id, beat in runtime.heartbeats.items():
+            if not _alive(beat._task):
+                problems.append(f"the heartbeat loop of agent {agent_id} is not running")
+    elif not any(t.get_name() == "hookwise-lead" and _alive(t) for t in runtime._tasks):
+        problems.append("the heartbeat leadership loop is not running")
+    return problems
+
+
+@get("/readyz")
+async def readyz(request: Request) -> Response[dict[str, Any]]:
+    gateway = request.app.state.gateway
+    problems = await gateway.store.readiness() + runtime_problems(gateway.runtime)
+    if not problems:
+        return Response({"ok": True, **version_info()})
+    return Response(
+        {
+            "ok": False,
+            "error": "not ready: " + "; ".join(problems),
+            "code": "not_ready",
+            "reasons": problems,
+            **version_info(),
+        },
+        status_code=503,
+    )
+
+
+async def _scrape(request: Request) -> Response[bytes]:
+    store = request.app.state.gateway.store
+    queues = await store.queue_stats(now=time.time())
+    return Response(metrics.render(queues), media_type=metrics.CONTENT_TYPE)
+
+
+def metrics_handler(public: bool) -> Any:
+    """The `/metrics` route, behind the gateway token unless `public`."""
+    return get("/metrics", guards=[] if public else [admin_guard], name="metrics")(_scrape)

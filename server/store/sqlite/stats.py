@@ -1,0 +1,52 @@
+"""What operating the SQLite store needs to read: the queue gauges a metrics scrape shows and
+the readiness probe (a read answered, the writer thread alive). A mixin of `SQLiteStore`."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+PROBE_TIMEOUT = 2.0
+
+
+class SQLiteStats:
+    """Queue depth and readiness; needs the store's `_read` and `_writer`."""
+
+    _writer: Any
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        raise NotImplementedError
+
+    async def queue_stats(self, *, now: float) -> dict[str, tuple[int, float | None]]:
+        """`runs` (queued) and `deliveries` (pending): (how many, age of the oldest in s)."""
+
+        def fn(conn: sqlite3.Connection) -> dict[str, tuple[int, float | None]]:
+            (runs,) = conn.execute("SELECT count(*) FROM runs WHERE state = 'queued'").fetchone()
+            first = conn.execute(
+                "SELECT created_at FROM runs WHERE state = 'queued' ORDER BY seq LIMIT 1"
+            ).fetchone()
+            deliveries, oldest = conn.execute(
+                "SELECT count(*), min(created_at) FROM deliveries WHERE state = 'pending'"
+            ).fetchone()
+            return {
+                "runs": (runs, now - first[0] if first else None),
+                "deliveries": (deliveries, now - oldest if oldest is not None else None),
+            }
+
+        return await self._read(fn)
+
+    async def readiness(self) -> list[str]:
+        """What keeps the store from serving (empty when it is ready)."""
+        problems = []
+        if not self._writer._thread.is_alive():
+            problems.append("the store's writer thread is not running")
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT):
+                await self._read(lambda conn: conn.execute("SELECT 1 FROM runs LIMIT 1").fetchall())
+        except Exception as e:
+            problems.append(f"the store does not answer a read ({type(e).__name__}: {e})")
+        return problems
