@@ -58,14 +58,17 @@ class _HooksFirst(Litestar):
 
 
 def create_app(gateway: Gateway) -> Litestar:
-<<<<<<< HEAD
-    handlers: list[Any] = [healthz, AdminController, console_router()]
-=======
-    handlers: list[Any] = [healthz, readyz, AdminController, RecoverController, ReplayController]
+    handlers: list[Any] = [
+        healthz,
+        readyz,
+        AdminController,
+        RecoverController,
+        ReplayController,
+        console_router(),
+    ]
     observed = gateway.config.gateway.metrics
     if observed.enabled:
         handlers.append(metrics_handler(observed.public))
->>>>>>> main
     if gateway.hooks is not None:
         endpoint = gateway.hooks
 
