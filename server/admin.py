@@ -195,12 +195,13 @@ class AdminController(Controller):
             default=None, ge=100, le=599, description="only requests answered with this status"
         ),
         rule: str | None = text_parameter("only requests matched by this rule"),
+        path: str | None = text_parameter("only requests to this path (e.g. /hooks/github)"),
         since: dt.datetime | None = SINCE,
         until: dt.datetime | None = UNTIL,
         limit: int = LIMIT,
         cursor: str | None = CURSOR,
     ) -> RequestPage:
-        found = filters(since, until, status=status, rule=rule)
+        found = filters(since, until, status=status, rule=rule, path=path)
         page = await store_of(request).admin_list("requests", found, limit=limit, cursor=cursor)
         return RequestPage(
             items=[RequestEntry.of(e) for e in page.items], next_cursor=page.next_cursor

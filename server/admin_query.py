@@ -30,6 +30,7 @@ FILTER_COLUMNS = {
     "channel": "channel",
     "status": "status",
     "runId": "run_id",
+    "path": "path",
 }
 
 MAX_LIMIT = 500

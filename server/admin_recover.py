@@ -12,13 +12,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
+from typing import Any
 
 import msgspec
 from litestar import Controller, Request, post
 from litestar.params import Parameter
 
 from hookwise.engine.errors import RequestError
-from hookwise.server.admin import admin_guard, store_of
+from hookwise.server.admin import admin_guard
 from hookwise.server.admin_models import RetriedDelivery, RetriedRun, RetryCount
 from hookwise.server.admin_query import (
     MAX_FILTER_LENGTH,
@@ -60,10 +61,6 @@ def actor(request: Request, name: str | None) -> str:
     return f"{who}@{client}"
 
 
-def _wake(request: Request, kind: str) -> None:
-    request.app.state.gateway.runtime.requeued(kind)
-
-
 class RecoverController(Controller):
     path = "/api"
     guards = [admin_guard]
@@ -72,17 +69,7 @@ class RecoverController(Controller):
 
     @post("/runs/{run_id:str}/retry", status_code=202, summary="Send a failed run back")
     async def retry_run(self, request: Request, run_id: str, by: str | None = ACTOR) -> RetriedRun:
-        req = RetryRequest(RETRYABLE_RUN_STATES, actor(request, by), time.time(), target_id=run_id)
-        if await store_of(request).retry("run", req) == 0:
-            record = await store_of(request).get_run(run_id)
-            if record is None:
-                raise RequestError(404, "run_not_found", "no run with this id")
-            raise RequestError(
-                409,
-                "run_not_retryable",
-                f"the run is {record.state}: only failed or timed_out runs can be retried",
-            )
-        _wake(request, "run")
+        await retry_one(request.app.state.gateway, "run", run_id, actor(request, by))
         return RetriedRun(run_id=run_id)
 
     @post(
@@ -93,26 +80,14 @@ class RecoverController(Controller):
     async def retry_delivery(
         self, request: Request, delivery_id: str, by: str | None = ACTOR
     ) -> RetriedDelivery:
-        req = RetryRequest(
-            RETRYABLE_DELIVERY_STATES, actor(request, by), time.time(), target_id=delivery_id
-        )
-        if await store_of(request).retry("delivery", req) == 0:
-            state = await store_of(request).delivery_state(delivery_id)
-            if state is None:
-                raise RequestError(404, "delivery_not_found", "no delivery with this id")
-            raise RequestError(
-                409,
-                "delivery_not_retryable",
-                f"the delivery is {state}: only failed deliveries can be retried",
-            )
-        _wake(request, "delivery")
+        await retry_one(request.app.state.gateway, "delivery", delivery_id, actor(request, by))
         return RetriedDelivery(delivery_id=delivery_id)
 
     @post("/runs/retry", status_code=200, summary="Send the failed runs a filter picks back")
     async def retry_runs(
         self, request: Request, data: RetryFilter, by: str | None = ACTOR
     ) -> RetryCount:
-        return await _bulk(request, "run", data, RETRYABLE_RUN_STATES, by)
+        return await retry_bulk(request.app.state.gateway, "run", data, actor(request, by))
 
     @post(
         "/deliveries/retry",
@@ -122,17 +97,44 @@ class RecoverController(Controller):
     async def retry_deliveries(
         self, request: Request, data: RetryFilter, by: str | None = ACTOR
     ) -> RetryCount:
-        if data.rule is not None or data.session is not None:
-            field = "rule" if data.rule is not None else "session"
-            raise RequestError(
-                400, "invalid_body", f"deliveries are not filtered by {field}", field=field
-            )
-        return await _bulk(request, "delivery", data, RETRYABLE_DELIVERY_STATES, by)
+        return await retry_bulk(request.app.state.gateway, "delivery", data, actor(request, by))
 
 
-async def _bulk(
-    request: Request, kind: str, data: RetryFilter, allowed: tuple[str, ...], by: str | None
-) -> RetryCount:
+async def retry_one(gateway: Any, kind: str, target_id: str, who: str) -> None:
+    """Send one failed run or delivery back to the queue, or raise 404 / 409 (the console and the
+    API both call this)."""
+    store = gateway.store
+    allowed = RETRYABLE_RUN_STATES if kind == "run" else RETRYABLE_DELIVERY_STATES
+    if await store.retry(kind, RetryRequest(allowed, who, time.time(), target_id=target_id)):
+        gateway.runtime.requeued(kind)
+        return
+    if kind == "run":
+        record = await store.get_run(target_id)
+        if record is None:
+            raise RequestError(404, "run_not_found", "no run with this id")
+        raise RequestError(
+            409,
+            "run_not_retryable",
+            f"the run is {record.state}: only failed or timed_out runs can be retried",
+        )
+    state = await store.delivery_state(target_id)
+    if state is None:
+        raise RequestError(404, "delivery_not_found", "no delivery with this id")
+    raise RequestError(
+        409,
+        "delivery_not_retryable",
+        f"the delivery is {state}: only failed deliveries can be retried",
+    )
+
+
+async def retry_bulk(gateway: Any, kind: str, data: RetryFilter, who: str) -> RetryCount:
+    """Send back the failed runs or deliveries `data` picks (or, with `dryRun`, count them)."""
+    allowed = RETRYABLE_RUN_STATES if kind == "run" else RETRYABLE_DELIVERY_STATES
+    if kind == "delivery" and (data.rule is not None or data.session is not None):
+        field = "rule" if data.rule is not None else "session"
+        raise RequestError(
+            400, "invalid_body", f"deliveries are not filtered by {field}", field=field
+        )
     check_choice("state", data.state, allowed, code="invalid_body")
     if data.limit is not None and not 1 <= data.limit <= MAX_BULK:
         raise RequestError(
@@ -152,13 +154,13 @@ async def _bulk(
     )
     req = RetryRequest(
         (data.state,) if data.state else allowed,
-        actor(request, by),
+        who,
         time.time(),
         filters=found,
         limit=data.limit if data.limit is not None else MAX_BULK,
         dry_run=data.dry_run,
     )
-    count = await store_of(request).retry(kind, req)
+    count = await gateway.store.retry(kind, req)
     if count and not data.dry_run:
-        _wake(request, kind)
+        gateway.runtime.requeued(kind)
     return RetryCount(count=count, dry_run=data.dry_run)

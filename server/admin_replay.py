@@ -10,6 +10,8 @@ they are now (after a rule fix) and dispatches what they produce, as a new reque
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 from litestar import Controller, Request, delete, post
 from litestar.params import Parameter
@@ -51,53 +53,7 @@ class ReplayController(Controller):
             query="dryRun", default=False, description="answer the actions, store nothing"
         ),
     ) -> ReplayPreview | Replayed:
-        gateway = request.app.state.gateway
-        kept = await store_of(request).get_payload(request_id)
-        if kept is None:
-            raise RequestError(404, "payload_not_found", NOT_KEPT)
-        endpoint = gateway.hooks
-        if endpoint is None:
-            raise RequestError(409, "hooks_disabled", "hooks are disabled: nothing to replay into")
-        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept.headers]
-        try:
-            payload = parse_payload(kept.body, content_type(headers))
-            resolved = await endpoint.resolve(
-                kept.path, payload, headers, kept.query.encode("latin-1"), kept.body
-            )
-        except RequestError as e:
-            raise RequestError(
-                422,
-                "replay_refused",
-                f"today's rules refuse this request: {e.message} ({e.code})",
-                rule_id=e.rule_id,
-            ) from None
-        if dry_run:
-            return ReplayPreview(
-                rule=resolved.rule_id,
-                skipped=resolved.skipped,
-                actions=[_action(a) for a in resolved.actions],
-            )
-        meta = RequestMeta(
-            path=endpoint.settings.hook_path + "/" + kept.path,
-            client="replay",
-            size=len(kept.body),
-        )
-        status = 204
-        if resolved.actions:
-            accepted = await gateway.dispatcher.dispatch(
-                resolved.actions, meta=meta, rule_id=resolved.rule_id, respond=resolved.respond
-            )
-            status = accepted.status
-        logged = await store_of(request).get_request(meta.request_id)
-        return Replayed(
-            request_id=meta.request_id,
-            replay_of=request_id,
-            status=status,
-            rule=resolved.rule_id,
-            skipped=resolved.skipped,
-            event_ids=list(logged.event_ids) if logged else [],
-            run_ids=list(logged.run_ids) if logged else [],
-        )
+        return await replay_request(request.app.state.gateway, request_id, dry_run=dry_run)
 
     @delete(
         "/requests/{request_id:str}/payload",
@@ -108,3 +64,56 @@ class ReplayController(Controller):
         if not await store_of(request).delete_payload(request_id):
             raise RequestError(404, "payload_not_found", NOT_KEPT)
         return PayloadDeleted(request_id=request_id)
+
+
+async def replay_request(
+    gateway: Any, request_id: str, *, dry_run: bool
+) -> ReplayPreview | Replayed:
+    """Run the kept request `request_id` through today's rules; dispatch what they produce unless
+    `dry_run` (the console and the API both call this)."""
+    kept = await gateway.store.get_payload(request_id)
+    if kept is None:
+        raise RequestError(404, "payload_not_found", NOT_KEPT)
+    endpoint = gateway.hooks
+    if endpoint is None:
+        raise RequestError(409, "hooks_disabled", "hooks are disabled: nothing to replay into")
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept.headers]
+    try:
+        payload = parse_payload(kept.body, content_type(headers))
+        resolved = await endpoint.resolve(
+            kept.path, payload, headers, kept.query.encode("latin-1"), kept.body
+        )
+    except RequestError as e:
+        raise RequestError(
+            422,
+            "replay_refused",
+            f"today's rules refuse this request: {e.message} ({e.code})",
+            rule_id=e.rule_id,
+        ) from None
+    if dry_run:
+        return ReplayPreview(
+            rule=resolved.rule_id,
+            skipped=resolved.skipped,
+            actions=[_action(a) for a in resolved.actions],
+        )
+    meta = RequestMeta(
+        path=endpoint.settings.hook_path + "/" + kept.path,
+        client="replay",
+        size=len(kept.body),
+    )
+    status = 204
+    if resolved.actions:
+        accepted = await gateway.dispatcher.dispatch(
+            resolved.actions, meta=meta, rule_id=resolved.rule_id, respond=resolved.respond
+        )
+        status = accepted.status
+    logged = await gateway.store.get_request(meta.request_id)
+    return Replayed(
+        request_id=meta.request_id,
+        replay_of=request_id,
+        status=status,
+        rule=resolved.rule_id,
+        skipped=resolved.skipped,
+        event_ids=list(logged.event_ids) if logged else [],
+        run_ids=list(logged.run_ids) if logged else [],
+    )

@@ -14,18 +14,28 @@ from typing import Any
 FAILED_STATES = frozenset({"failed", "timed_out", "error"})
 
 
-def iso(ts: float | None) -> str:
-    """Epoch seconds as `2026-11-24 23:06:29Z` (UTC), or an empty string."""
+def _epoch(value: float | str | None) -> float | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):  # the admin API's ISO-8601 UTC times
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return float(value)
+
+
+def iso(value: float | str | None) -> str:
+    """A time (epoch seconds or the admin API's ISO string) as `2026-11-24 23:06:29Z`."""
+    ts = _epoch(value)
     if ts is None:
         return ""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def duration(start: float | None, end: float | None) -> str:
+def duration(start: float | str | None, end: float | str | None) -> str:
     """`end - start` for people: `850 ms`, `4.2 s`, `3 min 10 s`; empty when unknown."""
-    if start is None or end is None:
+    a, b = _epoch(start), _epoch(end)
+    if a is None or b is None:
         return ""
-    seconds = max(0.0, end - start)
+    seconds = max(0.0, b - a)
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 60:
@@ -38,7 +48,7 @@ def state_class(state: str | None) -> str:
     """The CSS class of a state badge."""
     if state in FAILED_STATES:
         return "bad"
-    if state in {"succeeded", "sent", "ok", "delivered"}:
+    if state in {"succeeded", "sent", "ok", "delivered", "acknowledged"}:
         return "good"
     if state in {"queued", "pending", "running"}:
         return "wait"
@@ -52,7 +62,9 @@ def status_class(status: int | None) -> str:
 
 
 def short(value: str | None, n: int = 8) -> str:
-    return "" if value is None else value[:n]
+    """The end of an id: ids are time-ordered UUIDv7, whose first characters are a timestamp
+    shared by everything made in the same moment, while the last ones are random."""
+    return "" if value is None else value[-n:]
 
 
 def pretty(value: Any) -> str:

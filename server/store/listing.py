@@ -234,7 +234,9 @@ LISTINGS: dict[str, tuple[Listing, Callable[[Any], Any]]] = {
         lambda r: heartbeat_record(tuple(r)[1:]),
     ),
     "requests": (
-        Listing("request_log", f"seq, {LOG_COLUMNS}", "at", frozenset({"status", "rule_id"})),
+        Listing(
+            "request_log", f"seq, {LOG_COLUMNS}", "at", frozenset({"status", "rule_id", "path"})
+        ),
         lambda r: request_record(tuple(r)[1:]),
     ),
     "turns": (
@@ -325,3 +327,27 @@ def payload_record(row: Any) -> StoredPayload:
     r = list(row)
     headers = tuple((str(k), str(v)) for k, v in json.loads(r[3]))
     return StoredPayload(r[0], r[1], r[2], headers, bytes(r[4]), r[5])
+
+
+# --- activity over time (the console's charts) --------------------------------------------------
+
+FAILED_RUN_STATES = ("failed", "timed_out")
+
+
+def activity_query(
+    name: str, *, since: float, width: float, failed: bool, placeholder: Placeholder
+) -> tuple[str, list[Any]]:
+    """How many rows of listing `name` were created in each `width`-second bucket from `since` on
+    (`failed`: only failed or timed-out runs): one pass over the creation-time index."""
+    listing, _ = LISTINGS[name]
+    t = listing.time_column
+    since_p, width_p = placeholder(1), placeholder(2)
+    if placeholder is postgres_placeholder:
+        bucket = f"CAST(floor(({t} - {since_p}) / {width_p}) AS INTEGER)"
+    else:  # SQLite: the difference is never negative, so truncation is floor
+        bucket = f"CAST(({t} - {since_p}) / {width_p} AS INTEGER)"
+    where = f"{t} >= {since_p}"
+    if failed:
+        where += " AND state IN ('failed', 'timed_out')"
+    sql = f"SELECT {bucket} AS b, count(*) FROM {listing.table} WHERE {where} GROUP BY b"
+    return sql, [since, width]

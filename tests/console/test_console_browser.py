@@ -4,11 +4,12 @@ arrive, open a run, use the rule tester, and make sure nothing a payload carries
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from tests.fakes.channel_servers import FakeServer, start
 from tests.support.gateway import ADMIN_TOKEN, GatewayProcess, base_config
 from tests.support.wait import eventually
 
@@ -77,7 +78,7 @@ def test_a_run_page_shows_its_timeline_message_reply_and_session(
     timeline = page.locator("ol.timeline li").all_inner_texts()
     assert [t.split()[0] for t in timeline] == ["queued", "running", "succeeded"]
     shoot(page, "run")
-    page.click("dl.facts a")  # the session
+    page.click("dl.facts a[href^='/ui/sessions/']")
     assert "summarise the deploy" in page.locator("ol.transcript").inner_text()
     shoot(page, "session")
 
@@ -131,13 +132,126 @@ def test_names_and_messages_from_hooks_are_shown_as_text_never_run(
     shoot(page, "runs")
 
 
-def test_the_overview_and_deliveries_pages_render(
+def test_the_overview_and_sessions_pages_render(
     page: Any, gw: GatewayProcess, shoot: Callable[[Any, str], Any]
 ) -> None:
     login(page, gw, "/ui/")
     assert page.locator("h1").inner_text() == "Overview"
     shoot(page, "overview")
-    page.click("nav a:has-text('Deliveries')")
-    page.wait_for_url(gw.url + "/ui/deliveries")
-    assert page.locator("h1").inner_text() == "Deliveries"
+    assert page.locator(".chart").count() == 6  # requests, runs, failures over an hour and a day
+    page.click("nav a:has-text('Sessions')")
+    page.wait_for_url(gw.url + "/ui/sessions")
+    assert "main" in page.locator("main ul").first.inner_text()
+    shoot(page, "sessions")
+
+
+# --------------------------------------------------------------------------- recovering, replaying
+
+CHAT = "-1009876543210"
+
+
+@pytest.fixture(scope="module")
+def telegram() -> Iterator[FakeServer]:
+    server = start("telegram")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def ops_gw(start_module_gateway: Any, telegram: FakeServer) -> GatewayProcess:
+    config = base_config(retainPayloads={"for": "1d"})
+    config["channels"] = {"telegram": telegram.config()}
+    config["agents"] = {"defaults": {"heartbeat": {"every": 0}}}
+    return start_module_gateway(config, name="ops")
+
+
+def failed_delivery(gw: GatewayProcess, telegram: FakeServer, chat: str) -> str:
+    telegram.missing.add(chat)
+    r = gw.hook("agent", {"message": "deploy done", "channel": "telegram", "to": chat})
+    assert r.status_code == 202, r.text
+    run_id = r.json()["runId"]
+    return eventually(
+        lambda: [
+            d["deliveryId"]
+            for d in gw.admin(f"/api/runs/{run_id}")["run"]["deliveries"]
+            if d["state"] == "failed"
+        ],
+        what="a failed delivery",
+    )[0]
+
+
+def test_a_failed_delivery_is_retried_from_the_console_and_goes_out(
+    page: Any, ops_gw: GatewayProcess, telegram: FakeServer, shoot: Callable[[Any, str], Any]
+) -> None:
+    delivery_id = failed_delivery(ops_gw, telegram, CHAT)
+    login(page, ops_gw, "/ui/deliveries?state=failed")
+    row = page.locator("tbody tr", has_text=delivery_id[-8:])
+    assert "failed" in row.inner_text()
     shoot(page, "deliveries")
+    telegram.missing.discard(CHAT)  # the chat exists now
+    row.locator("button", has_text="Retry").click()
+    assert "pending again" in page.locator(".notice").inner_text()
+    state = eventually(
+        lambda: (
+            next(
+                d["state"]
+                for d in ops_gw.admin("/api/deliveries", channel="telegram")["items"]
+                if d["deliveryId"] == delivery_id
+            )
+            == "sent"
+        ),
+        what="the retried delivery to be sent",
+    )
+    assert state
+    page.goto(ops_gw.url + "/ui/deliveries")
+    assert "sent" in page.locator("tbody tr", has_text=delivery_id[-8:]).inner_text()
+
+
+def test_bulk_retry_asks_with_the_count_first(
+    page: Any, ops_gw: GatewayProcess, telegram: FakeServer, shoot: Callable[[Any, str], Any]
+) -> None:
+    chats = ["-1005550001", "-1005550002"]
+    ids = [failed_delivery(ops_gw, telegram, c) for c in chats]
+    login(page, ops_gw, "/ui/deliveries?channel=telegram")
+    page.click("button:has-text('Retry the failed ones')")
+    assert page.locator("#bulk-count strong").inner_text() == "2"
+    shoot(page, "bulk-retry")
+    for c in chats:
+        telegram.missing.discard(c)
+    page.click("button:has-text('Retry 2 deliveries')")
+    assert "2 failed deliveries are pending again" in page.locator(".notice").inner_text()
+    eventually(
+        lambda: (
+            {
+                d["deliveryId"]: d["state"]
+                for d in ops_gw.admin("/api/deliveries", channel="telegram", limit=100)["items"]
+            }.keys()
+            >= set(ids)
+            and all(
+                d["state"] == "sent"
+                for d in ops_gw.admin("/api/deliveries", channel="telegram", limit=100)["items"]
+                if d["deliveryId"] in ids
+            )
+        ),
+        what="both deliveries sent",
+    )
+
+
+def test_a_kept_request_is_shown_and_replayed_dry_then_for_real(
+    page: Any, ops_gw: GatewayProcess, shoot: Callable[[Any, str], Any]
+) -> None:
+    r = ops_gw.hook("wake", {"text": "disk 91% on db-1"})
+    assert r.status_code == 200
+    login(page, ops_gw, "/ui/requests?path=/hooks/wake")
+    page.locator("#request-rows a").first.click()
+    page.wait_for_url(re.compile(r"/ui/requests/[0-9a-f-]+$"))
+    assert "disk 91% on db-1" in page.locator("main pre").nth(1).inner_text()
+    assert "authorization" not in page.locator("main").inner_text().lower()
+    page.click("button:has-text('Dry-run replay')")
+    assert "wake" in page.locator("#replay").inner_text()
+    shoot(page, "request")
+    before = len(ops_gw.admin("/api/events")["items"])
+    page.on("dialog", lambda d: d.accept())
+    page.click("button:has-text('Replay'):not(.secondary)")
+    assert "Replayed as a new request (200)" in page.locator(".notice").inner_text()
+    assert len(ops_gw.admin("/api/events")["items"]) == before + 1

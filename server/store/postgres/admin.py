@@ -29,6 +29,7 @@ from hookwise.server.store.listing import (
     POSTGRES_WALK,
     Filters,
     ListingShortcuts,
+    activity_query,
     listing_query,
     payload_record,
     payload_row,
@@ -76,6 +77,13 @@ class PostgresAdminReads(ListingShortcuts):
         async with self._readers.acquire() as conn, conn.transaction(readonly=True):
             await conn.execute(POSTGRES_WALK)
             return await conn.fetch(sql, *args)
+
+    async def activity(
+        self, name: str, *, since: float, width: float, failed: bool = False
+    ) -> dict[int, int]:
+        """Rows of listing `name` created per `width`-second bucket since `since` (bucket -> n)."""
+        sql, args = activity_query(name, since=since, width=width, failed=failed, placeholder=P)
+        return {int(b): int(n) for b, n in await self._readers.fetch(sql, *args)}
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         row = await self._readers.fetchrow(

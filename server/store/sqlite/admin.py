@@ -29,6 +29,7 @@ from hookwise.server.store.listing import (
     PAYLOAD_COLUMNS,
     Filters,
     ListingShortcuts,
+    activity_query,
     listing_query,
     payload_record,
     payload_row,
@@ -71,6 +72,13 @@ class SQLiteAdminReads(ListingShortcuts):
         listing, convert = LISTINGS[name]
         sql, args = listing_query(listing, filters, cursor=cursor, limit=limit, placeholder=P)
         return page_of(await self._fetch(sql, args), limit, convert)
+
+    async def activity(
+        self, name: str, *, since: float, width: float, failed: bool = False
+    ) -> dict[int, int]:
+        """Rows of listing `name` created per `width`-second bucket since `since` (bucket -> n)."""
+        sql, args = activity_query(name, since=since, width=width, failed=failed, placeholder=P)
+        return {int(b): int(n) for b, n in await self._fetch(sql, args)}
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         rows = await self._fetch(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
