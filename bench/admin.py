@@ -244,6 +244,19 @@ async def postgres_plan(conn: Any, sql: str, args: list[Any]) -> tuple[list[str]
 # --- latency -------------------------------------------------------------------------------------
 
 
+#: pages of the web console (the same token as a bearer header); the overview's charts count a
+#: day of requests and runs, which each process caches for 10 s: its first call shows that cost
+CONSOLE_PAGES = [
+    ("console overview", "/ui/"),
+    ("console runs", "/ui/runs"),
+    ("console runs failed", "/ui/runs?state=failed&rule=r1"),
+    ("console requests", "/ui/requests?status=404"),
+    ("console deliveries", "/ui/deliveries?state=failed"),
+    ("console sessions", "/ui/sessions"),
+    ("console session", "/ui/sessions/hook:deploy:3"),
+]
+
+
 def latencies(url: str, path: str, reps: int) -> dict[str, float]:
     headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     times = []
@@ -361,7 +374,8 @@ def bench_store(kind: str, args: argparse.Namespace) -> dict[str, Any]:
             print(f"  {verdict} {p['query']:<28} {p['db_ms']:7.2f} ms  {' | '.join(p['plan'])}")
         timings = []
         with running(ServerSpec(f"{kind}-filled", "hookwise", store=url)) as server:
-            for label, path, *_ in queries(now):
+            pages = [(label, path) for label, path, *_ in queries(now)] + CONSOLE_PAGES
+            for label, path in pages:
                 timings.append(
                     {"query": label, "path": path, **latencies(server.url, path, args.reps)}
                 )
