@@ -338,7 +338,8 @@ def test_retention_prunes_finished_runs_and_their_transcripts(start_gateway, sto
     run_id = agent(gw, message="hello")
     eventually(lambda: gw.admin(f"/api/runs/{run_id}")["run"]["state"] == "succeeded")
     assert gw.client is not None
-    assert sql(gw, store_kind, "SELECT count(*) FROM turns") == 2
+    own = f"SELECT count(*) FROM turns WHERE run_id = '{run_id}'"  # a uuid: safe to inline
+    assert sql(gw, store_kind, own) == 2
 
     def gone() -> bool:
         r = gw.client.get(f"/api/runs/{run_id}", headers=ADMIN)  # type: ignore[union-attr]
@@ -346,7 +347,7 @@ def test_retention_prunes_finished_runs_and_their_transcripts(start_gateway, sto
 
     eventually(gone, timeout=20, what="the finished run to be pruned")
     assert gw.admin("/api/runs")["items"] == []
-    eventually(lambda: sql(gw, store_kind, "SELECT count(*) FROM turns") == 0, what="turns gone")
+    eventually(lambda: sql(gw, store_kind, own) == 0, what="the run's turns gone")
     eventually(lambda: gw.admin("/api/requests")["items"] == [], what="the request log pruned")
 
 
