@@ -31,6 +31,7 @@ FILTER_COLUMNS = {
     "status": "status",
     "runId": "run_id",
     "path": "path",
+    "source": "source",
 }
 
 MAX_LIMIT = 500

@@ -351,13 +351,21 @@ async def run_page(request: Request[Any, Any, Any], run_id: str) -> Template:
         "turns", Filters({"session_key": record.session_key}), limit=200, cursor=None
     )
     mine = [SessionTurn.of(t) for t in reversed(turns.items) if t.run_id == run_id]
+    summary = await store.admin_list(
+        "events", Filters({"source": f"run:{run_id}"}), limit=1, cursor=None
+    )
+    attempts: dict[str, list[Any]] = {}
+    for a in await store.delivery_attempts([d.delivery_id for d in deliveries.items]):
+        attempts.setdefault(a.delivery_id, []).append(a)
     return _page(
         request,
         "run.html",
         run=Run.of(record),
         deliveries=[Delivery.of(d) for d in deliveries.items],
+        attempts=attempts,
         retries=[Retry.of(r) for r in retries],
         turns=mine,
+        summary=Event.of(summary.items[0]) if summary.items else None,
         nav="runs",
     )
 

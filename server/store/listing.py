@@ -208,7 +208,7 @@ class ListingShortcuts:
 
 LISTINGS: dict[str, tuple[Listing, Callable[[Any], Any]]] = {
     "events": (
-        Listing("events", EVENT_COLUMNS, "created_at", frozenset({"session"})),
+        Listing("events", EVENT_COLUMNS, "created_at", frozenset({"session", "source"})),
         event_record,
     ),
     "runs": (
@@ -327,6 +327,31 @@ def payload_record(row: Any) -> StoredPayload:
     r = list(row)
     headers = tuple((str(k), str(v)) for k, v in json.loads(r[3]))
     return StoredPayload(r[0], r[1], r[2], headers, bytes(r[4]), r[5])
+
+
+# --- delivery attempts (the console's run page) --------------------------------------------------
+
+ATTEMPT_COLUMNS = "delivery_id, at, channel, recipient, outcome, error"
+
+
+@attrs.frozen
+class AttemptRecord:
+    """One delivery attempt and its outcome (`sent`, `pending`: to be tried again, `failed`)."""
+
+    delivery_id: str
+    at: float
+    channel: str | None
+    to: str | None
+    outcome: str
+    error: str | None
+
+
+def attempts_query(count: int, placeholder: Placeholder) -> str:
+    marks = ", ".join(placeholder(i + 1) for i in range(count))
+    return (
+        f"SELECT {ATTEMPT_COLUMNS} FROM delivery_attempts WHERE delivery_id IN ({marks})"
+        " ORDER BY seq"
+    )
 
 
 # --- activity over time (the console's charts) --------------------------------------------------

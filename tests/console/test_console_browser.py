@@ -165,12 +165,12 @@ def ops_gw(start_module_gateway: Any, telegram: FakeServer) -> GatewayProcess:
     return start_module_gateway(config, name="ops")
 
 
-def failed_delivery(gw: GatewayProcess, telegram: FakeServer, chat: str) -> str:
+def failed_delivery(gw: GatewayProcess, telegram: FakeServer, chat: str) -> tuple[str, str]:
     telegram.missing.add(chat)
     r = gw.hook("agent", {"message": "deploy done", "channel": "telegram", "to": chat})
     assert r.status_code == 202, r.text
     run_id = r.json()["runId"]
-    return eventually(
+    delivery_id = eventually(
         lambda: [
             d["deliveryId"]
             for d in gw.admin(f"/api/runs/{run_id}")["run"]["deliveries"]
@@ -178,12 +178,13 @@ def failed_delivery(gw: GatewayProcess, telegram: FakeServer, chat: str) -> str:
         ],
         what="a failed delivery",
     )[0]
+    return run_id, delivery_id
 
 
 def test_a_failed_delivery_is_retried_from_the_console_and_goes_out(
     page: Any, ops_gw: GatewayProcess, telegram: FakeServer, shoot: Callable[[Any, str], Any]
 ) -> None:
-    delivery_id = failed_delivery(ops_gw, telegram, CHAT)
+    run_id, delivery_id = failed_delivery(ops_gw, telegram, CHAT)
     login(page, ops_gw, "/ui/deliveries?state=failed")
     row = page.locator("tbody tr", has_text=delivery_id[-8:])
     assert "failed" in row.inner_text()
@@ -205,13 +206,20 @@ def test_a_failed_delivery_is_retried_from_the_console_and_goes_out(
     assert state
     page.goto(ops_gw.url + "/ui/deliveries")
     assert "sent" in page.locator("tbody tr", has_text=delivery_id[-8:]).inner_text()
+    # the run's page: every attempt of the delivery, and the summary in the main session
+    page.goto(ops_gw.url + f"/ui/runs/{run_id}")
+    attempts = page.locator("tr.attempt").all_inner_texts()
+    assert len(attempts) == 2
+    assert "attempt 1: failed" in attempts[0] and "chat not found" in attempts[0].lower()
+    assert "attempt 2: sent" in attempts[1]
+    assert page.locator("pre.summary").inner_text().startswith("Hook")
 
 
 def test_bulk_retry_asks_with_the_count_first(
     page: Any, ops_gw: GatewayProcess, telegram: FakeServer, shoot: Callable[[Any, str], Any]
 ) -> None:
     chats = ["-1005550001", "-1005550002"]
-    ids = [failed_delivery(ops_gw, telegram, c) for c in chats]
+    ids = [failed_delivery(ops_gw, telegram, c)[1] for c in chats]
     login(page, ops_gw, "/ui/deliveries?channel=telegram")
     page.click("button:has-text('Retry the failed ones')")
     assert page.locator("#bulk-count strong").inner_text() == "2"

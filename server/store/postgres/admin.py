@@ -27,9 +27,11 @@ from hookwise.server.store.listing import (
     LISTINGS,
     PAYLOAD_COLUMNS,
     POSTGRES_WALK,
+    AttemptRecord,
     Filters,
     ListingShortcuts,
     activity_query,
+    attempts_query,
     listing_query,
     payload_record,
     payload_row,
@@ -77,6 +79,14 @@ class PostgresAdminReads(ListingShortcuts):
         async with self._readers.acquire() as conn, conn.transaction(readonly=True):
             await conn.execute(POSTGRES_WALK)
             return await conn.fetch(sql, *args)
+
+    async def delivery_attempts(self, delivery_ids: list[str]) -> list[AttemptRecord]:
+        """Every attempt of these deliveries, oldest first."""
+        ids = list(delivery_ids)[:500]
+        if not ids:
+            return []
+        sql = attempts_query(len(ids), P)
+        return [AttemptRecord(*r) for r in await self._readers.fetch(sql, *ids)]
 
     async def activity(
         self, name: str, *, since: float, width: float, failed: bool = False

@@ -217,10 +217,20 @@ async def update_delivery(
     fallback_channel: str | None = None,
     reset: bool = False,
 ) -> None:
-    """Record a delivery attempt's outcome. A row already `sent` is never changed again.
+    """Record a delivery attempt's outcome (also as a row of `delivery_attempts`). A row already
+    `sent` is never changed again.
 
     `reset` (moving to a fallback channel) clears the attempts and the message ids.
     """
+    await conn.execute(
+        "INSERT INTO delivery_attempts (delivery_id, at, channel, recipient, outcome, error)"
+        " SELECT delivery_id, $1, channel, recipient, $2, $3 FROM deliveries"
+        " WHERE delivery_id = $4 AND state != 'sent'",
+        now,
+        state,
+        last_error,
+        delivery_id,
+    )
     await conn.execute(
         "UPDATE deliveries SET state = $1, updated_at = $2, last_error = COALESCE($3, last_error),"
         " lease_until = NULL,"

@@ -27,9 +27,11 @@ from hookwise.server.store.base import (
 from hookwise.server.store.listing import (
     LISTINGS,
     PAYLOAD_COLUMNS,
+    AttemptRecord,
     Filters,
     ListingShortcuts,
     activity_query,
+    attempts_query,
     listing_query,
     payload_record,
     payload_row,
@@ -72,6 +74,14 @@ class SQLiteAdminReads(ListingShortcuts):
         listing, convert = LISTINGS[name]
         sql, args = listing_query(listing, filters, cursor=cursor, limit=limit, placeholder=P)
         return page_of(await self._fetch(sql, args), limit, convert)
+
+    async def delivery_attempts(self, delivery_ids: list[str]) -> list[AttemptRecord]:
+        """Every attempt of these deliveries, oldest first."""
+        ids = list(delivery_ids)[:500]
+        if not ids:
+            return []
+        sql = attempts_query(len(ids), P)
+        return [AttemptRecord(*r) for r in await self._fetch(sql, ids)]
 
     async def activity(
         self, name: str, *, since: float, width: float, failed: bool = False

@@ -205,10 +205,17 @@ def update_delivery(
     fallback_channel: str | None = None,
     reset: bool = False,
 ) -> None:
-    """Record a delivery attempt's outcome. A row already `sent` is never changed again.
+    """Record a delivery attempt's outcome (also as a row of `delivery_attempts`). A row already
+    `sent` is never changed again.
 
     `reset` (moving to a fallback channel) clears the attempts and the message ids.
     """
+    cur.execute(
+        "INSERT INTO delivery_attempts (delivery_id, at, channel, recipient, outcome, error)"
+        " SELECT delivery_id, ?, channel, recipient, ?, ? FROM deliveries"
+        " WHERE delivery_id = ? AND state != 'sent'",
+        (now, state, last_error, delivery_id),
+    )
     cur.execute(
         "UPDATE deliveries SET state = ?, updated_at = ?, last_error = COALESCE(?, last_error), lease_until = NULL,"
         " message_ids = CASE WHEN ? THEN NULL ELSE COALESCE(?, message_ids) END,"
