@@ -17,6 +17,12 @@ XSS_NAME = '"><img src=x onerror="document.title=\'pwned\'">'
 XSS_MESSAGE = "<script>document.title='pwned'</script> and <b>bold</b>"
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """The console works on both stores: every browser test runs once on each."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
 def gw(start_module_gateway: Any) -> GatewayProcess:
     return start_module_gateway(base_config(presets=["gmail"]))
