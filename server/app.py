@@ -25,7 +25,7 @@ from hookwise.server import metrics
 from hookwise.server.admin import AdminController
 from hookwise.server.admin_recover import RecoverController
 from hookwise.server.admin_replay import ReplayController
-from hookwise.server.auth import AuthThrottle, TokenCheck
+from hookwise.server.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
 from hookwise.server.console import template_config
 from hookwise.server.console.auth import ConsoleAuth
 from hookwise.server.console.pages import console_router
@@ -55,6 +55,15 @@ class _HooksFirst(Litestar):
                 await self.hook_endpoint(scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
+
+
+def _console_throttle(gateway: Gateway) -> AuthThrottle | SharedAuthThrottle:
+    """The console login's lock-out: kept in the store when several processes share it (as the
+    hook endpoint's is), so `--workers N` does not give a guesser N times the tries."""
+    limits = {"max_failures": 10, "window": 60.0, "lockout": 60.0}
+    if gateway.shared:
+        return SharedAuthThrottle(gateway.store, **limits)
+    return AuthThrottle(**limits)
 
 
 def create_app(gateway: Gateway) -> Litestar:
@@ -100,7 +109,7 @@ def create_app(gateway: Gateway) -> Litestar:
                 "gateway": gateway,
                 "admin_token": TokenCheck(token) if token else None,
                 "console_auth": ConsoleAuth(token) if token else None,
-                "console_throttle": AuthThrottle(max_failures=10, window=60.0, lockout=60.0),
+                "console_throttle": _console_throttle(gateway),
             }
         ),
         template_config=template_config(),

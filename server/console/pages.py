@@ -36,9 +36,9 @@ from hookwise.server.admin_models import (
     SessionTurn,
 )
 from hookwise.server.admin_query import DELIVERY_STATES, RUN_STATES, filters
-from hookwise.server.admin_recover import RetryFilter, retry_bulk, retry_one
+from hookwise.server.admin_recover import RetryFilter, actor, retry_bulk, retry_one
 from hookwise.server.admin_replay import replay_request
-from hookwise.server.auth import AuthThrottle, client_key
+from hookwise.server.auth import AuthThrottle, SharedAuthThrottle, client_key
 from hookwise.server.console import STATIC
 from hookwise.server.console.activity import overview_activity
 from hookwise.server.console.auth import COOKIE, SESSION_SECONDS, ConsoleAuth, Viewer
@@ -150,8 +150,9 @@ def login_form(request: Request[Any, Any, Any]) -> Template:
 async def login(request: Request[Any, Any, Any], data: Form) -> Response[Any] | Template:
     auth = _auth(request)
     assert auth is not None
-    throttle: AuthThrottle = request.app.state.console_throttle
-    client = client_key(request.client.host if request.client else None)
+    throttle: AuthThrottle | SharedAuthThrottle = request.app.state.console_throttle
+    # its own bucket: console logins and hook tokens lock out separately
+    client = "ui:" + client_key(request.client.host if request.client else None)
     target = _safe_next(data.get("next"))
     origin = request.headers.get("origin")
     if origin is not None and urlsplit(origin).netloc != request.headers.get("host", ""):
@@ -372,7 +373,7 @@ async def run_page(request: Request[Any, Any, Any], run_id: str) -> Template:
 
 @post("/runs/{run_id:str}/retry")
 async def retry_run_page(request: Request[Any, Any, Any], run_id: str) -> Redirect:
-    await retry_one(_gateway(request), "run", run_id, _actor(request))
+    await retry_one(_gateway(request), "run", run_id, actor(request, "console"))
     return _back(f"/ui/runs/{run_id}", "The run is queued again.")
 
 
@@ -405,7 +406,7 @@ async def deliveries_page(request: Request[Any, Any, Any]) -> Template:
 async def retry_delivery_page(
     request: Request[Any, Any, Any], delivery_id: str, data: Form
 ) -> Redirect:
-    await retry_one(_gateway(request), "delivery", delivery_id, _actor(request))
+    await retry_one(_gateway(request), "delivery", delivery_id, actor(request, "console"))
     back = _safe_next(data.get("back")) if data.get("back") else "/ui/deliveries"
     return _back(back.split("?", 1)[0], f"Delivery {delivery_id[-8:]} is pending again.")
 
@@ -424,7 +425,7 @@ async def bulk_retry_page(request: Request[Any, Any, Any], data: Form) -> Templa
     )
     if problems:
         raise RequestError(400, "invalid_body", "; ".join(problems))
-    counted = await retry_bulk(_gateway(request), "delivery", retry, _actor(request))
+    counted = await retry_bulk(_gateway(request), "delivery", retry, actor(request, "console"))
     if retry.dry_run:
         return _page(
             request,
@@ -518,11 +519,6 @@ async def rules_test(request: Request[Any, Any, Any], data: Form) -> Template:
 
 
 # -------------------------------------------------------------------------------- helpers
-
-
-def _actor(request: Request[Any, Any, Any]) -> str:
-    client = request.client.host if request.client else "unknown"
-    return f"console@{client}"
 
 
 def _rules(request: Request[Any, Any, Any]) -> list[Any]:
