@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import gc
 import logging
 import os
 import select
@@ -207,6 +208,7 @@ def _run_process(args: argparse.Namespace) -> int:
         while not server.started and not serving.done():
             await asyncio.sleep(0.01)
         if server.started:
+            _settle_heap()
             if args.socket_fd is not None:
                 print(f"{WORKER_READY} pid={os.getpid()}", flush=True)
             else:
@@ -234,6 +236,25 @@ def _run_process(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+#: the collector's first-generation threshold while serving (CPython's default is 700)
+GC_GEN0_THRESHOLD = 20_000
+
+
+def _settle_heap() -> None:
+    """Once started: move everything start-up made (modules, the app, the config, the rules)
+    out of the cyclic collector's reach, and collect the youngest generation less often.
+
+    A request allocates a few hundred objects and frees nearly all of them by reference count,
+    so collections find little; with the default threshold one ran every few requests, and each
+    oldest-generation collection walked the whole start-up heap: pauses of tens of milliseconds
+    that showed as the p99 of the ingest bench. Cycles are still collected, in fewer, later
+    passes over far fewer objects."""
+    gc.collect()
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
 
 
 class _QuietStartup(logging.Filter):

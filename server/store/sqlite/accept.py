@@ -14,13 +14,33 @@ from hookwise.server.store.base import (
     log_row,
     run_row,
 )
+from hookwise.server.store.sqlite.writer import InsertInto, Rows
+
+EVENTS = InsertInto("events", "event_id, session, text, source, mode, trusted, created_at")
+RUNS = InsertInto(
+    "runs",
+    "run_id, session_key, name, message, rule_id, wake_mode, deliver, channel, recipient, model,"
+    " thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id, created_at, request_id",
+)
+REQUEST_LOG = InsertInto("request_log", LOG_COLUMNS)
+
+
+def log_rows(e: RequestLogEntry) -> Rows:
+    """A request log line as rows for the writer to merge (`GroupCommitWriter.submit_rows`)."""
+    return ((REQUEST_LOG, log_row(e)),)
+
+
+def accept_rows(op: AcceptOp) -> Rows:
+    """What an accepted request without an idempotency key writes, as rows (nothing to read
+    first): its events, its runs and its log line."""
+    rows = [(EVENTS, (*event_row(e), op.now)) for e in op.events]
+    rows += [(RUNS, (*run_row(r), op.now, op.log.request_id)) for r in op.runs]
+    rows.append((REQUEST_LOG, log_row(op.log)))
+    return tuple(rows)
 
 
 def insert_log(cur: sqlite3.Cursor, e: RequestLogEntry, *, created: bool = True) -> None:
-    cur.execute(
-        f"INSERT INTO request_log ({LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        log_row(e, created=created),
-    )
+    cur.execute(REQUEST_LOG.sql(1), log_row(e, created=created))
 
 
 def accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
@@ -40,18 +60,8 @@ def accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
             (op.idempotency_key, op.fingerprint, op.status, op.body, op.now),
         )
     if op.events:
-        cur.executemany(
-            "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(*event_row(e), op.now) for e in op.events],
-        )
+        cur.executemany(EVENTS.sql(1), [(*event_row(e), op.now) for e in op.events])
     if op.runs:
-        cur.executemany(
-            "INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
-            " channel, recipient, model, thinking, timeout_seconds, fallback_channel,"
-            " allow_unsafe, agent_id, created_at, request_id)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(*run_row(r), op.now, op.log.request_id) for r in op.runs],
-        )
+        cur.executemany(RUNS.sql(1), [(*run_row(r), op.now, op.log.request_id) for r in op.runs])
     insert_log(cur, op.log)
     return Accepted(status=op.status, body=op.body)

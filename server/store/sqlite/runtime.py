@@ -134,9 +134,12 @@ def finish_heartbeat(cur: sqlite3.Cursor, o: HeartbeatOutcome) -> None:
         ),
     )
     if o.state == "succeeded" and o.event_ids:
-        cur.executemany(
-            "UPDATE events SET consumed_at = ?, heartbeat_id = ? WHERE event_id = ? AND consumed_at IS NULL",
-            [(o.finished_at, o.heartbeat_id, eid) for eid in o.event_ids],
+        # one statement for the whole beat (a statement per event held the writer, and every
+        # request waiting on it, for as many statements as the beat consumed events)
+        cur.execute(
+            "UPDATE events SET consumed_at = ?, heartbeat_id = ?"
+            " WHERE event_id IN (SELECT value FROM json_each(?)) AND consumed_at IS NULL",
+            (o.finished_at, o.heartbeat_id, json.dumps(list(o.event_ids))),
         )
     insert_turns(cur, o.turns, o.finished_at)
     if o.delivery is not None:

@@ -34,7 +34,7 @@ from hookwise.server.store.base import (
 )
 from hookwise.server.store.rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from hookwise.server.store.sqlite import runtime as rt
-from hookwise.server.store.sqlite.accept import accept, insert_log
+from hookwise.server.store.sqlite.accept import accept, accept_rows, log_rows
 from hookwise.server.store.sqlite.admin import SQLiteAdminReads
 from hookwise.server.store.sqlite.migrate import migrate
 from hookwise.server.store.sqlite.retention import SQLiteRetention
@@ -199,10 +199,14 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
     # the request path -------------------------------------------------------------------------
 
     async def accept(self, op: AcceptOp) -> Accepted:
+        if op.idempotency_key is None:  # nothing to read first: rows the writer can merge
+            return await self._writer.submit_rows(
+                accept_rows(op), Accepted(status=op.status, body=op.body)
+            )
         return await self._writer.submit(lambda cur: accept(op, cur))
 
     def log_request(self, entry: RequestLogEntry) -> None:
-        self._writer.submit_nowait(lambda cur: insert_log(cur, entry))
+        self._writer.submit_rows_nowait(log_rows(entry))
 
     async def prune(self, *, now: float, idempotency_window: float, log_retention: float) -> None:
         def fn(cur: sqlite3.Cursor) -> None:
