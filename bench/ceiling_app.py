@@ -1,8 +1,10 @@
 """The machine's ceiling for bench/ingest.py: the smallest useful raw ASGI app.
 
 It reads the request body and answers 200 with a tiny JSON body on POST (405 otherwise); nothing
-else. Run under the same uvicorn settings as hookwise, it bounds what any Python service can
-answer on this machine.
+else. Run as `python bench/ceiling_app.py PORT`, it is served exactly as hookwise serves (uvicorn
+with `hookwise.server.serve.uvicorn_options` for the default gateway settings: uvloop, httptools
+through hookwise's protocol class, no access log), so it bounds what any Python service can
+answer on this machine with hookwise's HTTP server.
 """
 
 from __future__ import annotations
@@ -43,3 +45,19 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     status = 200 if scope["method"] == "POST" else 405
     await send({"type": "http.response.start", "status": status, "headers": _HEADERS})
     await send({"type": "http.response.body", "body": _OK})
+
+
+def main(port: int) -> None:
+    import uvicorn
+
+    from hookwise.engine.config import GatewayConfig
+    from hookwise.server.serve import uvicorn_options
+
+    options = uvicorn_options(GatewayConfig()) | {"log_level": "warning"}
+    uvicorn.run(app, host="127.0.0.1", port=port, **options)
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(int(sys.argv[1]))

@@ -10,7 +10,7 @@ What it does, all on loopback and bounded in time:
 
 1. installs `wrk` (Debian package) if it is missing; exit 2 if that is not possible;
 2. measures the ceiling: `bench/ceiling_app.py` (a raw ASGI app that reads the body and answers
-   200) under uvicorn with the settings hookwise uses (uvloop, httptools, 1 worker, no access log);
+   200) served as hookwise serves (the same uvicorn options and HTTP protocol class, 1 process);
 3. measures hookwise on a fresh temporary state dir and config (hooks enabled, default durable
    SQLite store) for `/hooks/wake`, then for `/hooks/agent`, each on its own fresh server: a
    warm-up, then the measured `wrk --latency` run; afterwards checks through the admin API that
@@ -276,27 +276,7 @@ class RunningServer:
 def _start_ceiling(workdir: Path) -> RunningServer:
     port = _free_port()
     log = open(workdir / "ceiling.log", "wb")  # noqa: SIM115 - handed to the child
-    cmd = [
-        str(BIN / "uvicorn"),
-        "--app-dir",
-        str(REPO / "bench"),
-        "ceiling_app:app",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--loop",
-        "uvloop",
-        "--http",
-        "httptools",
-        "--workers",
-        "1",
-        "--no-access-log",
-        "--no-server-header",
-        "--no-date-header",
-        "--log-level",
-        "warning",
-    ]
+    cmd = [sys.executable, str(REPO / "bench" / "ceiling_app.py"), str(port)]
     proc = _track(subprocess.Popen(cmd, cwd=workdir, stdout=log, stderr=log))
     log.close()
     url = f"http://127.0.0.1:{port}"

@@ -11,6 +11,10 @@ what the parser lacks:
 - a header read timeout (`head_timeout`): a request whose line and headers have not all arrived
   within it (counted from its first byte, or from the connection's start) is answered
   `408 header_timeout` and the connection is closed, so dribbling clients cannot hold sockets.
+  One timer per connection checks it (re-armed only when it fires), not one per request;
+- one `send()` per response: uvicorn writes the status line and headers, then the body, as two
+  writes (two system calls, often two packets); each request's cycle writes through
+  `_OneWrite`, which holds the head back and sends it with the first body part.
 
 Every one of these answers carries `Connection: close` and the connection is closed after it:
 after a framing error nothing later on the connection can be trusted. What cannot be JSON: a
@@ -61,6 +65,8 @@ class JsonHttpProtocol(HttpToolsProtocol):
         self._pending = 0  # bytes received while in the head (bounds what the parser holds)
         self._head_size = 0  # the request line and headers of this request, as parsed
         self._head_timer: asyncio.TimerHandle | None = None
+        #: loop time at which the head being read began; None between heads
+        self._head_since: float | None = None
 
     @classmethod
     def configured(cls, *, max_head_bytes: int, head_timeout: float) -> type[JsonHttpProtocol]:
@@ -72,23 +78,36 @@ class JsonHttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._start_head_timer()
+        self._head_since = self.loop.time()
+        self._arm_head_timer(self.head_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_timer()
         super().connection_lost(exc)
 
-    def _start_head_timer(self) -> None:
-        self._stop_head_timer()
-        self._head_timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+    def _arm_head_timer(self, delay: float) -> None:
+        self._head_timer = self.loop.call_later(delay, self._check_head)
 
     def _stop_head_timer(self) -> None:
+        self._head_since = None
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
 
-    def _head_timed_out(self) -> None:
+    def _check_head(self) -> None:
+        """The connection's head timer: 408 if the head being read is too old, else wait for
+        the rest of its time (or, between heads, for the next head to arm it again)."""
         self._head_timer = None
+        since = self._head_since
+        if since is None:
+            return
+        left = since + self.head_timeout - self.loop.time()
+        if left > 0:
+            self._arm_head_timer(left)
+        else:
+            self._head_timed_out()
+
+    def _head_timed_out(self) -> None:
         if self.cycle is not None and not self.cycle.response_complete:
             self.transport.close()  # a response is still being written: just stop reading
             return
@@ -145,8 +164,9 @@ class JsonHttpProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._head_size = 0
+        self._head_since = self.loop.time()
         if self._head_timer is None:
-            self._start_head_timer()
+            self._arm_head_timer(self.head_timeout)
 
     def on_url(self, url: bytes) -> None:
         self._count(len(url))
@@ -158,8 +178,11 @@ class JsonHttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
-        self._stop_head_timer()
+        self._head_since = None  # the timer stays armed: it stops when it next fires
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:
+            cycle.transport = _OneWrite(self.transport, self.loop)  # type: ignore[assignment]
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -169,3 +192,43 @@ class JsonHttpProtocol(HttpToolsProtocol):
 
 class _HeadTooLarge(Exception):
     pass
+
+
+class _OneWrite:
+    """The transport as one request's cycle sees it: the cycle's first write (the response's
+    status line and headers) is held and sent with the next write (the body), so a complete
+    response leaves in one `send()`. A head with no write after it (a streamed body that is
+    not ready yet) goes out at the loop's next turn, and before the connection is closed."""
+
+    __slots__ = ("_held", "_loop", "_started", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+        self._started = False
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.write(held + data)
+        elif not self._started and not data.startswith(b"HTTP/1.1 100 "):
+            self._started = True
+            self._held = data
+            self._loop.call_soon(self.flush)
+        else:
+            self._transport.write(data)  # "100 Continue", or a streamed body's later parts
+
+    def flush(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)

@@ -134,6 +134,28 @@ def serve(args: argparse.Namespace) -> int:
         return 1
 
 
+def uvicorn_options(gw: Any) -> dict[str, Any]:
+    """How hookwise runs uvicorn (everything but the app) for the gateway settings `gw`; the
+    ingest bench runs its ceiling app with the same, so that the two compare like for like."""
+    from hookwise.server.http import JsonHttpProtocol
+
+    return {
+        "loop": "uvloop",
+        # JSON for malformed requests, header size limit and read timeout (server.http)
+        "http": JsonHttpProtocol.configured(
+            max_head_bytes=gw.max_header_bytes, head_timeout=float(gw.header_timeout_seconds)
+        ),
+        # forwarded headers count only from gateway.trustedProxies (server.proxies)
+        "proxy_headers": False,
+        "lifespan": "on",
+        "access_log": False,
+        "log_config": None,
+        "server_header": False,
+        "date_header": False,
+        "timeout_graceful_shutdown": 10,
+    }
+
+
 def _run_process(args: argparse.Namespace) -> int:
     import uvicorn
     import uvloop
@@ -145,7 +167,6 @@ def _run_process(args: argparse.Namespace) -> int:
     loaded = load(args.config)
     if loaded is None:
         return 1
-    from hookwise.server.http import JsonHttpProtocol
     from hookwise.server.proxies import TrustedProxies, parse_networks
 
     gw = loaded.config.gateway
@@ -176,25 +197,7 @@ def _run_process(args: argparse.Namespace) -> int:
         app = TrustedProxies(app, networks)
     host, port = _shown(sock)
     gateway.listen_port = port
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            loop="uvloop",
-            # JSON for malformed requests, header size limit and read timeout (server.http)
-            http=JsonHttpProtocol.configured(
-                max_head_bytes=gw.max_header_bytes,
-                head_timeout=float(gw.header_timeout_seconds),
-            ),
-            # forwarded headers count only from gateway.trustedProxies (server.proxies)
-            proxy_headers=False,
-            lifespan="on",
-            access_log=False,
-            log_config=None,
-            server_header=False,
-            date_header=False,
-            timeout_graceful_shutdown=10,
-        )
-    )
+    server = uvicorn.Server(uvicorn.Config(app, **uvicorn_options(gw)))
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

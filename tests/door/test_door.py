@@ -167,6 +167,47 @@ def test_a_dribbled_header_is_408_and_the_connection_closed(gw: GatewayProcess) 
         assert time.monotonic() - started < 3
 
 
+def _read_response(sock: socket.socket, pending: bytes) -> tuple[int, Any, bytes]:
+    """One response off a kept-alive connection: (status, JSON body, bytes read past it)."""
+    while b"\r\n\r\n" not in pending:
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection"
+        pending += chunk
+    head, _, rest = pending.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    length = next(int(ln.split(":")[1]) for ln in lines if ln.lower().startswith("content-length"))
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return int(lines[0].split()[1]), json.loads(rest[:length]), rest[length:]
+
+
+def test_the_header_timeout_counts_per_request_on_a_kept_alive_connection(
+    gw: GatewayProcess,
+) -> None:
+    """One timer per connection: requests that keep it busy past the timeout are served, and a
+    head dribbled after them is still refused about one timeout after its first byte."""
+    request = _post("/hooks/wake", b'{"text": "kept alive"}').replace(b"Connection: close\r\n", b"")
+    with socket.create_connection(_address(gw), timeout=10) as sock:
+        pending = b""
+        started = time.monotonic()
+        while time.monotonic() - started < 1.6:  # the timeout is 1 s
+            sock.sendall(request)
+            status, body, pending = _read_response(sock, pending)
+            assert (status, body["ok"]) == (200, True)
+            time.sleep(0.15)
+        dribbled = time.monotonic()
+        sock.sendall(b"POST /hooks/wake HTTP/1.1\r\n")
+        try:
+            for _ in range(20):
+                sock.sendall(b"X-Slow: 1\r\n")
+                time.sleep(0.2)
+        except OSError:
+            pass
+        status, headers, body = _read_closed(sock)
+        assert (status, body["code"]) == (408, "header_timeout")
+        assert 0.9 < time.monotonic() - dribbled < 2.5
+
+
 def test_an_idle_connection_is_closed_after_the_header_timeout(gw: GatewayProcess) -> None:
     with socket.create_connection(_address(gw), timeout=10) as sock:
         status, _, body = _read_closed(sock)
