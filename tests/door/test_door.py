@@ -203,7 +203,7 @@ def test_the_header_timeout_counts_per_request_on_a_kept_alive_connection(
                 time.sleep(0.2)
         except OSError:
             pass
-        status, headers, body = _read_closed(sock)
+        status, _, body = _read_closed(sock)
         assert (status, body["code"]) == (408, "header_timeout")
         assert 0.9 < time.monotonic() - dribbled < 2.5
 
