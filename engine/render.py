@@ -226,20 +226,25 @@ def _plain_parts(source: str) -> tuple[_Part, ...] | None:
 def _render_plain(parts: tuple[_Part, ...], variables: Mapping[str, Any]) -> str:
     out = []
     for part in parts:
-        if isinstance(part, str):
+        if part.__class__ is str:
             out.append(part)
             continue
-        value = variables.get(part[0], _MISSING)
-        for key in part[1:]:
-            if isinstance(key, int):
-                found = isinstance(value, (list, tuple, str)) and -len(value) <= key < len(value)
-            else:
-                found = isinstance(value, Mapping) and not _blocked(key) and key in value
-            if not found:
-                value = _MISSING
-                break
-            value = value[key]  # type: ignore[index]
-        if value is not _MISSING:
+        value = variables.get(part[0], _MISSING)  # type: ignore[index]
+        if len(part) > 1:
+            for key in part[1:]:
+                if isinstance(key, int):
+                    found = isinstance(value, (list, tuple, str)) and -len(value) <= key < len(
+                        value
+                    )
+                else:
+                    found = isinstance(value, Mapping) and not _blocked(key) and key in value
+                if not found:
+                    value = _MISSING
+                    break
+                value = value[key]  # type: ignore[index]
+        if value.__class__ is str:
+            out.append(value)
+        elif value is not _MISSING:
             out.append(str(_finalize(value)))
     return "".join(out)
 
@@ -332,3 +337,105 @@ def template_variables(
     variables["path"] = path
     variables["now"] = now
     return variables
+
+
+class RequestView:
+    """What templates and transforms see of a request beside its payload: its visible headers
+    and query and the clock's text, each made on first use (a plain template that reads two
+    payload fields needs none of them)."""
+
+    __slots__ = ("_headers", "_now", "_query", "path", "request")
+
+    def __init__(self, request: Any) -> None:
+        self.request = request
+        self.path: str = request.path
+        self._headers: dict[str, str] | None = None
+        self._query: dict[str, str] | None = None
+        self._now: str | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        if self._headers is None:
+            self._headers = visible_headers(self.request.headers)
+        return self._headers
+
+    @property
+    def query(self) -> dict[str, str]:
+        if self._query is None:
+            self._query = visible_query(self.request.query)
+        return self._query
+
+    @property
+    def now(self) -> str:
+        if self._now is None:
+            self._now = iso_now(self.request.now)
+        return self._now
+
+
+class TemplateVariables(Mapping[str, Any]):
+    """`template_variables` (same names, same precedence), resolved name by name as templates
+    read them; `extra` (a fan-out's `item` and `index`) wins over everything."""
+
+    __slots__ = ("_extra", "_extracted", "_full", "_payload", "_view")
+
+    def __init__(
+        self,
+        payload: Mapping[str, Any],
+        extracted: Mapping[str, Any],
+        view: RequestView,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._payload = payload
+        self._extracted = extracted
+        self._view = view
+        self._extra = extra
+        self._full: dict[str, Any] | None = None
+
+    def __getitem__(self, name: str) -> Any:
+        value = self.get(name, _ABSENT)
+        if value is _ABSENT:
+            raise KeyError(name)
+        return value
+
+    def get(self, name: str, default: Any = None) -> Any:
+        extra = self._extra
+        if extra is not None and name in extra:
+            return extra[name]
+        if name in _REQUEST_NAMES:
+            return self._payload if name == "payload" else getattr(self._view, name)
+        extracted = self._extracted
+        if extracted and name in extracted:
+            return extracted[name]
+        payload = self._payload
+        if name in payload and isinstance(name, str) and not _blocked(name):
+            return payload[name]
+        return default
+
+    def __contains__(self, name: object) -> bool:
+        return self.get(name, _ABSENT) is not _ABSENT  # type: ignore[arg-type]
+
+    def _all(self) -> dict[str, Any]:
+        if self._full is None:
+            view = self._view
+            full = template_variables(
+                self._payload,
+                headers=view.headers,
+                query=view.query,
+                path=view.path,
+                now=view.now,
+                extracted=self._extracted,
+            )
+            if self._extra is not None:
+                full.update(self._extra)
+            self._full = full
+        return self._full
+
+    def __iter__(self) -> Any:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+_REQUEST_NAMES = frozenset({"payload", "headers", "query", "path", "now"})
+_ABSENT = object()

@@ -76,14 +76,12 @@ from hookwise.engine.mapping import ExtractConfig, MappingConfig, RespondConfig,
 from hookwise.engine.render import (
     RESERVED_NAMES,
     MissingValueError,
+    RequestView,
     Template,
     TemplateCompileError,
     TemplateRenderError,
+    TemplateVariables,
     compile_template,
-    iso_now,
-    template_variables,
-    visible_headers,
-    visible_query,
 )
 from hookwise.engine.request import InboundRequest
 from hookwise.engine.ruleindex import RuleIndex
@@ -652,12 +650,8 @@ class RuleSet:
             name: (expr.all(payload) if every else expr.first(payload))
             for name, expr, every in rule.extract
         }
-        headers = visible_headers(request.headers)
-        query = visible_query(request.query)
-        now = iso_now(request.now)
-        variables = template_variables(
-            payload, headers=headers, query=query, path=request.path, now=now, extracted=extracted
-        )
+        view = RequestView(request)
+        variables = TemplateVariables(payload, extracted, view)
         slots: list[tuple[Any, int | None, Any]]
         if rule.for_each is None:
             slots = [(None, None, payload)]
@@ -670,27 +664,18 @@ class RuleSet:
             slots = [(item, i, _with_list(payload, steps, [item])) for i, item in enumerate(items)]
         actions = []
         for item, index, seen in slots:
-            scope = variables
+            scope: Mapping[str, Any] = variables
             if index is not None:
-                if seen is not payload:
-                    scope = template_variables(
-                        seen,
-                        headers=headers,
-                        query=query,
-                        path=request.path,
-                        now=now,
-                        extracted=extracted,
-                    )
-                scope = {**scope, "item": item, "index": index}
+                scope = TemplateVariables(seen, extracted, view, {"item": item, "index": index})
             action = self._render(rule, scope)
             if rule.transform is not None:
                 ctx = TransformContext(
                     payload=seen,
-                    headers=headers,
-                    query=query,
+                    headers=view.headers,
+                    query=view.query,
                     path=request.path,
                     extracted=extracted,
-                    now=now,
+                    now=view.now,
                     action={"kind": action.kind, **action.fields},
                     raw_body=request.raw_body,
                     item=item,
@@ -708,7 +693,7 @@ class RuleSet:
             respond = attrs.evolve(rule.config.respond, body=body)
         return Outcome(rule.id, tuple(actions), not actions, respond, extracted, delivery_id)
 
-    def _render(self, rule: CompiledRule, scope: dict[str, Any]) -> ActionSpec:
+    def _render(self, rule: CompiledRule, scope: Mapping[str, Any]) -> ActionSpec:
         fields = dict(rule.static)
         for field, (key, optional) in _TEMPLATED[rule.kind].items():
             template = rule.templates.get(key)

@@ -119,11 +119,9 @@ def create_app(gateway: Gateway) -> Litestar:
     )
     if observed.enabled:
         metrics.enable()
-        app.asgi_handler = metrics.HttpMetrics(app.asgi_handler, None)
+        app.asgi_handler = metrics.HttpMetrics(app.asgi_handler)
     if gateway.hooks is not None:
         app.hook_path = gateway.config.hooks.path.rstrip("/")
-        # requests under the hook path go straight to the endpoint: it is counted there
-        app.hook_endpoint = (
-            metrics.HttpMetrics(gateway.hooks, app.hook_path) if observed.enabled else gateway.hooks
-        )
+        # requests under the hook path go straight to the endpoint, which counts them itself
+        app.hook_endpoint = gateway.hooks
     return app

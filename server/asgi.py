@@ -26,20 +26,22 @@ async def send_json(
     status: int,
     body: bytes | None,
     headers: Iterable[tuple[bytes, bytes]] = (),
-) -> None:
-    """Send a complete response; `body=None` sends no body and no content type (204)."""
+) -> int:
+    """Send a complete response; `body=None` sends no body and no content type (204). Returns
+    `status`, for the caller to record."""
     hdrs = list(headers)
     if body is not None:
         hdrs.append(_JSON)
         hdrs.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": hdrs})
     await send({"type": "http.response.body", "body": body or b""})
+    return status
 
 
 async def send_error(
     send: Send, error: RequestError, headers: Iterable[tuple[bytes, bytes]] = ()
-) -> None:
-    await send_json(send, error.status, encode_json(error.to_body()), headers)
+) -> int:
+    return await send_json(send, error.status, encode_json(error.to_body()), headers)
 
 
 def content_length(headers: list[tuple[bytes, bytes]]) -> int | None:

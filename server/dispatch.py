@@ -26,9 +26,10 @@ log = logging.getLogger("hookwise.dispatch")
 Listener = Callable[[Sequence[NewEvent], Sequence[NewRun]], None]
 
 
-@attrs.frozen
+@attrs.define
 class RequestMeta:
-    """What the request log records about a request: never the payload or the token."""
+    """What the request log records about a request: never the payload or the token (`size`
+    is set once the body is read)."""
 
     path: str
     client: str | None

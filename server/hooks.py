@@ -40,6 +40,7 @@ from hookwise.engine.request import InboundRequest
 from hookwise.engine.sessions import mapping_source
 from hookwise.engine.signatures import HandshakeRefused, SignatureError, answer, answers_get
 from hookwise.engine.signatures.door import Door
+from hookwise.server import metrics
 from hookwise.server.asgi import content_length, read_body, send_error, send_json
 from hookwise.server.auth import (
     TOKEN_HEADER,
@@ -147,9 +148,20 @@ class HookEndpoint:
         self._throttle = throttle
         self._dispatcher = dispatcher
         self._rules = rules
+        path = settings.hook_path
+        #: the `route` label of the HTTP metrics (a mapped hook's name is not a label value)
+        self._routes = {"wake": f"{path}/wake", "agent": f"{path}/agent"}
+        self._mapped_route = f"{path}/{{name}}"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
         sub = _sub_path(scope, self.settings.hook_path)
+        status = await self._serve(sub, scope, receive, send)
+        route = self._routes.get(sub, self._mapped_route) if sub else "other"
+        metrics.http_answered(route, status, time.perf_counter() - started)
+
+    async def _serve(self, sub: str | None, scope: Scope, receive: Receive, send: Send) -> int:
+        """Answer the request; the status sent."""
         client = client_key((scope.get("client") or (None,))[0])
         meta = RequestMeta(  # escaped: a decoded path may hold CR/LF (server.logs)
             path=escape_control(self.settings.hook_path + ("/" + sub if sub else "")),
@@ -157,17 +169,15 @@ class HookEndpoint:
             size=0,
         )
         if sub is None:
-            await send_error(send, RequestError(404, "not_found", "no such endpoint"))
-            return
+            return await send_error(send, RequestError(404, "not_found", "no such endpoint"))
         door = self._door(sub)
         get_handshake = door is not None and answers_get(door.verifier)
         if scope["method"] != "POST" and not (scope["method"] == "GET" and get_handshake):
-            await send_error(
+            return await send_error(
                 send,
                 RequestError(405, "method_not_allowed", "hook endpoints accept POST only"),
                 _ALLOW,
             )
-            return
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         by_signature = door is not None and door.verifier.signature_auth
         try:
@@ -189,12 +199,14 @@ class HookEndpoint:
                     limit=self.settings.max_body_bytes,
                     timeout=self.settings.body_timeout,
                 )
-            meta = RequestMeta(meta.path, client, len(body))
+            meta.size = len(body)
             if self.settings.retain_payloads and not by_signature:
                 self._retain(sub, headers, scope.get("query_string", b""), body, meta)
-            await self._handle(sub, headers, scope, body, meta, send, door)
+            return await self._handle(sub, headers, scope, body, meta, send, door)
         except _LockedOut as e:
-            await send_error(send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())])
+            return await send_error(
+                send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())]
+            )
         except RequestError as e:
             if by_signature and e.status == 401:
                 await self._throttle.record_failure(client)
@@ -214,11 +226,11 @@ class HookEndpoint:
                     f" (rule {e.rule_id})" if e.rule_id else "",
                 )
             # the rest of the body is not read: close the connection after answering
-            await send_error(send, e, _CLOSE if e.status in (408, 413) else ())
+            return await send_error(send, e, _CLOSE if e.status in (408, 413) else ())
         except Exception:
             log.exception("unexpected error on %s", meta.path)
             self._dispatcher.refused(meta, 500, "internal_error")
-            await send_error(
+            return await send_error(
                 send,
                 RequestError(500, "internal_error", "the gateway failed to handle the request"),
             )
@@ -245,8 +257,8 @@ class HookEndpoint:
 
     async def _at_door(
         self, door: Door, scope: Scope, request: InboundRequest, meta: RequestMeta, send: Send
-    ) -> bool:
-        """Answer the provider's handshake (True) or check the door's signature."""
+    ) -> int | None:
+        """Answer the provider's handshake (its status) or check the door's signature (None)."""
         try:
             found = answer(door.verifier, scope["method"], request)
             if found is None and scope["method"] != "POST":
@@ -263,7 +275,7 @@ class HookEndpoint:
         except HandshakeRefused as exc:
             raise RequestError(exc.status, exc.code, exc.message, None, door.rule_id) from None
         if found is None:
-            return False
+            return None
         self._dispatcher.refused(meta, found.status, found.kind, door.rule_id, "handshake")
         hdrs = [(k.lower().encode(), v.encode()) for k, v in found.headers]
         hdrs += [
@@ -272,7 +284,7 @@ class HookEndpoint:
         ]
         await send({"type": "http.response.start", "status": found.status, "headers": hdrs})
         await send({"type": "http.response.body", "body": found.body})
-        return True
+        return found.status
 
     async def _handle(
         self,
@@ -283,9 +295,10 @@ class HookEndpoint:
         meta: RequestMeta,
         send: Send,
         door: Door | None = None,
-    ) -> None:
+    ) -> int:
+        """Handle an authenticated request whose body is read; the status sent."""
         request = None
-        if sub not in ("wake", "agent"):
+        if door is not None:  # the door comes before the payload is even parsed
             request = InboundRequest(
                 path=sub,
                 payload={},
@@ -295,8 +308,9 @@ class HookEndpoint:
                 now=datetime.now(UTC),
                 url=_url(scope, headers),
             )
-            if door is not None and await self._at_door(door, scope, request, meta, send):
-                return
+            answered = await self._at_door(door, scope, request, meta, send)
+            if answered is not None:
+                return answered
         payload = parse_payload(body, content_type(headers))
         idem = _header(headers, b"idempotency-key")
         idem_key: str | None = None
@@ -319,11 +333,23 @@ class HookEndpoint:
             actions = [validate_agent(payload, policy)]
         else:
             rules = self._rules()
-            assert request is not None
-            request = attrs.evolve(request, payload=payload)
+            if request is None:
+                request = InboundRequest(
+                    path=sub,
+                    payload=payload,
+                    headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
+                    query=_query(scope.get("query_string", b"")),
+                    raw_body=body,
+                    now=datetime.now(UTC),
+                )
+            else:
+                request = attrs.evolve(request, payload=payload)
             rule = rules.select(request) if rules is not None else None
             if rule is None:
                 raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
+            if not request.url and (rule.verifier is not None or rules.door(sub) is not None):
+                # only schemes that sign the URL read it (Twilio, Square): made when one may
+                request = attrs.evolve(request, url=_url(scope, headers))
             verified = door.verifier if door is not None and door.checks_every_request else None
             outcome = await rules.evaluate(rule, request, verified=verified)
             rule_id = outcome.rule_id
@@ -336,11 +362,9 @@ class HookEndpoint:
                 status = respond.status if respond is not None else 204
                 self._dispatcher.refused(meta, status, "skipped", rule_id)
                 if respond is None:
-                    await send_json(send, 204, None)
-                else:
-                    headers = [(k.lower().encode(), v.encode()) for k, v in respond.headers.items()]
-                    await send_json(send, status, respond_body(respond), headers)
-                return
+                    return await send_json(send, 204, None)
+                headers = [(k.lower().encode(), v.encode()) for k, v in respond.headers.items()]
+                return await send_json(send, status, respond_body(respond), headers)
             source = mapping_source(rule.config)
             try:
                 actions = [
@@ -378,7 +402,7 @@ class HookEndpoint:
         hdrs = [(k.lower().encode(), v.encode()) for k, v in extra]
         if accepted.replayed:
             hdrs += _REPLAYED
-        await send_json(send, accepted.status, accepted.body or None, hdrs)
+        return await send_json(send, accepted.status, accepted.body or None, hdrs)
 
     async def resolve(
         self,

@@ -178,17 +178,16 @@ def heartbeat(agent: str, outcome: str) -> None:
 
 
 class HttpMetrics:
-    """ASGI middleware around the whole application: counts every HTTP response by route and
+    """ASGI middleware around the Litestar application: counts every HTTP response by route and
     status, times it, and counts 401s as authentication failures.
 
-    `route` is the matched route's template (`/api/runs`, `/healthz`); on the hook mount it is
-    `<hook path>/wake`, `<hook path>/agent` or `<hook path>/{name}` (a mapped hook), and
-    `other` when nothing matched, so a scan of random paths cannot grow the label set."""
+    `route` is the matched route's template (`/api/runs`, `/healthz`), and `other` when nothing
+    matched, so a scan of random paths cannot grow the label set. The hook endpoint does not
+    pass through here: it counts its own answers (`http_answered`) with the routes
+    `<hook path>/wake`, `<hook path>/agent` and `<hook path>/{name}` (a mapped hook)."""
 
-    def __init__(self, app: ASGIApp, hook_path: str | None) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self._app = app
-        self._hooks = hook_path.rstrip("/") + "/" if hook_path else None
-        self._built_in = {f"{self._hooks}wake", f"{self._hooks}agent"} if self._hooks else set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or _metrics is None:
@@ -196,10 +195,6 @@ class HttpMetrics:
             return
         started = time.perf_counter()
         status = 500
-        path: str = scope["path"]  # before the app: a mount rewrites it
-        route = None
-        if self._hooks is not None and path.startswith(self._hooks):
-            route = path if path in self._built_in else f"{self._hooks}{{name}}"
 
         async def sending(message: Message) -> None:
             nonlocal status
@@ -210,14 +205,21 @@ class HttpMetrics:
         try:
             await self._app(scope, receive, sending)
         finally:
-            if route is None:
-                template = scope.get("path_template")
-                route = template if isinstance(template, str) else "other"
-            counter, histogram = _metrics.http_children(route, status)
-            counter.inc()
-            histogram.observe(time.perf_counter() - started)
-            if status == 401:
-                _metrics.auth_failures.inc()
+            template = scope.get("path_template")
+            route = template if isinstance(template, str) else "other"
+            http_answered(route, status, time.perf_counter() - started)
+
+
+def http_answered(route: str, status: int, seconds: float) -> None:
+    """Count an HTTP answer (the hook endpoint calls this itself; the rest of the application
+    is counted by `HttpMetrics`)."""
+    if _metrics is None:
+        return
+    counter, histogram = _metrics.http_children(route, status)
+    counter.inc()
+    histogram.observe(seconds)
+    if status == 401:
+        _metrics.auth_failures.inc()
 
 
 # exposition ----------------------------------------------------------------------------------

@@ -9,11 +9,11 @@ operations that arrive together in one transaction (group commit).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import attrs
+import msgspec
 
 from hookwise.engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 from hookwise.server.ids import new_id
@@ -239,6 +239,13 @@ def delivery_row(d: NewDelivery) -> tuple[Any, ...]:
     )
 
 
+_encode = msgspec.json.Encoder().encode
+
+
+def _json_text(ids: tuple[str, ...]) -> str:
+    return _encode(ids).decode()
+
+
 LOG_COLUMNS = (
     "at, path, status, client, size, action, rule_id, code, request_id, event_ids, run_ids"
 )
@@ -257,8 +264,8 @@ def log_row(e: RequestLogEntry, *, created: bool = True) -> tuple[Any, ...]:
         e.rule_id,
         e.code,
         e.request_id,
-        json.dumps(e.event_ids) if created and e.event_ids else None,
-        json.dumps(e.run_ids) if created and e.run_ids else None,
+        _json_text(e.event_ids) if created and e.event_ids else None,
+        _json_text(e.run_ids) if created and e.run_ids else None,
     )
 
 
