@@ -20,7 +20,8 @@ What it does, all on loopback and bounded in time:
    `BENCH_JSON {...}`.
 
 Without `--matrix` it also measures `mapped` (`/hooks/ping`, a templated mapping that makes an
-event), and `--rounds N` repeats ceiling, `/wake`, `/agent`, `mapped` N times in turn: issue 18's
+event), and `--rounds N` repeats ceiling, `/wake`, `/agent`, `mapped` N times in turn (each
+measurement waits for the machine to settle first: see `settle`): issue 18's
 ratios (`/wake` to the ceiling, `/agent` and `mapped` to `/wake`) are taken within each round and
 summed up as ranges, with the server's CPU per accepted request, the figure a busy machine
 disturbs least.
@@ -629,9 +630,32 @@ def stored_rows(server: RunningServer, table: str | None) -> int | None:
 # -------------------------------------------------------------------------------------- measure
 
 
+SETTLE_BUSY_PCT = 10.0
+SETTLE_MAX_S = 10.0
+
+
+def settle() -> float | None:
+    """Wait for the machine to go quiet before a measurement: the previous server's files are
+    flushed to disk (`sync`) and the machine's busy share is sampled until it falls under
+    `SETTLE_BUSY_PCT` (at most `SETTLE_MAX_S`). Without it, a measurement that follows one that
+    wrote a lot (`/agent`'s backlog) paid for the other's disk writes. The last busy share."""
+    os.sync()
+    deadline = time.monotonic() + SETTLE_MAX_S
+    busy = None
+    while time.monotonic() < deadline:
+        before = machine_ticks()
+        time.sleep(0.5)
+        busy = busy_pct(before, machine_ticks())
+        if busy is not None and busy < SETTLE_BUSY_PCT:
+            break
+    return busy
+
+
 def measure(endpoint: EndpointSpec, spec: ServerSpec, load: LoadSpec) -> Result:
-    """Fresh server, warm-up, measured wrk run, peak RSS, admin check, stored-row count (rows
-    gained during the warm-up and the run, so a store given with `--store` may hold older rows)."""
+    """Fresh server on a settled machine, warm-up, measured wrk run, peak RSS, admin check,
+    stored-row count (rows gained during the warm-up and the run, so a store given with
+    `--store` may hold older rows)."""
+    settle()
     with running(spec) as server:
         rows_before = stored_rows(server, endpoint.expect_table) or 0
         warm = run_wrk(server.url, endpoint, load, load.warmup_s)
