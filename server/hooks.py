@@ -123,6 +123,27 @@ def _url(scope: Scope, headers: list[tuple[bytes, bytes]]) -> str:
     return url + ("?" + query.decode("latin-1") if query else "")
 
 
+def _inbound(
+    sub: str,
+    payload: dict[str, Any],
+    headers: list[tuple[bytes, bytes]],
+    scope: Scope,
+    body: bytes,
+    *,
+    url: str = "",
+) -> InboundRequest:
+    """The engine's view of a mapped-hook request (its URL only when given: see `_url`)."""
+    return InboundRequest(
+        path=sub,
+        payload=payload,
+        headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
+        query=_query(scope.get("query_string", b"")),
+        raw_body=body,
+        now=datetime.now(UTC),
+        url=url,
+    )
+
+
 def _delivery_key(path: str, delivery_id: str) -> str:
     """The idempotency key of a provider's delivery: its id, scoped to the hook path."""
     key = f"delivery:{path}:{delivery_id}"
@@ -156,9 +177,12 @@ class HookEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         sub = _sub_path(scope, self.settings.hook_path)
-        status = await self._serve(sub, scope, receive, send)
-        route = self._routes.get(sub, self._mapped_route) if sub else "other"
-        metrics.http_answered(route, status, time.perf_counter() - started)
+        status = 500  # counted so when the handling is cancelled (the client or server went away)
+        try:
+            status = await self._serve(sub, scope, receive, send)
+        finally:
+            route = self._routes.get(sub, self._mapped_route) if sub else "other"
+            metrics.http_answered(route, status, time.perf_counter() - started)
 
     async def _serve(self, sub: str | None, scope: Scope, receive: Receive, send: Send) -> int:
         """Answer the request; the status sent."""
@@ -299,15 +323,7 @@ class HookEndpoint:
         """Handle an authenticated request whose body is read; the status sent."""
         request = None
         if door is not None:  # the door comes before the payload is even parsed
-            request = InboundRequest(
-                path=sub,
-                payload={},
-                headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
-                query=_query(scope.get("query_string", b"")),
-                raw_body=body,
-                now=datetime.now(UTC),
-                url=_url(scope, headers),
-            )
+            request = _inbound(sub, {}, headers, scope, body, url=_url(scope, headers))
             answered = await self._at_door(door, scope, request, meta, send)
             if answered is not None:
                 return answered
@@ -334,14 +350,7 @@ class HookEndpoint:
         else:
             rules = self._rules()
             if request is None:
-                request = InboundRequest(
-                    path=sub,
-                    payload=payload,
-                    headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
-                    query=_query(scope.get("query_string", b"")),
-                    raw_body=body,
-                    now=datetime.now(UTC),
-                )
+                request = _inbound(sub, payload, headers, scope, body)
             else:
                 request = attrs.evolve(request, payload=payload)
             rule = rules.select(request) if rules is not None else None

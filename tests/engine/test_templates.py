@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
 import pytest
 
 from hookwise.engine.errors import RequestError
-from hookwise.engine.render import TemplateCompileError, compile_template
+from hookwise.engine.render import (
+    RequestView,
+    TemplateCompileError,
+    TemplateVariables,
+    compile_template,
+    template_variables,
+)
+from hookwise.engine.request import InboundRequest
 from tests.engine.conftest import Rules
 
 PAYLOAD: dict[str, Any] = {
@@ -242,3 +250,37 @@ def test_text_and_reference_templates_render_as_jinja_does(template: str, variab
 )
 def test_anything_more_than_references_takes_jinjas_way(template: str) -> None:
     assert compile_template(template)._plain is None
+
+
+def test_template_variables_resolved_by_name_match_the_whole_dict() -> None:
+    """`TemplateVariables` resolves names one by one with `template_variables`' precedence (the
+    request's names, then extracted values, then payload keys, hidden and dunder keys left out);
+    the dict and the lazy mapping must agree on every name."""
+    payload = {**PAYLOAD, "path": "from payload", "headers": "from payload", "picked": "payload"}
+    request = InboundRequest(
+        path="gmail",
+        payload=payload,
+        headers={"X-Trace": "t1", "Authorization": "Bearer secret"},
+        query={"a": "1", "token": "secret"},
+        now=datetime(2026, 11, 25, 4, 0, tzinfo=UTC),
+    )
+    extracted = {"picked": "extracted", "count": 7}
+    view = RequestView(request)
+    lazy = TemplateVariables(payload, extracted, view)
+    whole = template_variables(
+        payload,
+        headers=view.headers,
+        query=view.query,
+        path=view.path,
+        now=view.now,
+        extracted=extracted,
+    )
+    assert dict(lazy) == whole
+    for name in [*whole, "__dunder__", "missing", "item"]:
+        assert lazy.get(name, "absent") == whole.get(name, "absent"), name
+        assert (name in lazy) == (name in whole), name
+    assert lazy["headers"] == {"x-trace": "t1"} and lazy["query"] == {"a": "1"}
+    assert lazy["now"] == "2026-11-25T04:00:00.000Z" and lazy["picked"] == "extracted"
+    fanned = TemplateVariables(payload, extracted, view, {"item": 1, "path": "item wins"})
+    assert fanned["item"] == 1 and fanned["path"] == "item wins"
+    assert dict(fanned) == {**whole, "item": 1, "path": "item wins"}
