@@ -1,5 +1,6 @@
-"""The SQLite group-commit writer: rows of insert-only jobs are merged into multi-row INSERTs,
-and a merged insert that fails falls back to one savepoint per job (tested on a real file)."""
+"""The SQLite group-commit writer: rows of insert-only jobs are merged into multi-row INSERTs, or
+into one statement for the whole batch (`BatchInsert`), and a merged insert that fails falls back
+to one savepoint per job (tested on a real file)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,25 @@ from pathlib import Path
 
 import pytest
 
-from hookwise.server.store.sqlite.writer import GroupCommitWriter, InsertInto
+from hookwise.server.store.sqlite.inserts import BatchInsert, InsertInto
+from hookwise.server.store.sqlite.writer import GroupCommitWriter
 
 ITEMS = InsertInto("items", "id, label")
+#: every kind of value the request path writes
+VALUES = InsertInto("vals", "id, t, i, f, b, n")
 
 
-def _writer(path: Path, statements: list[str]) -> GroupCommitWriter:
+def _writer(
+    path: Path, statements: list[str], batch: BatchInsert | None = None
+) -> GroupCommitWriter:
     def connect() -> sqlite3.Connection:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         conn.execute("CREATE TABLE IF NOT EXISTS items (id INTEGER PRIMARY KEY, label TEXT)")
+        conn.execute("CREATE TABLE IF NOT EXISTS vals (id TEXT PRIMARY KEY, t, i, f, b, n)")
         conn.set_trace_callback(statements.append)
         return conn
 
-    return GroupCommitWriter(connect)
+    return GroupCommitWriter(connect, batch=batch)
 
 
 def _rows(path: Path) -> list[tuple[int, str]]:
@@ -95,3 +102,91 @@ def test_merged_inserts_are_cut_in_chunks(tmp_path: Path, rows: int) -> None:
     per_statement = [s.count("), (") + 1 for s in statements if s.startswith("INSERT")]
     assert sum(per_statement) == rows
     assert max(per_statement) == min(rows, 64)
+
+
+def _submit_all(writer: GroupCommitWriter, jobs: list[tuple[object, ...]]) -> list[object]:
+    """Submit `jobs` (rows) before the loop yields, so that the writer takes them as one batch."""
+
+    async def main() -> list[object]:
+        writer.start(asyncio.get_running_loop())
+        try:
+            futures = [writer.submit_rows(rows, i) for i, rows in enumerate(jobs)]  # type: ignore[arg-type]
+            return await asyncio.gather(*futures, return_exceptions=True)
+        finally:
+            writer.stop()
+
+    return asyncio.run(main())
+
+
+def _vals(path: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute(
+            "SELECT id, t, typeof(t), i, typeof(i), f, typeof(f), b, typeof(b), n, typeof(n)"
+            " FROM vals ORDER BY id"
+        ).fetchall()
+
+
+#: texts, integers (large ones too), floats at full precision, booleans and NULL
+ODD_ROWS = [
+    ("a", "plain", 0, 0.0, False, None),
+    ("b", 'é \u2028 " \\ \x7f 🙂 <&>', -(2**63), 1732500000.123456, True, None),
+    ("c", "", 2**63 - 1, -1e-300, True, "x"),
+]
+
+
+def test_one_statement_writes_a_whole_batch_with_the_values_direct_inserts_write(
+    tmp_path: Path,
+) -> None:
+    direct: list[str] = []
+    assert _submit_all(
+        _writer(tmp_path / "direct.db", direct), [((VALUES, r),) for r in ODD_ROWS]
+    ) == list(range(len(ODD_ROWS)))
+    statements: list[str] = []
+    batch = BatchInsert(ITEMS, VALUES)
+    jobs = [((VALUES, r), (ITEMS, (i, f"n{i}"))) for i, r in enumerate(ODD_ROWS)]
+    assert _submit_all(_writer(tmp_path / "one.db", statements, batch), jobs) == [0, 1, 2]
+    assert _vals(tmp_path / "one.db") == _vals(tmp_path / "direct.db")
+    assert _rows(tmp_path / "one.db") == [(i, f"n{i}") for i in range(len(ODD_ROWS))]
+    # one INSERT into the TEMP view, no BEGIN, COMMIT or savepoint around it (the trace repeats
+    # a statement once for each statement of its trigger)
+    writes = {s for s in statements if not s.startswith(("CREATE", "DROP"))}
+    assert len(writes) == 1 and writes.pop().startswith("INSERT INTO temp.hookwise_batch")
+
+
+def test_a_nul_character_goes_the_other_way(tmp_path: Path) -> None:
+    """SQLite's JSON functions would cut the text at the NUL: those rows are bound directly."""
+    statements: list[str] = []
+    rows = [("nul", "before\x00after", 1, 1.5, True, None), ("ok", "fine", 2, 2.5, False, None)]
+    answers = _submit_all(
+        _writer(tmp_path / "w.db", statements, BatchInsert(VALUES)), [((VALUES, r),) for r in rows]
+    )
+    assert answers == [0, 1]
+    with sqlite3.connect(tmp_path / "w.db") as conn:
+        assert conn.execute("SELECT t FROM vals WHERE id = 'nul'").fetchone() == (
+            "before\x00after",
+        )
+    assert not any(s.startswith("INSERT INTO temp.hookwise_batch") for s in statements)
+
+
+def test_a_table_the_batch_statement_does_not_know_goes_the_other_way(tmp_path: Path) -> None:
+    statements: list[str] = []
+    answers = _submit_all(
+        _writer(tmp_path / "w.db", statements, BatchInsert(VALUES)),
+        [((ITEMS, (1, "one")),), ((VALUES, ODD_ROWS[0]),)],
+    )
+    assert answers == [0, 1]
+    assert _rows(tmp_path / "w.db") == [(1, "one")]
+    assert not any(s.startswith("INSERT INTO temp.hookwise_batch") for s in statements)
+
+
+def test_a_failing_row_in_the_batch_statement_fails_its_own_job_only(tmp_path: Path) -> None:
+    statements: list[str] = []
+    jobs = [((ITEMS, (i, f"n{i}")),) for i in range(10)]
+    jobs.insert(5, ((ITEMS, (3, "dup")),))
+    answers = _submit_all(_writer(tmp_path / "w.db", statements, BatchInsert(ITEMS)), jobs)
+    assert isinstance(answers[5], sqlite3.IntegrityError)
+    assert [a for i, a in enumerate(answers) if i != 5] == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10]
+    assert _rows(tmp_path / "w.db") == [(i, f"n{i}") for i in range(10)]
+    # the batch statement was tried first, then each job in its own savepoint
+    assert any(s.startswith("INSERT INTO temp.hookwise_batch") for s in statements)
+    assert sum(s == "SAVEPOINT job" for s in statements) == len(jobs)

@@ -34,7 +34,7 @@ from hookwise.server.store.base import (
 )
 from hookwise.server.store.rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from hookwise.server.store.sqlite import runtime as rt
-from hookwise.server.store.sqlite.accept import accept, accept_rows, log_rows
+from hookwise.server.store.sqlite.accept import BATCH, accept, accept_rows, log_rows
 from hookwise.server.store.sqlite.admin import SQLiteAdminReads
 from hookwise.server.store.sqlite.migrate import migrate
 from hookwise.server.store.sqlite.retention import SQLiteRetention
@@ -59,7 +59,10 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         self.path = Path(path)
         self._synchronous = synchronous.upper()
         self._writer = GroupCommitWriter(
-            self._connect_writer, name="hookwise-sqlite-writer", exclusive=self._write_lock
+            self._connect_writer,
+            name="hookwise-sqlite-writer",
+            exclusive=self._batch_lock,
+            batch=BATCH,
         )
         self._readers = ThreadPoolExecutor(
             max_workers=readers, thread_name_prefix="hookwise-sqlite-read"
@@ -71,6 +74,8 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         self._leases: dict[str, int] = {}
         self._lock_fd: int | None = None
         self._use_fd: int | None = None
+        #: the use lock is held exclusively: no other hookwise process writes to this file
+        self._alone = False
         self._checkpointer = threading.Thread(
             target=self._checkpoint_forever, name="hookwise-sqlite-checkpoint", daemon=True
         )
@@ -107,6 +112,12 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
             yield
         finally:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _batch_lock(self) -> contextlib.AbstractContextManager[None]:
+        """What the writer holds around a batch: the write lock when other processes write to
+        the file too, nothing for a lone process (two system calls fewer per batch, each a wait
+        for the GIL)."""
+        return contextlib.nullcontext() if self._alone else self._write_lock()
 
     def _checkpoint_forever(self) -> None:
         """Copy the WAL into the database file when the writer is quiet, off the commit path.
@@ -173,6 +184,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
                 "(--store postgresql://...)"
             ) from None
         self._use_fd = fd
+        self._alone = not shared
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from hookwise.server.store.sqlite.inserts import BatchInsert, InsertInto
+
 T = TypeVar("T")
 log = logging.getLogger("hookwise.store")
 
@@ -35,27 +37,6 @@ MAX_BATCH = 1024
 #: rows per merged INSERT: bounds the statement's parameters (SQLite allows 32,766) and the
 #: number of distinct statements the connection caches
 CHUNK_ROWS = 64
-
-
-class InsertInto:
-    """An `INSERT INTO table (columns)` whose rows the writer may merge across jobs."""
-
-    __slots__ = ("_sql", "columns", "table", "width")
-
-    def __init__(self, table: str, columns: str) -> None:
-        self.table = table
-        self.columns = columns
-        self.width = columns.count(",") + 1
-        self._sql: dict[int, str] = {}
-
-    def sql(self, rows: int) -> str:
-        """The statement inserting `rows` rows at once."""
-        found = self._sql.get(rows)
-        if found is None:
-            one = "(" + ", ".join("?" * self.width) + ")"
-            found = f"INSERT INTO {self.table} ({self.columns}) VALUES " + ", ".join([one] * rows)
-            self._sql[rows] = found
-        return found
 
 
 Rows = tuple[tuple[InsertInto, tuple[Any, ...]], ...]
@@ -111,8 +92,10 @@ class GroupCommitWriter:
         *,
         name: str = "hookwise-writer",
         exclusive: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+        batch: BatchInsert | None = None,
     ) -> None:
         self._connect = connect
+        self._batch = batch
         self._exclusive = exclusive or contextlib.nullcontext
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -160,6 +143,8 @@ class GroupCommitWriter:
     def _run(self) -> None:
         try:
             conn = self._connect()
+            if self._batch is not None:
+                self._batch.install(conn)
         except BaseException as e:  # reported to start()
             self._startup_error = e
             self._ready.set()
@@ -193,19 +178,11 @@ class GroupCommitWriter:
         results: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         cur = conn.cursor()
         try:
-            cur.execute("BEGIN IMMEDIATE")
-            i = 0
-            while i < len(batch):
-                end = i
-                while end < len(batch) and batch[end].rows is not None:
-                    end += 1
-                if end - i > 1 and _insert_merged(cur, batch[i:end], results):
-                    i = end
-                    continue
-                for job in batch[i : max(end, i + 1)]:
-                    _run_one(cur, job, results)
-                i = max(end, i + 1)
-            cur.execute("COMMIT")
+            if not _rows_only(batch) or not _commit_rows(cur, batch, results, self._batch):
+                results = []
+                cur.execute("BEGIN IMMEDIATE")
+                _run_jobs(cur, batch, results)
+                cur.execute("COMMIT")
         except Exception as e:
             log.exception("commit failed; %d writes refused", len(batch))
             with contextlib.suppress(Exception):
@@ -215,6 +192,62 @@ class GroupCommitWriter:
             cur.close()
         if results and self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(_settle, results)
+
+
+def _rows_only(batch: list[_Job[Any]]) -> bool:
+    return all(job.rows is not None for job in batch)
+
+
+def _commit_rows(
+    cur: Any,
+    batch: list[_Job[Any]],
+    results: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
+    one: BatchInsert | None,
+) -> bool:
+    """The common case under load, a batch of insert-only jobs, written without savepoints:
+    with `one` statement in autocommit mode when it can take the rows (see `inserts`), else in
+    one transaction with one merged statement per table and chunk. False (nothing written) if
+    an insert failed, for the caller to run the batch again one job at a time.
+
+    Every statement is a wait for the GIL (see the module's docstring), so statements per batch
+    are what keeps a batch short."""
+    tables = _by_table(batch)
+    params = one.encode(tables) if one is not None else None
+    if params is not None:
+        try:
+            cur.execute(one.sql, params)  # type: ignore[union-attr]
+        except Exception:
+            return False  # the statement's own transaction is rolled back
+    else:
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            _insert(cur, tables)
+        except Exception:
+            cur.execute("ROLLBACK")
+            return False
+        cur.execute("COMMIT")
+    results.extend((job.future, job.value, None) for job in batch if job.future is not None)
+    return True
+
+
+def _run_jobs(
+    cur: Any,
+    batch: list[_Job[Any]],
+    results: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
+) -> None:
+    """Run `batch` inside the open transaction: consecutive insert-only jobs merged under one
+    savepoint, every other job (and every job of a failed merge) in its own savepoint."""
+    i = 0
+    while i < len(batch):
+        end = i
+        while end < len(batch) and batch[end].rows is not None:
+            end += 1
+        if end - i > 1 and _insert_merged(cur, batch[i:end], results):
+            i = end
+            continue
+        for job in batch[i : max(end, i + 1)]:
+            _run_one(cur, job, results)
+        i = max(end, i + 1)
 
 
 def _run_one(
@@ -237,30 +270,38 @@ def _run_one(
         results.append((job.future, value, None))
 
 
-def _insert_merged(
-    cur: Any,
-    jobs: list[_Job[Any]],
-    results: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
-) -> bool:
-    """Insert the rows of insert-only `jobs` with one statement per table and chunk; False (and
-    nothing written) if that failed, for the caller to run them one by one."""
-    by_table: dict[InsertInto, list[Any]] = {}
+def _by_table(jobs: list[_Job[Any]]) -> dict[InsertInto, list[tuple[Any, ...]]]:
+    """The rows of insert-only `jobs`, table by table, in order."""
+    by_table: dict[InsertInto, list[tuple[Any, ...]]] = {}
     for job in jobs:
         assert job.rows is not None
         for into, row in job.rows:
             found = by_table.get(into)
             if found is None:
-                by_table[into] = list(row)
+                by_table[into] = [row]
             else:
-                found.extend(row)
+                found.append(row)
+    return by_table
+
+
+def _insert(cur: Any, by_table: dict[InsertInto, list[tuple[Any, ...]]]) -> None:
+    """Insert `by_table`'s rows with one statement per table and chunk."""
+    for into, rows in by_table.items():
+        for start in range(0, len(rows), CHUNK_ROWS):
+            chunk = rows[start : start + CHUNK_ROWS]
+            cur.execute(into.sql(len(chunk)), [value for row in chunk for value in row])
+
+
+def _insert_merged(
+    cur: Any,
+    jobs: list[_Job[Any]],
+    results: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
+) -> bool:
+    """`_insert` under a savepoint; False (and nothing written) if it failed, for the caller to
+    run the jobs one by one."""
     cur.execute("SAVEPOINT merged")
     try:
-        for into, params in by_table.items():
-            width = into.width
-            total = len(params) // width
-            for start in range(0, total, CHUNK_ROWS):
-                n = min(CHUNK_ROWS, total - start)
-                cur.execute(into.sql(n), params[start * width : (start + n) * width])
+        _insert(cur, _by_table(jobs))
     except Exception:
         cur.execute("ROLLBACK TO merged")
         cur.execute("RELEASE merged")
