@@ -1,5 +1,5 @@
 """The SQLite group-commit writer: rows of insert-only jobs are merged into multi-row INSERTs, or
-into one statement for the whole batch (`BatchInsert`), and a merged insert that fails falls back
+into one statement for the whole batch (`BatchWrite`), and a merged insert that fails falls back
 to one savepoint per job (tested on a real file)."""
 
 from __future__ import annotations
@@ -10,16 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from hookwise.server.store.sqlite.inserts import BatchInsert, InsertInto
+from hookwise.server.store.sqlite.inserts import BatchWrite, InsertInto, UpdateWhere
 from hookwise.server.store.sqlite.writer import GroupCommitWriter
 
 ITEMS = InsertInto("items", "id, label")
+RELABEL = UpdateWhere("items", "label", "id")
 #: every kind of value the request path writes
 VALUES = InsertInto("vals", "id, t, i, f, b, n")
 
 
 def _writer(
-    path: Path, statements: list[str], batch: BatchInsert | None = None
+    path: Path, statements: list[str], batch: BatchWrite | None = None
 ) -> GroupCommitWriter:
     def connect() -> sqlite3.Connection:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -142,7 +143,7 @@ def test_one_statement_writes_a_whole_batch_with_the_values_direct_inserts_write
         _writer(tmp_path / "direct.db", direct), [((VALUES, r),) for r in ODD_ROWS]
     ) == list(range(len(ODD_ROWS)))
     statements: list[str] = []
-    batch = BatchInsert(ITEMS, VALUES)
+    batch = BatchWrite(ITEMS, VALUES)
     jobs = [((VALUES, r), (ITEMS, (i, f"n{i}"))) for i, r in enumerate(ODD_ROWS)]
     assert _submit_all(_writer(tmp_path / "one.db", statements, batch), jobs) == [0, 1, 2]
     assert _vals(tmp_path / "one.db") == _vals(tmp_path / "direct.db")
@@ -158,7 +159,7 @@ def test_a_nul_character_goes_the_other_way(tmp_path: Path) -> None:
     statements: list[str] = []
     rows = [("nul", "before\x00after", 1, 1.5, True, None), ("ok", "fine", 2, 2.5, False, None)]
     answers = _submit_all(
-        _writer(tmp_path / "w.db", statements, BatchInsert(VALUES)), [((VALUES, r),) for r in rows]
+        _writer(tmp_path / "w.db", statements, BatchWrite(VALUES)), [((VALUES, r),) for r in rows]
     )
     assert answers == [0, 1]
     with sqlite3.connect(tmp_path / "w.db") as conn:
@@ -171,7 +172,7 @@ def test_a_nul_character_goes_the_other_way(tmp_path: Path) -> None:
 def test_a_table_the_batch_statement_does_not_know_goes_the_other_way(tmp_path: Path) -> None:
     statements: list[str] = []
     answers = _submit_all(
-        _writer(tmp_path / "w.db", statements, BatchInsert(VALUES)),
+        _writer(tmp_path / "w.db", statements, BatchWrite(VALUES)),
         [((ITEMS, (1, "one")),), ((VALUES, ODD_ROWS[0]),)],
     )
     assert answers == [0, 1]
@@ -183,10 +184,38 @@ def test_a_failing_row_in_the_batch_statement_fails_its_own_job_only(tmp_path: P
     statements: list[str] = []
     jobs = [((ITEMS, (i, f"n{i}")),) for i in range(10)]
     jobs.insert(5, ((ITEMS, (3, "dup")),))
-    answers = _submit_all(_writer(tmp_path / "w.db", statements, BatchInsert(ITEMS)), jobs)
+    answers = _submit_all(_writer(tmp_path / "w.db", statements, BatchWrite(ITEMS)), jobs)
     assert isinstance(answers[5], sqlite3.IntegrityError)
     assert [a for i, a in enumerate(answers) if i != 5] == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10]
     assert _rows(tmp_path / "w.db") == [(i, f"n{i}") for i in range(10)]
     # the batch statement was tried first, then each job in its own savepoint
     assert any(s.startswith("INSERT INTO temp.hookwise_batch") for s in statements)
     assert sum(s == "SAVEPOINT job" for s in statements) == len(jobs)
+
+
+@pytest.mark.parametrize("one_statement", [True, False])
+def test_updates_by_key_ride_the_batch_after_its_inserts(
+    tmp_path: Path, one_statement: bool
+) -> None:
+    """A finished run is an update by key: merged with the batch's inserts, written after them."""
+    statements: list[str] = []
+    batch = BatchWrite(ITEMS, RELABEL) if one_statement else None
+    writer = _writer(tmp_path / "w.db", statements, batch)
+    first = _submit_all(writer, [((ITEMS, (i, f"n{i}")),) for i in range(4)])
+    assert first == [0, 1, 2, 3]
+    writer = _writer(tmp_path / "w.db", statements, batch)
+    jobs = [
+        ((RELABEL, ("relabelled", 1)),),
+        ((ITEMS, (9, "new")), (RELABEL, ("new, then relabelled", 9))),
+        ((RELABEL, ("no such row: nothing happens", 77)),),
+    ]
+    assert _submit_all(writer, jobs) == [0, 1, 2]
+    assert _rows(tmp_path / "w.db") == [
+        (0, "n0"),
+        (1, "relabelled"),
+        (2, "n2"),
+        (3, "n3"),
+        (9, "new, then relabelled"),
+    ]
+    batched = any(s.startswith("INSERT INTO temp.hookwise_batch") for s in statements)
+    assert batched is one_statement

@@ -14,7 +14,7 @@ from hookwise.server.store.base import (
     log_row,
     run_row,
 )
-from hookwise.server.store.sqlite.inserts import BatchInsert, InsertInto
+from hookwise.server.store.sqlite.inserts import InsertInto
 from hookwise.server.store.sqlite.writer import Rows
 
 EVENTS = InsertInto("events", "event_id, session, text, source, mode, trusted, created_at")
@@ -24,8 +24,6 @@ RUNS = InsertInto(
     " thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id, created_at, request_id",
 )
 REQUEST_LOG = InsertInto("request_log", LOG_COLUMNS)
-#: a whole batch of accepted requests and log lines in one statement (see `inserts`)
-BATCH = BatchInsert(EVENTS, RUNS, REQUEST_LOG)
 
 
 def log_rows(e: RequestLogEntry) -> Rows:

@@ -13,42 +13,45 @@ from typing import Any
 from hookwise.server.store.base import (
     HeartbeatOutcome,
     NewDelivery,
-    NewEvent,
     NewTurn,
     Route,
     RunOutcome,
     Turn,
     delivery_row,
+    event_row,
 )
 from hookwise.server.store.rows import (
     DELIVERY_COLUMNS,
     HEARTBEAT_COLUMNS,
     RUN_COLUMNS,
 )
+from hookwise.server.store.sqlite.accept import EVENTS
+from hookwise.server.store.sqlite.inserts import InsertInto, UpdateWhere
+from hookwise.server.store.sqlite.writer import Rows
 
-
-def insert_event(cur: sqlite3.Cursor, e: NewEvent, now: float) -> None:
-    cur.execute(
-        "INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (e.event_id, e.session, e.text, e.source, e.mode, int(e.trusted), now),
-    )
+TURNS = InsertInto("turns", "session_key, role, content, run_id, created_at")
+DELIVERIES = InsertInto(
+    "deliveries",
+    "delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text, state,"
+    " last_error, route_session, created_at, updated_at, next_attempt_at",
+)
+RUN_FINISHED = UpdateWhere(
+    "runs",
+    "state, finished_at, reply, error, model_used, input_tokens, output_tokens, lease_until",
+    "run_id",
+)
 
 
 def insert_turns(cur: sqlite3.Cursor, turns: tuple[NewTurn, ...], now: float) -> None:
-    cur.executemany(
-        "INSERT INTO turns (session_key, role, content, run_id, created_at) VALUES (?, ?, ?, ?, ?)",
-        [(t.session_key, t.role, t.content, t.run_id, now) for t in turns],
-    )
+    cur.executemany(TURNS.sql(1), [_turn_row(t, now) for t in turns])
+
+
+def _turn_row(t: NewTurn, now: float) -> tuple[Any, ...]:
+    return (t.session_key, t.role, t.content, t.run_id, now)
 
 
 def insert_delivery(cur: sqlite3.Cursor, d: NewDelivery, now: float) -> None:
-    cur.execute(
-        "INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
-        " fallback_channel, text, state, last_error, route_session, created_at, updated_at,"
-        " next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*delivery_row(d), now, now, now),
-    )
+    cur.execute(DELIVERIES.sql(1), (*delivery_row(d), now, now, now))
 
 
 def recover_runs(
@@ -93,26 +96,19 @@ def claim_runs(
     ).fetchall()
 
 
-def finish_run(cur: sqlite3.Cursor, o: RunOutcome) -> None:
-    cur.execute(
-        "UPDATE runs SET state = ?, finished_at = ?, reply = ?, error = ?, model_used = ?,"
-        " input_tokens = ?, output_tokens = ?, lease_until = NULL WHERE run_id = ?",
-        (
-            o.state,
-            o.finished_at,
-            o.reply,
-            o.error,
-            o.model_used,
-            o.input_tokens,
-            o.output_tokens,
-            o.run_id,
-        ),
-    )
-    insert_turns(cur, o.turns, o.finished_at)
+def finish_rows(o: RunOutcome) -> Rows:
+    """What finishing a run writes, as rows for the writer to merge (nothing to read first):
+    the run's outcome, its turns, its summary event and its delivery."""
+    now = o.finished_at
+    rows: list[Any] = [(TURNS, _turn_row(t, now)) for t in o.turns]
     if o.summary is not None:
-        insert_event(cur, o.summary, o.finished_at)
+        rows.append((EVENTS, (*event_row(o.summary), now)))
     if o.delivery is not None:
-        insert_delivery(cur, o.delivery, o.finished_at)
+        rows.append((DELIVERIES, (*delivery_row(o.delivery), now, now, now)))
+    # last: the batch statement runs its sinks in order, updates after inserts
+    outcome = (o.state, now, o.reply, o.error, o.model_used, o.input_tokens, o.output_tokens)
+    rows.append((RUN_FINISHED, (*outcome, None, o.run_id)))
+    return tuple(rows)
 
 
 def finish_heartbeat(cur: sqlite3.Cursor, o: HeartbeatOutcome) -> None:

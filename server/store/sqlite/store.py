@@ -34,8 +34,16 @@ from hookwise.server.store.base import (
 )
 from hookwise.server.store.rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from hookwise.server.store.sqlite import runtime as rt
-from hookwise.server.store.sqlite.accept import BATCH, accept, accept_rows, log_rows
+from hookwise.server.store.sqlite.accept import (
+    EVENTS,
+    REQUEST_LOG,
+    RUNS,
+    accept,
+    accept_rows,
+    log_rows,
+)
 from hookwise.server.store.sqlite.admin import SQLiteAdminReads
+from hookwise.server.store.sqlite.inserts import BatchWrite
 from hookwise.server.store.sqlite.migrate import migrate
 from hookwise.server.store.sqlite.retention import SQLiteRetention
 from hookwise.server.store.sqlite.stats import SQLiteStats
@@ -46,6 +54,9 @@ T = TypeVar("T")
 SIGNAL_POLL = 0.1
 CHECKPOINT_QUIET = 0.5
 WAL_FORCE_BYTES = 256 * 1024 * 1024
+#: the hot writes of a whole batch in one statement (see `inserts`): accepted requests, log
+#: lines and finished runs; updates after the inserts
+BATCH = BatchWrite(EVENTS, RUNS, REQUEST_LOG, rt.TURNS, rt.DELIVERIES, rt.RUN_FINISHED)
 
 
 class StoreInUse(Exception):
@@ -270,7 +281,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         return sorted((run_record(r) for r in rows), key=lambda r: r.seq)
 
     async def finish_run(self, outcome: RunOutcome) -> None:
-        await self._writer.submit(lambda cur: rt.finish_run(cur, outcome))
+        await self._writer.submit_rows(rt.finish_rows(outcome), None)
 
     async def finish_heartbeat(self, outcome: HeartbeatOutcome) -> None:
         await self._writer.submit(lambda cur: rt.finish_heartbeat(cur, outcome))

@@ -6,14 +6,15 @@ commits once, and then resolves every future. Under load, requests that arrive w
 being made to disk ride the next commit together, so durability costs one fsync per batch rather
 than one per request. A function that fails rolls back only its own savepoint.
 
-Most of the request path's writes need no read first (an accepted request without an
-idempotency key, a refused request's log line): they are handed over as rows (`submit_rows`),
-and the writer inserts the rows of consecutive such jobs with one multi-row `INSERT` per table
-instead of a savepoint and a statement per job. Each statement is a round trip through the GIL
-(the sqlite3 module releases it around every step), and the event loop holds the GIL most of the
-time, so statements per batch, not rows, are what a batch costs under load. If a merged insert
-fails, the segment is rolled back and its jobs run one by one, each in its own savepoint, so a
-failing job still fails alone.
+Most of the hot writes need no read first (an accepted request without an idempotency key, a
+refused request's log line, a finished run): they are handed over as rows (`submit_rows`), and
+the writer writes the rows of consecutive such jobs together: a batch of nothing else as one
+statement in autocommit mode (`inserts.BatchWrite`), a run of them inside a mixed batch as one
+statement under one savepoint. Each statement is a round trip through the GIL (the sqlite3
+module releases it around every step), and the event loop holds the GIL most of the time, so
+statements per batch, not rows, are what a batch costs under load. If a merged write fails, it
+is rolled back and its jobs run one by one, each in its own savepoint, so a failing job still
+fails alone.
 """
 
 from __future__ import annotations
@@ -27,19 +28,15 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from hookwise.server.store.sqlite.inserts import BatchInsert, InsertInto
+from hookwise.server.store.sqlite.inserts import BatchWrite, Sink, UpdateWhere
 
 T = TypeVar("T")
 log = logging.getLogger("hookwise.store")
 
 _STOP = object()
 MAX_BATCH = 1024
-#: rows per merged INSERT: bounds the statement's parameters (SQLite allows 32,766) and the
-#: number of distinct statements the connection caches
-CHUNK_ROWS = 64
 
-
-Rows = tuple[tuple[InsertInto, tuple[Any, ...]], ...]
+Rows = tuple[tuple[Sink, tuple[Any, ...]], ...]
 
 
 class _Job(Generic[T]):
@@ -54,7 +51,7 @@ class _Job(Generic[T]):
     ) -> None:
         self.fn = fn
         self.future = future
-        #: an insert-only job: its rows (`fn` is None), and what its future resolves to
+        #: a row job: its rows (`fn` is None), and what its future resolves to
         self.rows = rows
         self.value = value
 
@@ -62,8 +59,9 @@ class _Job(Generic[T]):
         if self.rows is None:
             assert self.fn is not None
             return self.fn(cur)
-        for into, row in self.rows:
-            cur.execute(into.sql(1), row)
+        for sink, row in self.rows:
+            for sql, params in sink.statements([row]):
+                cur.execute(sql, params)
         return self.value
 
 
@@ -92,7 +90,7 @@ class GroupCommitWriter:
         *,
         name: str = "hookwise-writer",
         exclusive: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
-        batch: BatchInsert | None = None,
+        batch: BatchWrite | None = None,
     ) -> None:
         self._connect = connect
         self._batch = batch
@@ -181,7 +179,7 @@ class GroupCommitWriter:
             if not _rows_only(batch) or not _commit_rows(cur, batch, results, self._batch):
                 results = []
                 cur.execute("BEGIN IMMEDIATE")
-                _run_jobs(cur, batch, results)
+                _run_jobs(cur, batch, results, self._batch)
                 cur.execute("COMMIT")
         except Exception as e:
             log.exception("commit failed; %d writes refused", len(batch))
@@ -202,12 +200,12 @@ def _commit_rows(
     cur: Any,
     batch: list[_Job[Any]],
     results: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
-    one: BatchInsert | None,
+    one: BatchWrite | None,
 ) -> bool:
-    """The common case under load, a batch of insert-only jobs, written without savepoints:
-    with `one` statement in autocommit mode when it can take the rows (see `inserts`), else in
-    one transaction with one merged statement per table and chunk. False (nothing written) if
-    an insert failed, for the caller to run the batch again one job at a time.
+    """The common case under load, a batch of row jobs only, written without savepoints: with
+    `one` statement in autocommit mode when it can take the rows (see `inserts`), else in one
+    transaction with one merged statement per table and chunk. False (nothing written) if a
+    write failed, for the caller to run the batch again one job at a time.
 
     Every statement is a wait for the GIL (see the module's docstring), so statements per batch
     are what keeps a batch short."""
@@ -221,7 +219,7 @@ def _commit_rows(
     else:
         cur.execute("BEGIN IMMEDIATE")
         try:
-            _insert(cur, tables)
+            _write(cur, tables, None)
         except Exception:
             cur.execute("ROLLBACK")
             return False
@@ -234,15 +232,16 @@ def _run_jobs(
     cur: Any,
     batch: list[_Job[Any]],
     results: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
+    one: BatchWrite | None,
 ) -> None:
-    """Run `batch` inside the open transaction: consecutive insert-only jobs merged under one
+    """Run `batch` inside the open transaction, in order: consecutive row jobs merged under one
     savepoint, every other job (and every job of a failed merge) in its own savepoint."""
     i = 0
     while i < len(batch):
         end = i
         while end < len(batch) and batch[end].rows is not None:
             end += 1
-        if end - i > 1 and _insert_merged(cur, batch[i:end], results):
+        if end - i > 1 and _write_merged(cur, batch[i:end], results, one):
             i = end
             continue
         for job in batch[i : max(end, i + 1)]:
@@ -270,38 +269,44 @@ def _run_one(
         results.append((job.future, value, None))
 
 
-def _by_table(jobs: list[_Job[Any]]) -> dict[InsertInto, list[tuple[Any, ...]]]:
-    """The rows of insert-only `jobs`, table by table, in order."""
-    by_table: dict[InsertInto, list[tuple[Any, ...]]] = {}
+def _by_table(jobs: list[_Job[Any]]) -> dict[Sink, list[tuple[Any, ...]]]:
+    """The rows of row jobs, sink by sink, in order."""
+    by_table: dict[Sink, list[tuple[Any, ...]]] = {}
     for job in jobs:
         assert job.rows is not None
-        for into, row in job.rows:
-            found = by_table.get(into)
+        for sink, row in job.rows:
+            found = by_table.get(sink)
             if found is None:
-                by_table[into] = [row]
+                by_table[sink] = [row]
             else:
                 found.append(row)
     return by_table
 
 
-def _insert(cur: Any, by_table: dict[InsertInto, list[tuple[Any, ...]]]) -> None:
-    """Insert `by_table`'s rows with one statement per table and chunk."""
-    for into, rows in by_table.items():
-        for start in range(0, len(rows), CHUNK_ROWS):
-            chunk = rows[start : start + CHUNK_ROWS]
-            cur.execute(into.sql(len(chunk)), [value for row in chunk for value in row])
+def _write(cur: Any, by_table: dict[Sink, list[tuple[Any, ...]]], one: BatchWrite | None) -> None:
+    """Write `by_table`'s rows: with `one` statement when it can take them, else with one
+    statement per table and chunk (one per row for updates)."""
+    params = one.encode(by_table) if one is not None else None
+    if params is not None:
+        cur.execute(one.sql, params)  # type: ignore[union-attr]
+        return
+    # inserts first, as the batch statement does: a row inserted may be updated in this batch
+    for sink, rows in sorted(by_table.items(), key=lambda item: isinstance(item[0], UpdateWhere)):
+        for sql, values in sink.statements(rows):
+            cur.execute(sql, values)
 
 
-def _insert_merged(
+def _write_merged(
     cur: Any,
     jobs: list[_Job[Any]],
     results: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
+    one: BatchWrite | None,
 ) -> bool:
-    """`_insert` under a savepoint; False (and nothing written) if it failed, for the caller to
+    """`_write` under a savepoint; False (and nothing written) if it failed, for the caller to
     run the jobs one by one."""
     cur.execute("SAVEPOINT merged")
     try:
-        _insert(cur, _by_table(jobs))
+        _write(cur, _by_table(jobs), one)
     except Exception:
         cur.execute("ROLLBACK TO merged")
         cur.execute("RELEASE merged")
