@@ -219,3 +219,95 @@ def test_updates_by_key_ride_the_batch_after_its_inserts(
     ]
     batched = any(s.startswith("INSERT INTO temp.hookwise_batch") for s in statements)
     assert batched is one_statement
+
+
+def _insert(label: str, key: int) -> object:
+    def fn(cur: sqlite3.Cursor) -> int:
+        cur.execute("INSERT INTO items (id, label) VALUES (?, ?)", (key, label))
+        return key
+
+    return fn
+
+
+def _submit_mixed(writer: GroupCommitWriter, jobs: list[object]) -> list[object]:
+    """Submit `jobs` as one batch: a tuple is a row job, a function a single-statement job."""
+
+    async def main() -> list[object]:
+        writer.start(asyncio.get_running_loop())
+        try:
+            futures = [
+                writer.submit_rows(job, i)  # type: ignore[arg-type]
+                if isinstance(job, tuple)
+                else writer.submit(job, one_statement=True)  # type: ignore[arg-type]
+                for i, job in enumerate(jobs)
+            ]
+            return await asyncio.gather(*futures, return_exceptions=True)
+        finally:
+            writer.stop()
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("one_statement", [True, False])
+def test_a_mixed_batch_writes_its_rows_and_single_statements_without_savepoints(
+    tmp_path: Path, one_statement: bool
+) -> None:
+    """The run lane's claim is one statement between accepted requests' rows: a batch of them is
+    BEGIN, the rows' statement, the claim, the rows' statement, COMMIT."""
+    statements: list[str] = []
+    batch = BatchWrite(ITEMS) if one_statement else None
+    writer = _writer(tmp_path / "w.db", statements, batch)
+    jobs = [((ITEMS, (1, "a")),), ((ITEMS, (2, "b")),), _insert("c", 3), ((ITEMS, (4, "d")),)]
+    assert _submit_mixed(writer, jobs) == [0, 1, 3, 3]
+    assert _rows(tmp_path / "w.db") == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
+    # without the batch statement, rows are written in a savepoint (several statements)
+    assert statements.count("SAVEPOINT job") == (0 if one_statement else 1)
+    assert statements.count("SAVEPOINT merged") == (0 if one_statement else 1)
+    assert statements.count("BEGIN IMMEDIATE") == 1
+
+
+@pytest.mark.parametrize("one_statement", [True, False])
+def test_a_failing_single_statement_fails_alone_in_a_mixed_batch(
+    tmp_path: Path, one_statement: bool
+) -> None:
+    statements: list[str] = []
+    batch = BatchWrite(ITEMS) if one_statement else None
+    writer = _writer(tmp_path / "w.db", statements, batch)
+    jobs = [
+        ((ITEMS, (1, "a")),),
+        _insert("dup of 1", 1),  # fails: SQLite undoes this statement only
+        ((ITEMS, (2, "b")),),
+        ((ITEMS, (1, "dup of 1 again")),),  # fails: the merged rows fall back to one job each
+        _insert("c", 3),
+    ]
+    answers = _submit_mixed(writer, jobs)
+    assert answers[0] == 0 and answers[2] == 2 and answers[4] == 3
+    assert isinstance(answers[1], sqlite3.IntegrityError)
+    assert isinstance(answers[3], sqlite3.IntegrityError)
+    assert _rows(tmp_path / "w.db") == [(1, "a"), (2, "b"), (3, "c")]
+    # the rows after the failed statement were tried merged, then each in its savepoint
+    assert statements.count("SAVEPOINT job") == (2 if one_statement else 3)
+
+
+def test_a_single_statement_that_ends_the_transaction_fails_the_whole_batch(
+    tmp_path: Path,
+) -> None:
+    """Some errors make SQLite roll back the whole transaction, not only the statement (disk
+    full, I/O errors; here a trigger's RAISE(ROLLBACK)): the rows before it are gone too, so
+    every job of the batch is told, none is answered as written."""
+    path = tmp_path / "w.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, label TEXT)")
+        conn.execute(
+            "CREATE TRIGGER boom BEFORE INSERT ON items WHEN NEW.label = 'boom'"
+            " BEGIN SELECT RAISE(ROLLBACK, 'boom'); END"
+        )
+    statements: list[str] = []
+    writer = _writer(path, statements, BatchWrite(ITEMS))
+    jobs = [((ITEMS, (1, "a")),), _insert("boom", 2), ((ITEMS, (3, "c")),)]
+    answers = _submit_mixed(writer, jobs)
+    assert all(isinstance(a, Exception) for a in answers), answers
+    assert _rows(path) == []
+    # and the writer goes on with the next batch
+    writer = _writer(path, statements, BatchWrite(ITEMS))
+    assert _submit_mixed(writer, [((ITEMS, (4, "d")),), _insert("e", 5)]) == [0, 5]

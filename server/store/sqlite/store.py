@@ -79,6 +79,8 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
             max_workers=readers, thread_name_prefix="hookwise-sqlite-read"
         )
         self._local = threading.local()
+        #: the event loop's own read connection (see `_read_here`)
+        self._here: sqlite3.Connection | None = None
         self._stopping = threading.Event()
         self._subscribers: dict[str, list[Callable[[], None]]] = {}
         self._signal_task: asyncio.Task[None] | None = None
@@ -168,6 +170,22 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, lambda: fn(self._reader()))
 
+    async def _read_here(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A small read by key (bounded rows, an index lookup: tens of microseconds), run on the
+        event loop's own connection: a reader thread's hop costs more than the read (a wake-up,
+        a wait for the GIL after each step, a call back into the loop), paid twice per agent
+        run. The connection never waits for a lock (WAL readers seldom need one): when SQLite
+        answers busy, the read goes to a reader thread, which may wait."""
+        conn = self._here
+        if conn is None:
+            conn = self._here = self._connect()
+            conn.execute("PRAGMA busy_timeout = 0")
+            conn.execute("PRAGMA query_only = ON")
+        try:
+            return fn(conn)
+        except sqlite3.OperationalError:
+            return await self._read(fn)
+
     def write(self, fn: Callable[[sqlite3.Cursor], T]) -> asyncio.Future[T]:
         """Run `fn(cursor)` in the next group commit; the future resolves once committed."""
         return self._writer.submit(fn)
@@ -214,6 +232,9 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         if self._checkpointer.is_alive():
             self._checkpointer.join()
         self._readers.shutdown(wait=True)
+        if self._here is not None:
+            self._here.close()
+            self._here = None
         for fd in (self._lock_fd, self._use_fd):
             if fd is not None:
                 os.close(fd)
@@ -276,7 +297,8 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         agent_id: str | None = None,
     ) -> list[RunRecord]:
         rows = await self._writer.submit(
-            lambda cur: rt.claim_runs(cur, limit, now, lease, default_timeout, agent_id)
+            lambda cur: rt.claim_runs(cur, limit, now, lease, default_timeout, agent_id),
+            one_statement=True,
         )
         return sorted((run_record(r) for r in rows), key=lambda r: r.seq)
 
@@ -306,22 +328,27 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         )
 
     async def session_turns(self, session_key: str, *, limit: int) -> list[Turn]:
-        return await self._read(lambda conn: rt.session_turns(conn, session_key, limit))
+        return await self._read_here(lambda conn: rt.session_turns(conn, session_key, limit))
 
     async def last_route(self, session_key: str) -> Route | None:
-        return await self._read(lambda conn: rt.last_route(conn, session_key))
+        return await self._read_here(lambda conn: rt.last_route(conn, session_key))
 
     async def set_last_route(
         self, session_key: str, route: Route, *, now: float, only_if_unset: bool = False
     ) -> None:
         await self._writer.submit(
-            lambda cur: rt.set_last_route(cur, session_key, route, now, only_if_unset=only_if_unset)
+            lambda cur: rt.set_last_route(
+                cur, session_key, route, now, only_if_unset=only_if_unset
+            ),
+            one_statement=True,
         )
 
     async def claim_deliveries(
         self, *, limit: int, now: float, lease: float
     ) -> list[DeliveryRecord]:
-        rows = await self._writer.submit(lambda cur: rt.claim_deliveries(cur, limit, now, lease))
+        rows = await self._writer.submit(
+            lambda cur: rt.claim_deliveries(cur, limit, now, lease), one_statement=True
+        )
         return [delivery_record(r) for r in rows]
 
     async def recover_deliveries(self) -> int:
@@ -350,7 +377,8 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
                 "INSERT INTO signals (topic, seq) VALUES (?, 1)"
                 " ON CONFLICT (topic) DO UPDATE SET seq = seq + 1",
                 (topic,),
-            )
+            ),
+            one_statement=True,
         )
 
     def subscribe(self, topic: str, callback: Callable[[], None]) -> None:
@@ -435,5 +463,6 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
 
     async def auth_success(self, client: str) -> None:
         await self._writer.submit(
-            lambda cur: cur.execute("DELETE FROM auth_failures WHERE client = ?", (client,))
+            lambda cur: cur.execute("DELETE FROM auth_failures WHERE client = ?", (client,)),
+            one_statement=True,
         )

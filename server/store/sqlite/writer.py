@@ -15,6 +15,11 @@ module releases it around every step), and the event loop holds the GIL most of 
 statements per batch, not rows, are what a batch costs under load. If a merged write fails, it
 is rolled back and its jobs run one by one, each in its own savepoint, so a failing job still
 fails alone.
+
+A savepoint is two statements more; a job that is itself a single statement (the run lane's
+claims, `submit(..., one_statement=True)`) and the batch statement need none: SQLite undoes a
+failed statement's own changes and keeps the transaction open. When an error ends the whole
+transaction instead (disk full, I/O), the batch fails as a whole.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ Rows = tuple[tuple[Sink, tuple[Any, ...]], ...]
 
 
 class _Job(Generic[T]):
-    __slots__ = ("fn", "future", "rows", "value")
+    __slots__ = ("fn", "future", "one_statement", "rows", "value")
 
     def __init__(
         self,
@@ -48,12 +53,17 @@ class _Job(Generic[T]):
         future: asyncio.Future[T] | None,
         rows: Rows | None = None,
         value: Any = None,
+        *,
+        one_statement: bool = False,
     ) -> None:
         self.fn = fn
         self.future = future
         #: a row job: its rows (`fn` is None), and what its future resolves to
         self.rows = rows
         self.value = value
+        #: `fn` runs a single statement: SQLite undoes a failed statement's changes by itself
+        #: (the transaction stays open), so the job needs no savepoint of its own
+        self.one_statement = one_statement
 
     def run(self, cur: Any) -> Any:
         if self.rows is None:
@@ -115,16 +125,20 @@ class GroupCommitWriter:
             self._queue.put(_STOP)
             self._thread.join()
 
-    def submit(self, fn: Callable[[Any], T]) -> asyncio.Future[T]:
-        """Run `fn(connection)` in the next batch; the future resolves after the commit."""
+    def submit(self, fn: Callable[[Any], T], *, one_statement: bool = False) -> asyncio.Future[T]:
+        """Run `fn(connection)` in the next batch; the future resolves after the commit.
+
+        `one_statement`: `fn` runs exactly one SQL statement (and reads nothing it wrote
+        before), so SQLite's statement atomicity isolates its failure without a savepoint: two
+        statements, each a wait for the GIL, fewer per job (the run lane's claims)."""
         assert self._loop is not None, "writer not started"
         fut: asyncio.Future[T] = self._loop.create_future()
-        self._queue.put(_Job(fn, fut))
+        self._queue.put(_Job(fn, fut, one_statement=one_statement))
         return fut
 
-    def submit_nowait(self, fn: Callable[[Any], Any]) -> None:
+    def submit_nowait(self, fn: Callable[[Any], Any], *, one_statement: bool = False) -> None:
         """Run `fn(connection)` in the next batch; nobody waits for it."""
-        self._queue.put(_Job(fn, None))
+        self._queue.put(_Job(fn, None, one_statement=one_statement))
 
     def submit_rows(self, rows: Rows, value: T) -> asyncio.Future[T]:
         """Insert `rows` in the next batch (merged with other jobs' rows); the future resolves to
@@ -219,7 +233,7 @@ def _commit_rows(
     else:
         cur.execute("BEGIN IMMEDIATE")
         try:
-            _write(cur, tables, None)
+            _write(cur, tables)
         except Exception:
             cur.execute("ROLLBACK")
             return False
@@ -241,7 +255,8 @@ def _run_jobs(
         end = i
         while end < len(batch) and batch[end].rows is not None:
             end += 1
-        if end - i > 1 and _write_merged(cur, batch[i:end], results, one):
+        merge = end - i > 1 or (end > i and one is not None)
+        if merge and _write_merged(cur, batch[i:end], results, one):
             i = end
             continue
         for job in batch[i : max(end, i + 1)]:
@@ -252,21 +267,36 @@ def _run_jobs(
 def _run_one(
     cur: Any, job: _Job[Any], results: list[tuple[asyncio.Future[Any], Any, BaseException | None]]
 ) -> None:
-    """Run one job in its own savepoint: a failure rolls back only what it wrote."""
-    cur.execute("SAVEPOINT job")
+    """Run one job in its own savepoint (or, for a single statement, in that statement's own
+    atomicity): a failure rolls back only what it wrote."""
+    savepoint = not job.one_statement
+    if savepoint:
+        cur.execute("SAVEPOINT job")
     try:
         value = job.run(cur)
     except Exception as e:
-        cur.execute("ROLLBACK TO job")
-        cur.execute("RELEASE job")
+        if savepoint:
+            cur.execute("ROLLBACK TO job")
+            cur.execute("RELEASE job")
+        else:
+            _still_open(cur)
         if job.future is None:
             log.error("background write failed: %s", type(e).__name__)
         else:
             results.append((job.future, None, e))
         return
-    cur.execute("RELEASE job")
+    if savepoint:
+        cur.execute("RELEASE job")
     if job.future is not None:
         results.append((job.future, value, None))
+
+
+def _still_open(cur: Any) -> None:
+    """After a statement failed without a savepoint: SQLite undid that statement alone unless
+    the error ended the whole transaction (I/O error, disk full, out of memory), which fails
+    the batch."""
+    if not cur.connection.in_transaction:
+        raise RuntimeError("the transaction was rolled back by a failed statement")
 
 
 def _by_table(jobs: list[_Job[Any]]) -> dict[Sink, list[tuple[Any, ...]]]:
@@ -283,13 +313,9 @@ def _by_table(jobs: list[_Job[Any]]) -> dict[Sink, list[tuple[Any, ...]]]:
     return by_table
 
 
-def _write(cur: Any, by_table: dict[Sink, list[tuple[Any, ...]]], one: BatchWrite | None) -> None:
-    """Write `by_table`'s rows: with `one` statement when it can take them, else with one
-    statement per table and chunk (one per row for updates)."""
-    params = one.encode(by_table) if one is not None else None
-    if params is not None:
-        cur.execute(one.sql, params)  # type: ignore[union-attr]
-        return
+def _write(cur: Any, by_table: dict[Sink, list[tuple[Any, ...]]]) -> None:
+    """Write `by_table`'s rows the direct way, without the batch statement: one statement per
+    table and chunk (one per row for updates)."""
     # inserts first, as the batch statement does: a row inserted may be updated in this batch
     for sink, rows in sorted(by_table.items(), key=lambda item: isinstance(item[0], UpdateWhere)):
         for sql, values in sink.statements(rows):
@@ -302,15 +328,25 @@ def _write_merged(
     results: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
     one: BatchWrite | None,
 ) -> bool:
-    """`_write` under a savepoint; False (and nothing written) if it failed, for the caller to
-    run the jobs one by one."""
-    cur.execute("SAVEPOINT merged")
-    try:
-        _write(cur, _by_table(jobs), one)
-    except Exception:
-        cur.execute("ROLLBACK TO merged")
+    """`_write` isolated from the rest of the transaction (the batch statement by its own
+    atomicity, several statements by a savepoint); False (and nothing written) if it failed,
+    for the caller to run the jobs one by one."""
+    tables = _by_table(jobs)
+    params = one.encode(tables) if one is not None else None
+    if params is not None:
+        try:
+            cur.execute(one.sql, params)  # type: ignore[union-attr]
+        except Exception:
+            _still_open(cur)
+            return False
+    else:
+        cur.execute("SAVEPOINT merged")
+        try:
+            _write(cur, tables)
+        except Exception:
+            cur.execute("ROLLBACK TO merged")
+            cur.execute("RELEASE merged")
+            return False
         cur.execute("RELEASE merged")
-        return False
-    cur.execute("RELEASE merged")
     results.extend((job.future, job.value, None) for job in jobs if job.future is not None)
     return True
