@@ -31,7 +31,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from hookwise.server.store.sqlite.inserts import BatchWrite, Sink, UpdateWhere
 
@@ -190,7 +190,7 @@ class GroupCommitWriter:
         results: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         cur = conn.cursor()
         try:
-            if not _rows_only(batch) or not _commit_rows(cur, batch, results, self._batch):
+            if not _rows_only(batch) or not _write_rows(cur, batch, results, self._batch, _ALONE):
                 results = []
                 cur.execute("BEGIN IMMEDIATE")
                 _run_jobs(cur, batch, results, self._batch)
@@ -210,35 +210,57 @@ def _rows_only(batch: list[_Job[Any]]) -> bool:
     return all(job.rows is not None for job in batch)
 
 
-def _commit_rows(
+class _Around(NamedTuple):
+    """What isolates a write of merged rows made the direct way (several statements)."""
+
+    begin: str
+    undo: tuple[str, ...]
+    end: str
+    #: inside the batch's transaction (a savepoint), not a transaction of its own
+    nested: bool
+
+
+#: a batch of row jobs only: its own transaction
+_ALONE = _Around("BEGIN IMMEDIATE", ("ROLLBACK",), "COMMIT", nested=False)
+#: a run of row jobs inside a mixed batch's transaction
+_NESTED = _Around(
+    "SAVEPOINT merged", ("ROLLBACK TO merged", "RELEASE merged"), "RELEASE merged", nested=True
+)
+
+
+def _write_rows(
     cur: Any,
-    batch: list[_Job[Any]],
+    jobs: list[_Job[Any]],
     results: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
     one: BatchWrite | None,
+    around: _Around,
 ) -> bool:
-    """The common case under load, a batch of row jobs only, written without savepoints: with
-    `one` statement in autocommit mode when it can take the rows (see `inserts`), else in one
-    transaction with one merged statement per table and chunk. False (nothing written) if a
-    write failed, for the caller to run the batch again one job at a time.
+    """Write the row jobs `jobs` together: with `one` statement when it can take the rows (see
+    `inserts`; in autocommit mode for a batch of rows only), isolated by its own atomicity,
+    else with one merged statement per table and chunk inside `around`. False (and nothing
+    written) if a write failed, for the caller to run the jobs one by one.
 
     Every statement is a wait for the GIL (see the module's docstring), so statements per batch
     are what keeps a batch short."""
-    tables = _by_table(batch)
+    tables = _by_table(jobs)
     params = one.encode(tables) if one is not None else None
     if params is not None:
         try:
             cur.execute(one.sql, params)  # type: ignore[union-attr]
         except Exception:
-            return False  # the statement's own transaction is rolled back
+            if around.nested:
+                _still_open(cur)
+            return False  # alone: the statement's own transaction is rolled back
     else:
-        cur.execute("BEGIN IMMEDIATE")
+        cur.execute(around.begin)
         try:
             _write(cur, tables)
         except Exception:
-            cur.execute("ROLLBACK")
+            for sql in around.undo:
+                cur.execute(sql)
             return False
-        cur.execute("COMMIT")
-    results.extend((job.future, job.value, None) for job in batch if job.future is not None)
+        cur.execute(around.end)
+    results.extend((job.future, job.value, None) for job in jobs if job.future is not None)
     return True
 
 
@@ -256,7 +278,7 @@ def _run_jobs(
         while end < len(batch) and batch[end].rows is not None:
             end += 1
         merge = end - i > 1 or (end > i and one is not None)
-        if merge and _write_merged(cur, batch[i:end], results, one):
+        if merge and _write_rows(cur, batch[i:end], results, one, _NESTED):
             i = end
             continue
         for job in batch[i : max(end, i + 1)]:
@@ -320,33 +342,3 @@ def _write(cur: Any, by_table: dict[Sink, list[tuple[Any, ...]]]) -> None:
     for sink, rows in sorted(by_table.items(), key=lambda item: isinstance(item[0], UpdateWhere)):
         for sql, values in sink.statements(rows):
             cur.execute(sql, values)
-
-
-def _write_merged(
-    cur: Any,
-    jobs: list[_Job[Any]],
-    results: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
-    one: BatchWrite | None,
-) -> bool:
-    """`_write` isolated from the rest of the transaction (the batch statement by its own
-    atomicity, several statements by a savepoint); False (and nothing written) if it failed,
-    for the caller to run the jobs one by one."""
-    tables = _by_table(jobs)
-    params = one.encode(tables) if one is not None else None
-    if params is not None:
-        try:
-            cur.execute(one.sql, params)  # type: ignore[union-attr]
-        except Exception:
-            _still_open(cur)
-            return False
-    else:
-        cur.execute("SAVEPOINT merged")
-        try:
-            _write(cur, tables)
-        except Exception:
-            cur.execute("ROLLBACK TO merged")
-            cur.execute("RELEASE merged")
-            return False
-        cur.execute("RELEASE merged")
-    results.extend((job.future, job.value, None) for job in jobs if job.future is not None)
-    return True
