@@ -6,9 +6,7 @@ checked again and left out if no longer failed)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import asyncpg
 
@@ -41,6 +39,7 @@ from hookwise.server.store.listing import (
     retry_update,
     sessions_query,
 )
+from hookwise.server.store.postgres.parts import PostgresParts
 from hookwise.server.store.rows import (
     RETRY_COLUMNS,
     RUN_COLUMNS,
@@ -49,22 +48,11 @@ from hookwise.server.store.rows import (
     run_record,
 )
 
-T = TypeVar("T")
 P = postgres_placeholder
 
 
-class PostgresAdminReads(ListingShortcuts):
-    """What the admin API reads and recovers; needs the store's read pool `_readers` and
-    `write`."""
-
-    @property
-    def _readers(self) -> asyncpg.Pool:
-        raise NotImplementedError
-
-    def write(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> asyncio.Future[T]:
-        raise NotImplementedError
-
-    _writer: Any
+class PostgresAdminReads(PostgresParts, ListingShortcuts):
+    """What the admin API reads and recovers."""
 
     async def admin_list(
         self, name: str, filters: Filters, *, limit: int, cursor: str | None

@@ -5,26 +5,16 @@ finished ones in small batches (each through the group-commit writer). A mixin o
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import asyncpg
 
+from hookwise.server.store.postgres.parts import PostgresParts
 from hookwise.server.store.retention import Target, boundary
 
-T = TypeVar("T")
 
-
-class PostgresRetention:
-    """Needs the store's `_readers` and `write`."""
-
-    @property
-    def _readers(self) -> asyncpg.Pool:
-        raise NotImplementedError
-
-    def write(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> asyncio.Future[T]:
-        raise NotImplementedError
+class PostgresRetention(PostgresParts):
+    """Finds the oldest rows and prunes finished ones."""
 
     async def retention_boundary(self, target: Target, cutoff: float) -> int:
         """The highest seq of `target`'s table older than `cutoff` (0: nothing is)."""

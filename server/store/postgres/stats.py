@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import asyncpg
+from hookwise.server.store.postgres.parts import PostgresParts
 
 PROBE_TIMEOUT = 2.0
 
@@ -16,15 +16,10 @@ def _running(task: asyncio.Task[None] | None) -> bool:
     return task is not None and not task.done()
 
 
-class PostgresStats:
-    """Queue depth and readiness; needs the store's `_readers`, `_writer` and `_accepts`."""
+class PostgresStats(PostgresParts):
+    """Queue depth and readiness; needs the store's `_accepts` too."""
 
-    _writer: Any
     _accepts: Any
-
-    @property
-    def _readers(self) -> asyncpg.Pool:
-        raise NotImplementedError
 
     async def queue_stats(self, *, now: float) -> dict[str, tuple[int, float | None]]:
         """`runs` (queued) and `deliveries` (pending): (how many, age of the oldest in s)."""

@@ -8,10 +8,8 @@ interleaves with, so the rows a retry picks are the rows it changes.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from hookwise.server.store.base import (
     LOG_COLUMNS,
@@ -48,21 +46,13 @@ from hookwise.server.store.rows import (
     retry_record,
     run_record,
 )
+from hookwise.server.store.sqlite.parts import SQLiteParts
 
-T = TypeVar("T")
 P = sqlite_placeholder
 
 
-class SQLiteAdminReads(ListingShortcuts):
-    """What the admin API reads and recovers; needs the store's `_read` and `write`."""
-
-    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        raise NotImplementedError
-
-    def write(self, fn: Callable[[sqlite3.Cursor], T]) -> asyncio.Future[T]:
-        raise NotImplementedError
-
-    _writer: Any
+class SQLiteAdminReads(SQLiteParts, ListingShortcuts):
+    """What the admin API reads and recovers."""
 
     async def _fetch(self, sql: str, args: list[Any] | tuple[Any, ...]) -> list[Any]:
         return await self._read(lambda conn: conn.execute(sql, args).fetchall())

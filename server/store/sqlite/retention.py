@@ -4,24 +4,16 @@ pruned is in `hookwise.server.store.retention`."""
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from hookwise.server.store.retention import Target, boundary
+from hookwise.server.store.sqlite.parts import SQLiteParts
 
-T = TypeVar("T")
 
-
-class SQLiteRetention:
-    """Needs the store's `_read` and `write`."""
-
-    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        raise NotImplementedError
-
-    def write(self, fn: Callable[[sqlite3.Cursor], T]) -> asyncio.Future[T]:
-        raise NotImplementedError
+class SQLiteRetention(SQLiteParts):
+    """Finds the oldest rows and prunes finished ones."""
 
     async def retention_boundary(self, target: Target, cutoff: float) -> int:
         """The highest seq of `target`'s table older than `cutoff` (0: nothing is)."""

@@ -5,21 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable
-from typing import Any, TypeVar
 
-T = TypeVar("T")
+from hookwise.server.store.sqlite.parts import SQLiteParts
 
 PROBE_TIMEOUT = 2.0
 
 
-class SQLiteStats:
-    """Queue depth and readiness; needs the store's `_read` and `_writer`."""
-
-    _writer: Any
-
-    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        raise NotImplementedError
+class SQLiteStats(SQLiteParts):
+    """Queue depth and readiness."""
 
     async def queue_stats(self, *, now: float) -> dict[str, tuple[int, float | None]]:
         """`runs` (queued) and `deliveries` (pending): (how many, age of the oldest in s)."""
