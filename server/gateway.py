@@ -3,7 +3,8 @@
 It owns the wiring (store, dispatcher, compiled rules, hook endpoint, runtime) and their life
 cycle, so that the Litestar app, the CLI and tests build the service the same way. Rules are
 compiled before anything listens, so a broken rule stops start-up with its file, rule id and key
-path; `reload()` compiles anew and swaps atomically, keeping the old rules when that fails.
+path; a reload (`reload_async`, on SIGHUP and `serve --watch`) compiles anew on a thread and swaps
+atomically on the loop, keeping the old rules when that fails.
 """
 
 from __future__ import annotations
@@ -183,6 +184,8 @@ class Gateway:
                 rules=lambda: self.rules,
             )
         self._tasks: list[asyncio.Task[None]] = []
+        self._reloading = asyncio.Lock()
+        self._reloads: set[asyncio.Task[bool]] = set()
         #: the port the service listens on (set by the CLI once bound); the mail watcher posts there
         self.listen_port: int | None = None
         #: why the lifespan's start-up failed (the store unreachable, ...), for one clear line
@@ -202,18 +205,46 @@ class Gateway:
     def admin_token(self) -> str | None:
         return self.config.gateway.auth.token
 
-    def reload(self) -> bool:
-        """Compile the rules from the config file again and swap them in; False if that failed."""
+    async def reload_async(self) -> bool:
+        """Compile the rules from the config file again and swap them in; False (logged) if that
+        failed, and the current rules stay.
+
+        The compile runs on a thread: loading the configuration, compiling templates
+        and JSONPaths, starting the sandbox workers and loading every transform into them takes
+        up to a second with one JS transform, and on the event loop it stopped every request for
+        that long. Requests go on meanwhile on the current rules; the new ones are swapped in on
+        the loop. Reloads run one at a time, in the order asked."""
+        async with self._reloading:
+            try:
+                rules = await asyncio.to_thread(self._compile_fresh)
+            except Exception:
+                log.exception("reload failed, keeping the current rules")
+                return False
+            if rules is None:
+                return False
+            self._swap_rules(rules)
+            return True
+
+    def reload_in_background(self) -> None:
+        """Start `reload_async` and return (a signal handler cannot wait)."""
+        task = asyncio.get_running_loop().create_task(self.reload_async(), name="hookwise-reload")
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
+
+    def _compile_fresh(self) -> Any:
+        """The rules of the config file as it is now, or None (logged) if they do not compile."""
         if self.loaded.source is None or self.hooks is None:
-            return False
+            return None
         try:
             fresh = load_config(self.loaded.source)
             if fresh.config.hooks.path != self.config.hooks.path:
                 log.warning("reload: hooks.path changed; restart to apply it")
-            rules = compile_rules(fresh)
+            return compile_rules(fresh)
         except ConfigError as e:
             log.error("reload failed, keeping the current rules:\n%s", e)
-            return False
+            return None
+
+    def _swap_rules(self, rules: Any) -> None:
         old, self.rules = self.rules, rules
         if old is not None:
             # Requests already past `select` still run on the old rules: close them later.
@@ -222,7 +253,6 @@ class Gateway:
             except RuntimeError:  # not called from the service's loop: nothing runs on them
                 old.close()
         log.info("reload: rules swapped in")
-        return True
 
     async def _prune_forever(self) -> None:
         window = float(self.config.hooks.idempotency_window)

@@ -201,7 +201,7 @@ def _run_process(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGHUP, gateway.reload)
+        loop.add_signal_handler(signal.SIGHUP, gateway.reload_in_background)
         watcher = None
         if args.watch:
             from hookwise.server.watch import watch

@@ -3,7 +3,8 @@
 An asyncio task polls, every second, the stat of the config file, of every file the config's
 `hooks.rules` entries name (globs are expanded on each poll, so new files are seen) and of every
 file under the transforms directory. When anything was added, removed or changed it calls
-`gateway.reload()` (which keeps the old rules when the new ones do not compile, and logs why).
+`gateway.reload_async()` (which compiles on a thread, keeps the old rules when the new ones do
+not compile, and logs why).
 Polling needs no extra dependency and works on every file system; a second of latency is fine
 for configuration.
 """
@@ -31,7 +32,7 @@ Snapshot = dict[str, tuple[int, int, int]]
 class Reloadable(Protocol):
     loaded: LoadedConfig
 
-    def reload(self) -> bool: ...
+    async def reload_async(self) -> bool: ...
 
 
 def watched_paths(loaded: LoadedConfig) -> list[Path]:
@@ -71,7 +72,7 @@ def snapshot(paths: list[Path]) -> Snapshot:
 
 
 async def watch(gateway: Reloadable, *, interval: float = POLL_INTERVAL) -> None:
-    """Poll forever; call `gateway.reload()` after each change. Cancel the task to stop."""
+    """Poll forever; call `gateway.reload_async()` after each change. Cancel the task to stop."""
     loaded = gateway.loaded
     paths = watched_paths(loaded)
     seen = snapshot(paths)
@@ -92,6 +93,6 @@ async def watch(gateway: Reloadable, *, interval: float = POLL_INTERVAL) -> None
         # Taken before reloading: a change made while the reload reads the files is seen next time.
         seen = snapshot(watched_paths(loaded))
         try:
-            gateway.reload()
+            await gateway.reload_async()
         except Exception:
             log.exception("watch: reload raised; the current rules stay")

@@ -142,3 +142,32 @@ def test_a_request_in_flight_finishes_on_the_old_rules(launch: Launch, tmp_path:
     assert (r.json()["rule"], r.json()["sessionKey"]) == ("slow", "hook:old-rules")
     assert [x["sessionKey"] for x in runs_of(gw, "slow")] == ["hook:old-rules"]
     assert gw.hook("slow", {"n": 2}).json()["rule"] == "fresh"
+
+
+def test_requests_are_answered_while_a_reload_loads_its_transforms(
+    launch: Launch, tmp_path: Path
+) -> None:
+    """A reload compiles on a thread: while it starts sandbox workers and loads a transform that
+    takes seconds to load, the gateway answers on its current rules (on the event loop, the
+    reload stopped every request until it was done)."""
+    tdir = tmp_path / "transforms"
+    tdir.mkdir()
+    loading = tmp_path / "loading"
+    (tdir / "slow_load.py").write_text(
+        "import pathlib, time\n"
+        f"pathlib.Path({str(loading)!r}).write_text('now')\n"
+        "time.sleep(3)\n"
+        "def transform(ctx):\n"
+        '    return {"sessionKey": "hook:slow-load"}\n'
+    )
+    hooks: dict[str, Any] = {"transformsDir": str(tdir), "transformLimits": {"workers": 1}}
+    gw = launch(base_config(mappings=[mapping("steady", "steady")], **hooks))
+    slow = mapping("slow", "slow", transform={"module": "slow_load.py"})
+    rewrite(gw, mappings=[mapping("steady", "steady"), slow], **hooks)
+    assert gw.proc is not None
+    gw.proc.send_signal(signal.SIGHUP)
+    eventually(loading.exists, what="the reload to load the slow transform")
+    assert gw.hook("steady", {"n": 1}).status_code == 202
+    assert "reload: rules swapped in" not in gw.stderr(), "answered only once the reload was done"
+    eventually(lambda: "reload: rules swapped in" in gw.stderr(), what="the reload")
+    assert gw.hook("slow", {"n": 1}).json()["sessionKey"] == "hook:slow-load"
