@@ -66,6 +66,22 @@ async def recover_runs(
     return len(requeued), len(failed)
 
 
+def _claim_sql(which: str) -> str:
+    return (
+        f"WITH picked AS MATERIALIZED (SELECT seq FROM runs WHERE {which}"
+        " ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED)"
+        " UPDATE runs SET state = 'running', started_at = $1::float8, attempts = attempts + 1,"
+        " lease_until = $1::float8 + COALESCE(timeout_seconds, $2::float8) + $3::float8"
+        f" WHERE seq IN (SELECT seq FROM picked) RETURNING {RUN_COLUMNS}"
+    )
+
+
+#: an agent's lane: served by `runs_agent` (agent_id, state, seq). A condition that also allows
+#: "any agent" (`$5 IS NULL OR agent_id = $5`) cannot use that index in a generic plan.
+CLAIM_AGENT = _claim_sql("agent_id = $5 AND state = 'queued'")
+CLAIM_ANY = _claim_sql("state = 'queued'")
+
+
 async def claim_runs(
     conn: asyncpg.Connection,
     limit: int,
@@ -79,18 +95,9 @@ async def claim_runs(
     Rows another transaction has locked (claimed by another process, not yet committed) are
     skipped, never waited for; a row claimed and committed meanwhile fails the re-check.
     """
-    return await conn.fetch(
-        "WITH picked AS MATERIALIZED (SELECT seq FROM runs WHERE state = 'queued'"
-        " AND ($5::text IS NULL OR agent_id = $5) ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED)"
-        " UPDATE runs SET state = 'running', started_at = $1::float8, attempts = attempts + 1,"
-        " lease_until = $1::float8 + COALESCE(timeout_seconds, $2::float8) + $3::float8"
-        f" WHERE seq IN (SELECT seq FROM picked) RETURNING {RUN_COLUMNS}",
-        now,
-        default_timeout,
-        lease,
-        limit,
-        agent_id,
-    )
+    if agent_id is None:
+        return await conn.fetch(CLAIM_ANY, now, default_timeout, lease, limit)
+    return await conn.fetch(CLAIM_AGENT, now, default_timeout, lease, limit, agent_id)
 
 
 # A run's ending in one statement: its state, its transcript turns (column arrays), the summary

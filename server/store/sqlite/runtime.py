@@ -76,6 +76,22 @@ def recover_runs(
     return requeued, failed
 
 
+def _claim_sql(which: str) -> str:
+    return (
+        "UPDATE runs SET state = 'running', started_at = ?, attempts = attempts + 1,"
+        " lease_until = ? + COALESCE(timeout_seconds, ?) + ?"
+        f" WHERE seq IN (SELECT seq FROM runs WHERE {which} ORDER BY seq LIMIT ?)"
+        f" RETURNING {RUN_COLUMNS}"
+    )
+
+
+#: an agent's lane: served by `runs_agent` (agent_id, state, seq), in seq order. A condition
+#: that also allows "any agent" (`? IS NULL OR agent_id = ?`) cannot use that index: each claim
+#: then walked every agent's queued runs in seq order until it found its own.
+CLAIM_AGENT = _claim_sql("agent_id = ? AND state = 'queued'")
+CLAIM_ANY = _claim_sql("state = 'queued'")
+
+
 def claim_runs(
     cur: sqlite3.Cursor,
     limit: int,
@@ -86,14 +102,10 @@ def claim_runs(
 ) -> list[tuple[Any, ...]]:
     """Queued runs (of `agent_id`, when given) -> `running`, oldest first, each leased for its
     timeout plus `lease` seconds."""
-    return cur.execute(
-        "UPDATE runs SET state = 'running', started_at = ?, attempts = attempts + 1,"
-        " lease_until = ? + COALESCE(timeout_seconds, ?) + ?"
-        " WHERE seq IN (SELECT seq FROM runs WHERE state = 'queued'"
-        " AND (? IS NULL OR agent_id = ?) ORDER BY seq LIMIT ?)"
-        f" RETURNING {RUN_COLUMNS}",
-        (now, now, default_timeout, lease, agent_id, agent_id, limit),
-    ).fetchall()
+    lease_args = (now, now, default_timeout, lease)
+    if agent_id is None:
+        return cur.execute(CLAIM_ANY, (*lease_args, limit)).fetchall()
+    return cur.execute(CLAIM_AGENT, (*lease_args, agent_id, limit)).fetchall()
 
 
 def finish_rows(o: RunOutcome) -> Rows:
