@@ -65,7 +65,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     from hookwise.server.channels.registry import load_channels
     from hookwise.server.cliargs import missing_config_hint
     from hookwise.server.gateway import compile_rules, provider_ids
-    from hookwise.server.rules_cli import unconfigured_channel_issues
+    from hookwise.server.rules_cli import rule_warnings, unconfigured_channel_issues
     from hookwise.server.runtime.providers.registry import Providers
     from hookwise.server.serve import print_problems
 
@@ -100,6 +100,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
             issues.extend(e.issues)
         try:
             issues.extend(unconfigured_channel_issues(loaded, ruleset=ruleset))
+            for warning in rule_warnings(ruleset) if ruleset is not None else ():
+                print(f"hookwise: warning: {warning}", file=sys.stderr)
         finally:
             if ruleset is not None:
                 ruleset.close()

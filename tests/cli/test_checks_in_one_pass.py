@@ -127,3 +127,42 @@ def test_gmail_setup_round_trips_a_label_that_yaml_1_1_reads_as_a_boolean(tmp_pa
     assert r.returncode == 0, r.stderr
     loaded = load_config(tmp_path / "hookwise.yaml", env={"GMAIL_APP_PASSWORD": "x"})
     assert loaded.config.hooks.gmail.label == "on"
+
+
+WARNINGS_ONLY = """\
+hooks:
+  enabled: true
+  token: a-hook-token-that-is-long-enough-123
+  mappings:
+    - id: first
+      match: {path: p}
+      messageTemplate: "a"
+    - id: shadowed
+      match: {path: p, source: x}
+      messageTemplate: "b"
+    - id: stranger
+      match: {path: q}
+      messageTemplate: "c"
+      agentId: nobody
+gateway: {auth: {token: an-admin-token-that-is-long-enough-456}}
+"""
+
+
+def test_config_check_prints_the_rules_warnings_and_still_passes(tmp_path: Path) -> None:
+    """What `rules check` warns of, `config check` (the one a deployment runs) warns of too: a
+    rule that can never match, an agent that does not exist."""
+    (tmp_path / "hookwise.yaml").write_text(WARNINGS_ONLY)
+    shadowed = (
+        "rule 'shadowed' (hooks.mappings[1]) can never match: rule 'first' (hooks.mappings[0])"
+        " comes first and matches every request it matches"
+    )
+    unknown = "rule 'stranger': hooks.mappings[2].agentId: unknown agent 'nobody'"
+    config = run("config", "check", cwd=tmp_path)
+    assert config.returncode == 0, config.stderr
+    assert "the configuration is valid" in config.stdout
+    assert f"hookwise: warning: {shadowed}" in config.stderr
+    assert f"hookwise: warning: {unknown}" in config.stderr
+    rules = run("rules", "check", cwd=tmp_path)
+    assert rules.returncode == 0, rules.stderr
+    assert f"warning: {shadowed}" in rules.stdout
+    assert f"warning: {unknown}" in rules.stdout
