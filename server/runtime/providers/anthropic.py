@@ -27,15 +27,14 @@ import httpx
 
 from hookwise.engine.config import ProviderConfig
 from hookwise.server.runtime.providers.base import ChatMessage, Completion, Usage, check_thinking
+from hookwise.server.runtime.providers.http import HttpProvider
 from hookwise.server.runtime.providers.retry import RetryPolicy
 from hookwise.server.runtime.providers.transport import (
     http_error,
     json_object,
     malformed,
-    post_json,
     retryable_status,
 )
-from hookwise.server.version import outbound_client
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -57,7 +56,7 @@ def thinking_style(model: str, mode: str = "auto") -> str:
     return "adaptive" if version >= _ADAPTIVE_SINCE else "budget"
 
 
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     """A Messages endpoint. Owns its `httpx.AsyncClient` unless one is given."""
 
     def __init__(
@@ -69,23 +68,19 @@ class AnthropicProvider:
         client: httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
-        self.provider_id = provider_id
         base = (config.base_url or DEFAULT_BASE_URL).rstrip("/")
-        self._url = base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+        url = base + ("/messages" if base.endswith("/v1") else "/v1/messages")
         self._api_key = api_key if api_key is not None else config.api_key
-        self._headers = {
+        headers = {
             "content-type": "application/json",
             "accept": "application/json",
             "anthropic-version": API_VERSION,
         }
         if self._api_key:
-            self._headers["x-api-key"] = self._api_key
-        self._headers.update({k.lower(): v for k, v in config.headers.items()})
+            headers["x-api-key"] = self._api_key
         self._max_tokens = config.max_tokens or DEFAULT_MAX_TOKENS
         self._thinking_mode = config.thinking_mode
-        self._timeout = config.timeout_seconds
-        self._retry = retry or RetryPolicy(max_retries=config.max_retries)
-        self._client = client or outbound_client()
+        super().__init__(provider_id, config, url=url, headers=headers, client=client, retry=retry)
 
     def request_body(
         self, model: str, messages: Sequence[ChatMessage], thinking: str | None
@@ -122,20 +117,7 @@ class AnthropicProvider:
         deadline: float,
     ) -> Completion:
         body = self.request_body(model, messages, thinking)
-
-        async def attempt() -> Completion:
-            response = await post_json(
-                self._client,
-                self._url,
-                provider_id=self.provider_id,
-                headers=self._headers,
-                body=body,
-                deadline=deadline,
-                timeout_seconds=self._timeout,
-            )
-            return self._parse(response, model)
-
-        return await self._retry.run(attempt, deadline=deadline)
+        return await self._call(body, model, deadline=deadline)
 
     def _parse(self, response: httpx.Response, model: str) -> Completion:
         data = json_object(response)
@@ -172,9 +154,6 @@ class AnthropicProvider:
             model=answered_model if isinstance(answered_model, str) and answered_model else model,
             usage=_usage(data.get("usage")),
         )
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
 
 def _usage(raw: object) -> Usage | None:

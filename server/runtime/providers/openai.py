@@ -22,20 +22,19 @@ from hookwise.server.runtime.providers.base import (
     Usage,
     check_thinking,
 )
+from hookwise.server.runtime.providers.http import HttpProvider
 from hookwise.server.runtime.providers.retry import RetryPolicy
 from hookwise.server.runtime.providers.transport import (
     http_error,
     json_object,
     malformed,
-    post_json,
     retryable_status,
 )
-from hookwise.server.version import outbound_client
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """A Chat Completions endpoint. Owns its `httpx.AsyncClient` unless one is given."""
 
     def __init__(
@@ -47,16 +46,12 @@ class OpenAIProvider:
         client: httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
-        self.provider_id = provider_id
-        self._url = (config.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
         self._api_key = api_key if api_key is not None else config.api_key
-        self._headers = {"content-type": "application/json", "accept": "application/json"}
+        headers = {"content-type": "application/json", "accept": "application/json"}
         if self._api_key:
-            self._headers["authorization"] = f"Bearer {self._api_key}"
-        self._headers.update({k.lower(): v for k, v in config.headers.items()})
-        self._timeout = config.timeout_seconds
-        self._retry = retry or RetryPolicy(max_retries=config.max_retries)
-        self._client = client or outbound_client()
+            headers["authorization"] = f"Bearer {self._api_key}"
+        url = (config.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        super().__init__(provider_id, config, url=url, headers=headers, client=client, retry=retry)
 
     async def complete(
         self,
@@ -73,20 +68,7 @@ class OpenAIProvider:
         effort = check_thinking(self.provider_id, thinking)
         if effort is not None:
             body["reasoning_effort"] = effort
-
-        async def attempt() -> Completion:
-            response = await post_json(
-                self._client,
-                self._url,
-                provider_id=self.provider_id,
-                headers=self._headers,
-                body=body,
-                deadline=deadline,
-                timeout_seconds=self._timeout,
-            )
-            return self._parse(response, model)
-
-        return await self._retry.run(attempt, deadline=deadline)
+        return await self._call(body, model, deadline=deadline)
 
     def _parse(self, response: httpx.Response, model: str) -> Completion:
         data = json_object(response)
@@ -130,9 +112,6 @@ class OpenAIProvider:
             retryable=retryable,
             secrets=[self._api_key],
         )
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
 
 def _usage(raw: object) -> Usage | None:
