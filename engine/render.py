@@ -318,7 +318,7 @@ def visible_query(query: Mapping[str, str]) -> dict[str, str]:
 
 
 def template_variables(
-    payload: Mapping[str, Any],
+    payload: Mapping[str, Any] | list[Any],
     *,
     headers: Mapping[str, str],
     query: Mapping[str, str],
@@ -327,8 +327,9 @@ def template_variables(
     extracted: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The variables a template sees (see the module docstring for the precedence)."""
+    fields = payload if isinstance(payload, Mapping) else {}  # an array has no bare names
     variables: dict[str, Any] = {
-        k: v for k, v in payload.items() if isinstance(k, str) and not _blocked(k)
+        k: v for k, v in fields.items() if isinstance(k, str) and not _blocked(k)
     }
     variables.update(extracted)
     variables["payload"] = payload
@@ -376,16 +377,18 @@ class TemplateVariables(Mapping[str, Any]):
     """`template_variables` (same names, same precedence), resolved name by name as templates
     read them; `extra` (a fan-out's `item` and `index`) wins over everything."""
 
-    __slots__ = ("_extra", "_extracted", "_full", "_payload", "_view")
+    __slots__ = ("_extra", "_extracted", "_fields", "_full", "_payload", "_view")
 
     def __init__(
         self,
-        payload: Mapping[str, Any],
+        payload: Mapping[str, Any] | list[Any],
         extracted: Mapping[str, Any],
         view: RequestView,
         extra: Mapping[str, Any] | None = None,
     ) -> None:
         self._payload = payload
+        #: what bare names read: the payload's top-level keys (an array has none)
+        self._fields = payload if isinstance(payload, Mapping) else _NO_FIELDS
         self._extracted = extracted
         self._view = view
         self._extra = extra
@@ -406,9 +409,9 @@ class TemplateVariables(Mapping[str, Any]):
         extracted = self._extracted
         if extracted and name in extracted:
             return extracted[name]
-        payload = self._payload
-        if name in payload and isinstance(name, str) and not _blocked(name):
-            return payload[name]
+        fields = self._fields
+        if name in fields and isinstance(name, str) and not _blocked(name):
+            return fields[name]
         return default
 
     def __contains__(self, name: object) -> bool:
@@ -438,4 +441,5 @@ class TemplateVariables(Mapping[str, Any]):
 
 
 _REQUEST_NAMES = frozenset({"payload", "headers", "query", "path", "now"})
+_NO_FIELDS: Mapping[str, Any] = {}
 _ABSENT = object()

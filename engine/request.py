@@ -18,12 +18,13 @@ class InboundRequest:
     """A parsed hook request.
 
     `path` is the sub-path after the hook base path with slashes trimmed (`github`, `ingest/x`);
+    `payload` is the parsed body: a JSON object, or an array (a mapped hook takes both);
     `headers` have lower-cased names; `raw_body` is the body exactly as received (for signature
     checks and transforms that need it); `url` is the full request URL.
     """
 
     path: str
-    payload: dict[str, Any]
+    payload: dict[str, Any] | list[Any]
     headers: Mapping[str, str] = attrs.field(factory=dict)
     query: Mapping[str, str] = attrs.field(factory=dict)
     raw_body: bytes = b""

@@ -22,7 +22,7 @@ from hookwise.engine.errors import RequestError
 from hookwise.server.admin import admin_guard, store_of
 from hookwise.server.admin_models import PayloadDeleted, ReplayAction, Replayed, ReplayPreview
 from hookwise.server.dispatch import RequestMeta
-from hookwise.server.payload import content_type, parse_payload
+from hookwise.server.payload import content_type, parse_payload, takes_arrays
 
 NOT_KEPT = (
     "no payload is kept for this request (hooks.retainPayloads is off, or it was pruned or deleted)"
@@ -79,7 +79,7 @@ async def replay_request(
         raise RequestError(409, "hooks_disabled", "hooks are disabled: nothing to replay into")
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept.headers]
     try:
-        payload = parse_payload(kept.body, content_type(headers))
+        payload = parse_payload(kept.body, content_type(headers), arrays=takes_arrays(kept.path))
         resolved = await endpoint.resolve(
             kept.path, payload, headers, kept.query.encode("latin-1"), kept.body
         )

@@ -52,7 +52,7 @@ from hookwise.server.auth import (
 )
 from hookwise.server.dispatch import Dispatcher, RequestMeta, respond_body
 from hookwise.server.logs import escape_control
-from hookwise.server.payload import content_type, parse_payload
+from hookwise.server.payload import content_type, parse_payload, takes_arrays
 from hookwise.server.store.base import StoredPayload
 
 log = logging.getLogger("hookwise.hooks")
@@ -327,7 +327,7 @@ class HookEndpoint:
             answered = await self._at_door(door, scope, request, meta, send)
             if answered is not None:
                 return answered
-        payload = parse_payload(body, content_type(headers))
+        payload = parse_payload(body, content_type(headers), arrays=takes_arrays(sub))
         idem = _header(headers, b"idempotency-key")
         idem_key: str | None = None
         if idem is not None:

@@ -4,7 +4,9 @@ JSON is the default whatever the content type says (as the peer does), except th
 `application/x-www-form-urlencoded` bodies are parsed as forms (unless the body is plainly JSON,
 as `curl -d '{...}'` sends it): repeated keys become lists, and a
 form whose only field is `payload` holding a JSON object (how GitHub sends form-encoded hooks) is
-that object. An empty body is `{}`. Anything else that is not a JSON object is refused with 400.
+that object. An empty body is `{}`. A mapped hook also takes a JSON array (SendGrid's event
+webhook posts one; `arrays=True`): rules see it as the payload, and `forEach: $` fans out over its
+items. Anything else is refused with 400 `invalid_body`.
 
 JSON is read strictly: invalid UTF-8, and nesting deeper than `MAX_DEPTH` (64) arrays and objects,
 are `400 invalid_json` (the depth limit keeps every later step, templates, JSONPath, transforms,
@@ -83,13 +85,24 @@ def _form(body: bytes) -> dict[str, Any]:
     return out
 
 
-def parse_payload(body: bytes, ctype: bytes) -> dict[str, Any]:
-    """The payload object of a request body, or a 400 `RequestError`."""
+def parse_payload(body: bytes, ctype: bytes, *, arrays: bool = False) -> Any:
+    """The payload of a request body (an object; with `arrays`, an array too), or a 400
+    `RequestError`."""
     if not body.strip():
         return {}
     if ctype == b"application/x-www-form-urlencoded" and body.lstrip()[:1] not in (b"{", b"["):
         return _form(body)
     value = decode_json(body)
-    if not isinstance(value, dict):
-        raise RequestError(400, "invalid_body", "the body must be a JSON object")
-    return value
+    if isinstance(value, dict) or (arrays and isinstance(value, list)):
+        return value
+    what = "a JSON object or array" if arrays else "a JSON object"
+    raise RequestError(400, "invalid_body", f"the body must be {what}")
+
+
+def takes_arrays(sub: str) -> bool:
+    """Whether the hook `sub` (a path after the hook path) takes a JSON array: every mapped hook
+    does; `wake` and `agent` take the object their schema describes."""
+    return sub not in BUILTIN_HOOKS
+
+
+BUILTIN_HOOKS = frozenset({"wake", "agent"})

@@ -177,7 +177,7 @@ def _request(args: argparse.Namespace) -> InboundRequest:
         raise SystemExit(f"hookwise: cannot read {args.payload}: {e.strerror or e}") from None
     ctype = headers.get("content-type", "application/json").split(";", 1)[0].strip().lower()
     try:
-        payload = parse_payload(body, ctype.encode("latin-1"))
+        payload = parse_payload(body, ctype.encode("latin-1"), arrays=True)
     except RequestError as e:
         raise SystemExit(f"hookwise: {args.payload}: {e.message}") from None
     return InboundRequest(

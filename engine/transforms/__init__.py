@@ -89,7 +89,7 @@ class TransformContext:
     """What a transform receives. Python transforms get this object (attribute or `ctx["key"]`
     access); JS transforms get the same fields, except `raw_body`, as a plain object."""
 
-    payload: Mapping[str, Any]
+    payload: Mapping[str, Any] | list[Any]
     headers: Mapping[str, str]
     query: Mapping[str, str]
     path: str

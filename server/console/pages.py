@@ -496,7 +496,7 @@ async def rules_test(request: Request[Any, Any, Any], data: Form) -> Template:
     payload: Any = None
     try:
         ctype = headers.get("content-type", "application/json").split(";", 1)[0].strip().lower()
-        payload = parse_payload(body, ctype.encode("latin-1"))
+        payload = parse_payload(body, ctype.encode("latin-1"), arrays=True)
     except RequestError as e:
         problems.append(f"payload: {e.message}")
     report = None

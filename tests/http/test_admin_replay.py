@@ -169,3 +169,20 @@ def test_the_cli_replays_a_kept_request(start_gateway) -> None:
     assert answer["replayOf"] == request_id and len(answer["eventIds"]) == 1
     done = hookwise("requests", "replay", "nope", "--url", gw.url)
     assert done.returncode == 1 and "(payload_not_found)" in done.stderr
+
+
+def test_a_kept_array_body_replays_through_a_fan_out_rule(start_gateway) -> None:
+    """A mapped hook takes a top-level JSON array (SendGrid's event webhook): kept as it came, it
+    replays as an array too."""
+    fan_out = {**rule("events", "{{ item.event }} for {{ item.email }}"), "forEach": "$"}
+    gw = start(start_gateway, mappings=[fan_out])
+    events = [{"email": "a@example.com", "event": "delivered"}, {"email": "b@x", "event": SECRET}]
+    r = gw.hook(
+        "events", content=json.dumps(events).encode(), headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 202, r.text
+    request_id = eventually(lambda: logged(gw, "/hooks/events"))["requestId"]
+    preview = admin(gw, "POST", f"/api/requests/{request_id}/replay", dryRun="true")
+    assert preview.status_code == 200, preview.text
+    messages = [a["fields"]["message"] for a in preview.json()["actions"]]
+    assert messages == ["delivered for a@example.com", f"{SECRET} for b@x"]

@@ -93,6 +93,20 @@ MAPPINGS: list[dict[str, Any]] = [
         "sessionKey": "hook:form:{{repository.full_name}}",
         "messageTemplate": "{{action}} on {{repository.full_name}}",
     },
+    # SendGrid's event webhook posts a JSON array of events
+    {
+        "id": "sendgrid",
+        "match": {"path": "sendgrid", "when": {"jsonpath": "$[0].sg_event_id", "exists": True}},
+        "action": "wake",
+        "forEach": "$",
+        "textTemplate": "{{item.event}} for {{item.email}} ({{index}} of {{payload|length}})",
+    },
+    {
+        "id": "array-names",
+        "match": {"path": "array-names"},
+        "action": "wake",
+        "textTemplate": "[{{event}}]{{payload[1]}}",
+    },
     {
         "id": "context",
         "match": {"path": "context"},
@@ -375,3 +389,49 @@ def test_payloads_and_the_token_never_reach_the_log(gw: GatewayProcess) -> None:
     log = gw.stderr()
     assert SECRET not in log
     assert HOOK_TOKEN not in log
+
+
+# ------------------------------------------------------------------------- top-level arrays
+
+
+def _post_raw(gw: GatewayProcess, name: str, body: bytes) -> Any:
+    return gw.hook(name, content=body, headers={"Content-Type": "application/json"})
+
+
+def test_a_mapped_hook_takes_a_top_level_array_and_fans_out_over_it(gw: GatewayProcess) -> None:
+    """SendGrid's event webhook posts an array of events: `forEach: $` makes one action each."""
+    events = [
+        {"email": "a@example.com", "event": "delivered", "sg_event_id": "e1"},
+        {"email": "b@example.com", "event": "bounce", "sg_event_id": SECRET},
+    ]
+    r = _post_raw(gw, "sendgrid", json.dumps(events).encode())
+    assert r.status_code == 200, r.text
+    ids = {e["eventId"] for e in r.json()["events"]}
+    texts = sorted(e["text"] for e in events_of(gw, "sendgrid") if e["eventId"] in ids)
+    assert texts == ["bounce for b@example.com (1 of 2)", "delivered for a@example.com (0 of 2)"]
+
+
+def test_an_array_has_no_bare_names_but_is_the_payload(gw: GatewayProcess) -> None:
+    """A bare name reads an object's keys: an array whose items happen to be names gives none
+    of them (and nothing breaks)."""
+    r = _post_raw(gw, "array-names", b'["event", "second"]')
+    assert r.status_code == 200, r.text
+    [event] = [e for e in events_of(gw, "array-names") if e["eventId"] == r.json()["eventId"]]
+    assert event["text"] == "[]second"
+
+
+def test_an_array_no_rule_matches_is_404_and_a_scalar_is_still_400(gw: GatewayProcess) -> None:
+    r = _post_raw(gw, "sendgrid", b'[{"event": "delivered"}]')  # no sg_event_id: no rule
+    assert r.status_code == 404 and r.json()["code"] == "not_found"
+    for body in (b'"text"', b"42", b"null"):
+        r = _post_raw(gw, "sendgrid", body)
+        assert r.status_code == 400 and r.json()["code"] == "invalid_body", body
+        assert r.json()["error"] == "the body must be a JSON object or array"
+
+
+def test_wake_and_agent_still_take_only_an_object(gw: GatewayProcess) -> None:
+    for name in ("wake", "agent"):
+        r = _post_raw(gw, name, b'[{"text": "x", "message": "y"}]')
+        assert r.status_code == 400, name
+        assert r.json()["code"] == "invalid_body"
+        assert r.json()["error"] == "the body must be a JSON object"

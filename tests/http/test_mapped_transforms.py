@@ -49,6 +49,16 @@ export function route({ payload, action }) {
   return { message: action.message + " [paged]" };
 }
 """,
+    "batch.js": """
+export default function ({ payload }) {
+  const bounced = payload.filter((e) => e.event === "bounce").map((e) => e.email);
+  return { kind: "wake", text: payload.length + " events, bounced: " + bounced.join(", ") };
+}
+""",
+    "batch_py.py": """
+def transform(ctx):
+    return {"kind": "wake", "text": f"py: {len(ctx.payload)} events, first {ctx.payload[0]['event']}"}
+""",
     "enrich.py": """
 def transform(ctx):
     return {"message": f"py saw {ctx.payload['n']} via {ctx.path}", "name": "Py " + ctx.extracted["who"]}
@@ -85,6 +95,18 @@ MAPPINGS: list[dict[str, Any]] = [
         "match": {"path": "alerts"},
         "messageTemplate": "Alert: {{title}}",
         "transform": {"module": "switch.js", "export": "route"},
+    },
+    {
+        "id": "js-batch",
+        "match": {"path": "batch"},
+        "messageTemplate": "m",
+        "transform": {"module": "batch.js"},
+    },
+    {
+        "id": "py-batch",
+        "match": {"path": "batch-py"},
+        "messageTemplate": "m",
+        "transform": {"module": "batch_py.py"},
     },
     {
         "id": "py-enrich",
@@ -222,3 +244,27 @@ def test_transform_failures_are_logged_with_the_rule_and_code(gw: GatewayProcess
     )[-1]
     assert "WARNING" in line and "transform_failed" in line and "memory" in line
     assert SECRET not in line
+
+
+BATCH = [
+    {"email": "a@example.com", "event": "delivered"},
+    {"email": "b@example.com", "event": "bounce"},
+    {"email": "c@example.com", "event": "bounce"},
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "rule", "text"),
+    [
+        ("batch", "js-batch", "3 events, bounced: b@example.com, c@example.com"),
+        ("batch-py", "py-batch", "py: 3 events, first delivered"),
+    ],
+)
+def test_a_transform_sees_a_top_level_array_as_the_payload(
+    gw: GatewayProcess, name: str, rule: str, text: str
+) -> None:
+    """SendGrid-style bodies (a JSON array of events) reach JS and Python transforms whole."""
+    r = gw.hook(name, BATCH)
+    assert r.status_code == 200, r.text
+    [event] = [e for e in events_of(gw, rule) if e["eventId"] == r.json()["eventId"]]
+    assert event["text"] == text

@@ -432,3 +432,18 @@ def test_rules_test_polices_session_keys_as_the_gateway_does(tmp_path: Path) -> 
     code, out = _test(config, "f", {})
     assert code == 0 and out["actions"][0]["validated"]["sessionKey"].startswith("hook:")
     assert out["actions"][0]["validated"]["sessionKey"] != "hook:d"
+
+
+def test_rules_test_takes_a_top_level_array_payload(tmp_path: Path) -> None:
+    mapping = {
+        "id": "sendgrid",
+        "match": {"path": "sendgrid", "when": {"jsonpath": "$[0].event", "exists": True}},
+        "action": "wake",
+        "forEach": "$",
+        "textTemplate": "{{ item.event }}: {{ item.email }}",
+    }
+    file = tmp_path / "events.json"
+    file.write_text('[{"event": "open", "email": "a@x"}, {"event": "click", "email": "b@x"}]')
+    code, out = _test(_config(tmp_path, mappings=[mapping]), "sendgrid", file)
+    assert code == 0, out
+    assert [a["validated"]["text"] for a in out["actions"]] == ["open: a@x", "click: b@x"]
