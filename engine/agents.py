@@ -158,7 +158,11 @@ class Roster:
                 attrs.evolve(
                     agent,
                     system_prompt=entry.system_prompt,
-                    heartbeat=entry.heartbeat or agent.heartbeat,
+                    heartbeat=(
+                        entry.heartbeat.over(agent.heartbeat)
+                        if entry.heartbeat is not None
+                        else agent.heartbeat
+                    ),
                     timeout_seconds=entry.timeout_seconds or agent.timeout_seconds,
                     max_concurrent_runs=entry.max_concurrent_runs or agent.max_concurrent_runs,
                 )

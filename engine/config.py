@@ -104,6 +104,22 @@ class HeartbeatConfig:
 
 
 @attrs.frozen
+class HeartbeatOverride:
+    """`agents.list[i].heartbeat`: the keys it sets replace the defaults' (`HeartbeatConfig`);
+    the others are taken from `agents.defaults.heartbeat`."""
+
+    every: Duration | None = None
+    ack_max_chars: int | None = None
+    coalesce_ms: int | None = None
+
+    def over(self, base: HeartbeatConfig) -> HeartbeatConfig:
+        """`base` with the keys this block sets."""
+        return attrs.evolve(
+            base, **{k: v for k, v in attrs.asdict(self, recurse=False).items() if v is not None}
+        )
+
+
+@attrs.frozen
 class AgentDefaults:
     """`agents.defaults`: the model, its allowlist, and how runs are bounded."""
 
@@ -130,7 +146,7 @@ class AgentEntry:
     model: str | None = None
     models: tuple[str, ...] | dict[str, ModelEntry] | None = None
     system_prompt: str | None = None
-    heartbeat: HeartbeatConfig | None = None
+    heartbeat: HeartbeatOverride | None = None
     timeout_seconds: float | None = None
     max_concurrent_runs: int | None = None
 

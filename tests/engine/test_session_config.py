@@ -158,3 +158,31 @@ def test_a_mapping_without_its_template_or_transform_is_named(
     with pytest.raises(ConfigError) as e:
         RuleSet.compile(config.hooks.mappings, base_dir=tmp_path)
     assert expected in str(e.value)
+
+
+def test_an_agents_heartbeat_block_overrides_only_the_keys_it_sets() -> None:
+    """Like every other value of an `agents.list` entry, what a `heartbeat` block leaves out is
+    taken from `agents.defaults.heartbeat` (not from the built-in defaults)."""
+    from hookwise.engine.agents import Roster
+
+    loaded = _load(
+        agents={
+            "defaults": {"heartbeat": {"every": "10m", "ackMaxChars": 500, "coalesceMs": 100}},
+            "list": [
+                {"id": "main", "default": True},
+                {"id": "hooks", "heartbeat": {"every": "1h"}},
+                {"id": "quiet", "heartbeat": {"every": 0, "coalesceMs": 400}},
+            ],
+        }
+    )
+    roster = Roster.from_config(loaded.config)
+    beats = {a.id: a.heartbeat for a in roster.agents}
+    assert (float(beats["main"].every), beats["main"].ack_max_chars, beats["main"].coalesce_ms) == (
+        600.0,
+        500,
+        100,
+    )
+    assert (float(beats["hooks"].every), beats["hooks"].ack_max_chars) == (3600.0, 500)
+    assert beats["hooks"].coalesce_ms == 100
+    assert (float(beats["quiet"].every), beats["quiet"].ack_max_chars) == (0.0, 500)
+    assert beats["quiet"].coalesce_ms == 400
