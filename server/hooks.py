@@ -225,6 +225,7 @@ class HookEndpoint:
                 )
             meta.size = len(body)
             if self.settings.retain_payloads and not by_signature:
+                # signature-authenticated requests are kept once their door has checked them
                 self._retain(sub, headers, scope.get("query_string", b""), body, meta)
             return await self._handle(sub, headers, scope, body, meta, send, door)
         except _LockedOut as e:
@@ -327,6 +328,10 @@ class HookEndpoint:
             answered = await self._at_door(door, scope, request, meta, send)
             if answered is not None:
                 return answered
+            if self.settings.retain_payloads and door.verifier.signature_auth:
+                # authenticated by its signature just now (a door with `auth: signature` checks
+                # every request): kept as a token-authenticated request is, before its rules run
+                self._retain(sub, headers, scope.get("query_string", b""), body, meta)
         payload = parse_payload(body, content_type(headers), arrays=takes_arrays(sub))
         idem = _header(headers, b"idempotency-key")
         idem_key: str | None = None

@@ -186,3 +186,37 @@ def test_a_kept_array_body_replays_through_a_fan_out_rule(start_gateway) -> None
     assert preview.status_code == 200, preview.text
     messages = [a["fields"]["message"] for a in preview.json()["actions"]]
     assert messages == ["delivered for a@example.com", f"{SECRET} for b@x"]
+
+
+def test_a_request_authenticated_by_its_signature_is_kept_and_replays(start_gateway) -> None:
+    """`auth: signature` paths (no hook token) keep a request once its signature checked out,
+    never one whose signature did not; the replay does not check the signature again (its
+    timestamp has long expired by the time an operator replays it)."""
+    import stripe
+
+    secret = "whsec_replay-kept-signature-0123456789"
+    gw = start(
+        start_gateway,
+        verify={"stripe": {"scheme": "stripe", "secret": secret, "auth": "signature"}},
+        mappings=[rule("stripe", "Stripe {{ type }}")],
+    )
+    body = json.dumps({"id": "evt_1", "type": "invoice.paid", "note": SECRET}).encode()
+    signed = stripe.WebhookSignature.generate_signature_header(body.decode(), secret)
+    headers = {"Content-Type": "application/json", "Stripe-Signature": signed}
+    r = gw.hook("stripe", content=body, token=None, headers=headers)
+    assert r.status_code == 202, r.text
+    request_id = gw.admin(f"/api/runs/{r.json()['runId']}")["run"]["requestId"]
+    preview = admin(gw, "POST", f"/api/requests/{request_id}/replay", dryRun="true")
+    assert preview.status_code == 200, preview.text
+    [action] = preview.json()["actions"]
+    assert action["fields"]["message"] == "Stripe invoice.paid"
+    # a forged signature: refused, and nothing of it kept
+    bad = {**headers, "Stripe-Signature": signed.replace("v1=", "v1=0")}
+    assert gw.hook("stripe", content=body, token=None, headers=bad).status_code == 401
+    refused = eventually(
+        lambda: next((i for i in gw.admin("/api/requests")["items"] if i["status"] == 401), None),
+        what="the refused request's log line",
+    )
+    time.sleep(0.3)  # past the next group commit
+    r = admin(gw, "POST", f"/api/requests/{refused['requestId']}/replay", dryRun="true")
+    assert r.status_code == 404 and r.json()["code"] == "payload_not_found"
