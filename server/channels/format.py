@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hookwise.server.channels.markdown import (
+    SIGNAL_CONTROLS,
     Markdown,
     Plain,
     Renderer,
+    SignalStyled,
     SlackMrkdwn,
     TelegramHTML,
     WhatsApp,
@@ -122,6 +124,7 @@ _TELEGRAM = Renderer(TelegramHTML())
 _SLACK = Renderer(SlackMrkdwn())
 _WHATSAPP = Renderer(WhatsApp())
 _PLAIN = Renderer(Plain())
+_SIGNAL = Renderer(SignalStyled())
 _DISCORD = Renderer(Markdown())
 _MATTERMOST = Renderer(Markdown(tables=True))
 
@@ -144,6 +147,17 @@ def markdown_to_whatsapp(text: str) -> str:
 def markdown_to_plain(text: str) -> str:
     """Markdown with its markup removed; links as `label (url)`."""
     return _PLAIN(text)
+
+
+def signal_styled(text: str) -> bool:
+    """Whether `text` can go in Signal's styled mode: only when its plain rendering holds none of
+    the characters the styled mode takes for markup (they would vanish from the message)."""
+    return SIGNAL_CONTROLS.isdisjoint(_PLAIN(text))
+
+
+def markdown_to_signal(text: str) -> str:
+    """Markdown as Signal's styled text (`text_mode: styled`); see `signal_styled`."""
+    return _SIGNAL(text)
 
 
 def markdown_to_discord(text: str) -> str:

@@ -12,7 +12,11 @@ expects. The dialects:
 - `WhatsApp`: `*b*`, `_i_`, `~s~`, monospace, `>` quotes; links written `label (url)`.
 - `Markdown`: markdown again, for Discord (fences as backticks, tables as code blocks), Microsoft
   Teams (the same) and Mattermost (`tables=True`: it renders tables itself).
-- `Plain`: no markup at all, links `label (url)`: Signal and iMessage.
+- `SignalStyled`: signal-cli REST's `text_mode: styled`: `**b**`, `*i*`, `~s~`, `` `mono` ``,
+  never nested (its parser does not nest styles: an outer style around a styled inner part is
+  left out). The parser takes every `*`, `|`, `~` and backtick for markup, so a text holding one
+  of them literally is sent as `Plain` instead (see `signal_styled`).
+- `Plain`: no markup at all, links `label (url)`: Signal (when styles cannot be used) and iMessage.
 
 Raw HTML in the source is text, never markup.
 """
@@ -100,6 +104,38 @@ def _grid(rows: list[list[str]]) -> str:
 
 class Plain(Dialect):
     """Signal and iMessage: the text without markup."""
+
+
+#: what signal-cli REST's styled mode reads as markup wherever it stands
+SIGNAL_CONTROLS = frozenset("*|~`")
+
+
+class SignalStyled(Dialect):
+    """Signal's styled text: one style per span, no nesting (see the module docstring)."""
+
+    @staticmethod
+    def _wrap(mark: str, inner: str) -> str:
+        if not inner or not SIGNAL_CONTROLS.isdisjoint(inner):
+            return inner  # empty, or already styled inside: the parser cannot nest
+        return f"{mark}{inner}{mark}"
+
+    def strong(self, inner: str, ctx: Ctx) -> str:
+        return self._wrap("**", inner)
+
+    def em(self, inner: str, ctx: Ctx) -> str:
+        return self._wrap("*", inner)
+
+    def strike(self, inner: str, ctx: Ctx) -> str:
+        return self._wrap("~", inner)
+
+    def code(self, code: str, ctx: Ctx) -> str:
+        return self._wrap("`", code)
+
+    def heading(self, inner: str, level: int) -> str:
+        return self._wrap("**", inner)
+
+    def pre(self, lang: str, code: str, ctx: Ctx) -> str:
+        return self._wrap("`", code)
 
 
 class TelegramHTML(Dialect):

@@ -1,8 +1,11 @@
 """Signal: the signal-cli REST API (`bbernhard/signal-cli-rest-api`), `POST /v2/send`.
 
 The gateway sends from `account`, a number registered with signal-cli. `to` is an E.164 phone
-number or a group id as that API names it (`group.<base64>`). Text goes as plain text (markdown
-markup removed). signal-cli has no authentication of its own; keep it on a private network.
+number or a group id as that API names it (`group.<base64>`). Markdown goes as the API's styled
+text (`text_mode: styled`: bold, italic, strikethrough, monospace), except a text holding a
+literal `*`, `|`, `~` or backtick, which that mode would take for markup and drop: it goes as
+plain text (markup removed). signal-cli has no authentication of its own; keep it on a private
+network.
 Success is `201 {"timestamp": "..."}`, the message's Signal timestamp, used as its id; the
 API's current development line answers `201` with a JSON array (one result per recipient), which
 is a success too (the first timestamp found is the id).
@@ -38,6 +41,7 @@ from hookwise.server.channels.base import (
     send_parts,
     split_for,
 )
+from hookwise.server.channels.format import markdown_to_signal, signal_styled
 
 _E164 = re.compile(r"\+[1-9]\d{6,14}")
 _GROUP = re.compile(r"group\.[A-Za-z0-9+/=_-]{8,}")
@@ -88,8 +92,16 @@ class SignalChannel(ChannelBase):
         recipient = self._recipient(to)
         url = f"{self.config.base_url}/v2/send"
 
+        styled = signal_styled(text)
+
         async def send_one(part: str) -> str:
-            body = {"message": part, "number": self.config.account, "recipients": [recipient]}
+            body: dict[str, Any] = {
+                "message": part,
+                "number": self.config.account,
+                "recipients": [recipient],
+            }
+            if styled:
+                body["text_mode"] = "styled"
             response = await request(client, self.id, "POST", url, json=body)
             data = json_body(response)
             if response.is_success:
@@ -100,7 +112,8 @@ class SignalChannel(ChannelBase):
                 self.id, response, error, retryable=_retryable(response, error)
             )
 
-        return await send_parts(split_for(self, text, markdown_to_plain), skip_parts, send_one)
+        render = markdown_to_signal if styled else markdown_to_plain
+        return await send_parts(split_for(self, text, render), skip_parts, send_one)
 
 
 _PERMANENT = re.compile(

@@ -1,4 +1,4 @@
-"""Signal adapter against the signal-cli REST API fake: exact request, groups, plain text."""
+"""Signal adapter against the signal-cli REST API fake: exact request, groups, styled and plain text."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def signal(server):
     return load_channels({"signal": server.config()})["signal"]
 
 
-def test_send_posts_plain_text_from_the_account_to_v2_send(channel_server, deliver):
+def test_send_posts_styled_text_from_the_account_to_v2_send(channel_server, deliver):
     server = channel_server("signal")
     result = deliver(
         signal(server), "+15551234567", "**Alarm**: disk at 91% ([graph](https://g.io))"
@@ -21,11 +21,51 @@ def test_send_posts_plain_text_from_the_account_to_v2_send(channel_server, deliv
     assert req.method == "POST"
     assert req.path == "/v2/send"
     assert req.json == {
-        "message": "Alarm: disk at 91% (graph (https://g.io))",
+        "message": "**Alarm**: disk at 91% (graph (https://g.io))",
         "number": "+15550001111",
         "recipients": ["+15551234567"],
+        "text_mode": "styled",
     }
+    # what Signal shows: the text without the markup, "Alarm" in bold
+    assert server.shown == [("Alarm: disk at 91% (graph (https://g.io))", ["0:5:BOLD"])]
     assert result.message_ids == ("1700000000001",)
+
+
+def test_each_style_reaches_signal_and_styles_never_nest(channel_server, deliver):
+    server = channel_server("signal")
+    text = "# Report\n\n*all* ~~old~~ `df -h` and *a **b** c*\n\n```\nok\n```"
+    deliver(signal(server), "+15551234567", text)
+    [(shown, styles)] = server.shown
+    assert shown == "Report\n\nall old df -h and a b c\n\nok"
+    assert styles == [
+        "0:6:BOLD",
+        "8:3:ITALIC",
+        "12:3:STRIKETHROUGH",
+        "16:5:MONOSPACE",
+        "28:1:BOLD",  # inside the italic span: only the inner style is kept
+        "33:2:MONOSPACE",
+    ]
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [
+        ("**Price**: 2 * 3", "Price: 2 * 3"),
+        ("a | b", "a | b"),
+        ("see ~bob/notes", "see ~bob/notes"),
+        ("| a | b |\n|---|---|\n| 1 | 2 |", "a | b\n--+--\n1 | 2"),
+    ],
+)
+def test_a_literal_markup_character_sends_plain_text_so_nothing_vanishes(
+    text, plain, channel_server, deliver
+):
+    """The styled mode takes every `*`, `|`, `~` and backtick for markup and drops it: a text that
+    holds one literally goes in the normal mode, markdown markup removed."""
+    server = channel_server("signal")
+    deliver(signal(server), "+15551234567", text)
+    (req,) = server.requests
+    assert "text_mode" not in req.json
+    assert server.shown == [(plain, [])]
 
 
 def test_a_group_id_is_a_recipient(channel_server, deliver):

@@ -135,6 +135,8 @@ class SignalFake(FakeServer):
         super().__init__()
         self.account = account
         self.answer_form = answer_form
+        #: each message as Signal shows it: its text and its styles (`start:length:STYLE`)
+        self.shown: list[tuple[str, list[str]]] = []
 
     def config(self) -> dict[str, Any]:
         return {"account": self.account, "baseUrl": self.url}
@@ -180,10 +182,68 @@ class SignalFake(FakeServer):
                 return self._error(f'Failed to send message: Unregistered user "{r}"')
         if not body["message"]:
             return self._error("Couldn't process request - message is empty")
+        text, styles = body["message"], []
+        if body.get("text_mode") == "styled":
+            text, styles = parse_styled(text)
+        self.shown.append((text, styles))
         timestamp = str(1700000000000 + self._next_id())
         if self.answer_form == "array":
             return Reply(201, [{"timestamp": timestamp, "recipient": r} for r in recipients])
         return Reply(201, {"timestamp": timestamp})
+
+
+_PAIRED = {"`": ("mono", "MONOSPACE"), "~": ("strike", "STRIKETHROUGH")}
+
+
+def parse_styled(message: str) -> tuple[str, list[str]]:
+    """What signal-cli-rest-api makes of a `text_mode: styled` message (its
+    `utils.ParseMarkdownMessage`, followed step by step): the text without the markup characters
+    and signal-cli's `start:length:STYLE` ranges. Every `*`, `|`, `~` and backtick is taken for
+    markup and dropped, wherever it stands; styles do not nest."""
+    styles: list[str] = []
+    out: list[str] = []
+    state, style, begin, length, controls, extra, last = "none", "", 0, 0, 0, 0, ""
+    for i, ch in enumerate(message):
+        if ch == "*":
+            if state == "italic":
+                if last == "*":
+                    state, style, begin, length, extra = "bold", "BOLD", i - controls + extra, 0, 0
+                else:
+                    state = "italic-end"
+            elif state == "none":
+                state, style, begin, length = "italic", "ITALIC", i - controls + extra, 0
+            elif state == "bold":
+                state = "bold-end1"
+            elif state == "bold-end1":
+                state = "bold-end2"
+            controls += 1
+        elif ch == "|":
+            if state == "none":
+                state = "spoiler-begin1"
+            elif state == "spoiler-begin1" and last == "|":
+                state, style, begin, length = "spoiler", "SPOILER", i - controls + extra, 0
+            elif state == "spoiler":
+                state = "spoiler-end1"
+            elif state == "spoiler-end1" and last == "|":
+                state = "spoiler-end2"
+            controls += 1
+        elif ch in _PAIRED:  # a backtick or a tilde opens its style, the same one closes it
+            name, kind = _PAIRED[ch]
+            if state == "none":
+                state, style, begin, length = name, kind, i - controls + extra, 0
+            elif state == name:
+                state = f"{name}-end"
+            controls += 1
+        else:
+            length += 1
+            out.append(ch)
+            size = len(ch.encode())
+            extra += max((1 if size == 1 else size // 2) - 1, 0)
+        last = ch
+        if state in ("italic-end", "bold-end2", "mono-end", "strike-end", "spoiler-end2"):
+            styles.append(f"{begin}:{length + extra}:{style}")
+            state, style, begin, length = "none", "", 0, 0
+    return "".join(out), styles
 
 
 # --- BlueBubbles server ----------------------------------------------------------------------
