@@ -12,6 +12,9 @@ from typing import Any
 
 import attrs
 
+#: the hook paths the service answers itself; every other path is a mapped hook
+BUILT_IN_HOOKS = frozenset({"wake", "agent"})
+
 
 @attrs.frozen
 class InboundRequest:

@@ -36,7 +36,7 @@ from hookwise.engine.actions import (
     validate_wake,
 )
 from hookwise.engine.errors import RequestError
-from hookwise.engine.request import InboundRequest
+from hookwise.engine.request import BUILT_IN_HOOKS, InboundRequest
 from hookwise.engine.sessions import mapping_source
 from hookwise.engine.signatures import HandshakeRefused, SignatureError, answer, answers_get
 from hookwise.engine.signatures.door import Door
@@ -275,7 +275,7 @@ class HookEndpoint:
         raise RequestError(401, "unauthorized", presented.problem or "the hook token is not valid")
 
     def _door(self, sub: str) -> Door | None:
-        if not sub or sub in ("wake", "agent"):
+        if not sub or sub in BUILT_IN_HOOKS:
             return None
         rules = self._rules()
         return rules.door(sub) if rules is not None else None

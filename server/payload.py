@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl
 import msgspec
 
 from hookwise.engine.errors import RequestError
+from hookwise.engine.request import BUILT_IN_HOOKS
 
 _decode = msgspec.json.Decoder().decode
 
@@ -102,7 +103,4 @@ def parse_payload(body: bytes, ctype: bytes, *, arrays: bool = False) -> Any:
 def takes_arrays(sub: str) -> bool:
     """Whether the hook `sub` (a path after the hook path) takes a JSON array: every mapped hook
     does; `wake` and `agent` take the object their schema describes."""
-    return sub not in BUILTIN_HOOKS
-
-
-BUILTIN_HOOKS = frozenset({"wake", "agent"})
+    return sub not in BUILT_IN_HOOKS

@@ -23,12 +23,11 @@ import attrs
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.engine.extract import JsonPath, JsonPathError, compile_jsonpath
 from hookwise.engine.mapping import DedupeConfig, MappingConfig, VerifyConfig
-from hookwise.engine.request import InboundRequest
+from hookwise.engine.request import BUILT_IN_HOOKS, InboundRequest
 from hookwise.engine.signatures.compile import compile_verifier
 from hookwise.engine.signatures.core import Verifier
 
 MAX_DELIVERY_ID = 200
-_BUILT_IN = ("wake", "agent")
 
 
 @attrs.frozen
@@ -55,7 +54,7 @@ def compile_doors(
     for given, block in blocks.items():
         path = given.strip().strip("/")
         where = f"hooks.verify.{given}"
-        if not path or path in _BUILT_IN:
+        if not path or path in BUILT_IN_HOOKS:
             issues.append(ConfigIssue(where, "must name a mapped path (not empty, wake or agent)"))
             continue
         try:

@@ -171,11 +171,12 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         return await loop.run_in_executor(self._readers, lambda: fn(self._reader()))
 
     async def _read_here(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """A small read by key (bounded rows, an index lookup: tens of microseconds), run on the
+        """A tiny read by key (one short row through an index: tens of microseconds), run on the
         event loop's own connection: a reader thread's hop costs more than the read (a wake-up,
-        a wait for the GIL after each step, a call back into the loop), paid twice per agent
-        run. The connection never waits for a lock (WAL readers seldom need one): when SQLite
-        answers busy, the read goes to a reader thread, which may wait."""
+        a wait for the GIL after each step, a call back into the loop). Only for reads whose
+        size no payload decides (a session's turns may hold megabytes: those go to a reader
+        thread). The connection never waits for a lock (WAL readers seldom need one): when
+        SQLite answers busy, the read goes to a reader thread, which may wait."""
         conn = self._here
         if conn is None:
             conn = self._here = self._connect()
@@ -328,7 +329,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         )
 
     async def session_turns(self, session_key: str, *, limit: int) -> list[Turn]:
-        return await self._read_here(lambda conn: rt.session_turns(conn, session_key, limit))
+        return await self._read(lambda conn: rt.session_turns(conn, session_key, limit))
 
     async def last_route(self, session_key: str) -> Route | None:
         return await self._read_here(lambda conn: rt.last_route(conn, session_key))

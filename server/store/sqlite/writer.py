@@ -190,10 +190,12 @@ class GroupCommitWriter:
         results: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         cur = conn.cursor()
         try:
-            if not _rows_only(batch) or not _write_rows(cur, batch, results, self._batch, _ALONE):
+            rows_only = _rows_only(batch)
+            if not rows_only or not _write_rows(cur, batch, results, self._batch, _ALONE):
                 results = []
                 cur.execute("BEGIN IMMEDIATE")
-                _run_jobs(cur, batch, results, self._batch)
+                # all rows and their merged write failed: each job alone, not the same merge again
+                _run_jobs(cur, batch, results, self._batch, merge=not rows_only)
                 cur.execute("COMMIT")
         except Exception as e:
             log.exception("commit failed; %d writes refused", len(batch))
@@ -269,16 +271,18 @@ def _run_jobs(
     batch: list[_Job[Any]],
     results: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
     one: BatchWrite | None,
+    *,
+    merge: bool = True,
 ) -> None:
-    """Run `batch` inside the open transaction, in order: consecutive row jobs merged under one
-    savepoint, every other job (and every job of a failed merge) in its own savepoint."""
+    """Run `batch` inside the open transaction, in order: consecutive row jobs written together
+    (when `merge`), every other job (and every job of a failed merge) alone."""
     i = 0
     while i < len(batch):
         end = i
         while end < len(batch) and batch[end].rows is not None:
             end += 1
-        merge = end - i > 1 or (end > i and one is not None)
-        if merge and _write_rows(cur, batch[i:end], results, one, _NESTED):
+        together = merge and (end - i > 1 or (end > i and one is not None))
+        if together and _write_rows(cur, batch[i:end], results, one, _NESTED):
             i = end
             continue
         for job in batch[i : max(end, i + 1)]:
