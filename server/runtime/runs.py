@@ -29,6 +29,7 @@ from hookwise.server.runtime.ack import is_ack
 from hookwise.server.runtime.external import wrap_external
 from hookwise.server.runtime.prompts import RUN_SYSTEM, safe_name, summary_line
 from hookwise.server.runtime.providers.base import ChatMessage, ProviderError, ProviderTimeout
+from hookwise.server.runtime.slots import Slots
 from hookwise.server.store.base import NewDelivery, NewEvent, NewTurn, RunOutcome, RunRecord
 
 log = logging.getLogger("hookwise.runs")
@@ -74,7 +75,7 @@ class RunWorkers:
         self._lease_grace = lease_grace
         self._clock = clock
         self._wakeup = asyncio.Event()
-        self._slots = asyncio.Semaphore(concurrency)
+        self._slots = Slots(concurrency)
         self._active: dict[str, asyncio.Task[None]] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self.completed = 0
@@ -108,14 +109,12 @@ class RunWorkers:
                     await self._wakeup.wait()
             self._wakeup.clear()
             while True:
-                await self._slots.acquire()
-                free = 1
-                while free < self._concurrency and not self._slots.locked():
-                    await self._slots.acquire()
-                    free += 1
+                await self._slots.any_free()
+                self._slots.taken = 0
                 try:
                     runs = await self._store.claim_runs(
-                        limit=free,
+                        # sized when the claim executes: every slot free by then (see slots)
+                        limit=self._slots.take,
                         now=self._clock(),
                         lease=self._lease_grace,
                         default_timeout=self._default_timeout,
@@ -124,8 +123,7 @@ class RunWorkers:
                 except Exception:
                     log.exception("claiming runs failed")
                     runs = []
-                for _ in range(free - len(runs)):
-                    self._slots.release()
+                self._slots.give(self._slots.taken - len(runs))
                 if not runs:
                     break
                 for run in runs:
@@ -137,7 +135,7 @@ class RunWorkers:
         released = False
         try:
             outcome = await self._call_model(run)
-            self._slots.release()
+            self._slots.give()
             released = True
             await self._store.finish_run(outcome)
             self.completed += 1
@@ -152,7 +150,7 @@ class RunWorkers:
             log.exception("run %s could not be finished", run.run_id)
         finally:
             if not released:
-                self._slots.release()
+                self._slots.give()
             self._active.pop(run.run_id, None)
 
     async def _call_model(self, run: RunRecord) -> RunOutcome:

@@ -282,6 +282,15 @@ def cursor_value(cursor: str | None) -> int:
     return 2**62 if cursor is None else int(cursor)
 
 
+#: how many runs a claim may take: a number, or a function called when the claim executes
+Limit = int | Callable[[], int]
+
+
+def resolve_limit(limit: Limit) -> int:
+    """A claim's limit, read when the claim executes (see `Store.claim_runs`)."""
+    return limit() if callable(limit) else limit
+
+
 class Store(Protocol):
     """Durable state of the service. Implementations: `SQLiteStore`; the PostgreSQL one follows.
 
@@ -331,13 +340,15 @@ class Store(Protocol):
     async def claim_runs(
         self,
         *,
-        limit: int,
+        limit: Limit,
         now: float,
         lease: float = 60.0,
         default_timeout: float = 600.0,
         agent_id: str | None = None,
     ) -> list[RunRecord]:
-        """Queued runs (of `agent_id` only, when given) -> running, oldest first."""
+        """Queued runs (of `agent_id` only, when given) -> running, oldest first: at most
+        `limit`, or, when `limit` is a function, at most what it returns when the claim executes
+        (called exactly once, possibly on another thread, unless the claim failed before)."""
         ...
 
     async def finish_run(self, outcome: RunOutcome) -> None: ...

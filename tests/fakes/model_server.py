@@ -149,6 +149,9 @@ class ModelServer:
         self.api_key = api_key
         self.default_text = default_text
         self.requests: list[RecordedRequest] = []
+        #: requests being answered now, and the most there ever were at once
+        self.in_flight = 0
+        self.peak_in_flight = 0
         self._queue: deque[Action] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -231,6 +234,7 @@ class ModelServer:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.peak_in_flight = self.in_flight
 
     @property
     def pending(self) -> int:
@@ -252,6 +256,11 @@ class ModelServer:
     def _next_action(self) -> Action:
         with self._lock:
             return self._queue.popleft() if self._queue else Reply(self.default_text)
+
+    def _entered(self, delta: int) -> None:
+        with self._lock:
+            self.in_flight += delta
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
 
     def _next_id(self) -> int:
         return next(self._ids)
@@ -281,10 +290,12 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode("utf-8", errors="replace")
         self.fake._record(RecordedRequest("POST", self.path, headers, body))
-        if self.path == "/v1/chat/completions":
-            self._serve(_OpenAI, headers, raw)
-        elif self.path == "/v1/messages":
-            self._serve(_Anthropic, headers, raw)
+        if self.path in _APIS:
+            self.fake._entered(1)
+            try:
+                self._serve(_APIS[self.path], headers, raw)
+            finally:
+                self.fake._entered(-1)
         else:
             self._send(
                 404,
@@ -633,3 +644,7 @@ class _Anthropic(_Api):
             "error": {"type": e.kind or "api_error", "message": e.message},
             "request_id": "req_fake0001",
         }
+
+
+#: the API each path serves
+_APIS: dict[str, type[_Api]] = {"/v1/chat/completions": _OpenAI, "/v1/messages": _Anthropic}

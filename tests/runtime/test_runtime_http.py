@@ -269,6 +269,28 @@ def test_the_heartbeat_lane_is_not_starved_by_a_flood_of_runs(
     assert states.count("queued") > 0, "the heartbeat came only after the flood was over"
 
 
+@pytest.mark.parametrize("seconds", [0.0, 0.3])
+def test_a_lane_runs_exactly_max_concurrent_runs_at_once_and_every_run_ends(
+    start_gateway, model_server: ModelServer, seconds: float
+) -> None:
+    """Claims take every slot free when they execute (several at once when runs end together,
+    as fast runs do): never more slots than `maxConcurrentRuns`, none lost."""
+    gw = start_gateway(config(model_server, model="fake/m", maxConcurrentRuns=3))
+    model_server.slow(seconds, times=15)
+    run_ids = [
+        gw.hook(
+            "agent", {"message": f"job {i}", "deliver": False, "wakeMode": "next-heartbeat"}
+        ).json()["runId"]
+        for i in range(15)
+    ]
+    for run_id in run_ids:
+        assert run_state(gw, run_id, "succeeded", "failed")["state"] == "succeeded"
+    assert len(model_server.requests) == 15
+    assert model_server.peak_in_flight <= 3
+    if seconds:
+        assert model_server.peak_in_flight == 3
+
+
 def test_a_run_interrupted_by_a_crash_is_run_again(
     start_gateway, model_server: ModelServer
 ) -> None:

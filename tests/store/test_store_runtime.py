@@ -45,6 +45,27 @@ def test_claim_runs_takes_the_oldest_queued_runs_up_to_the_limit(backend: Backen
     backend.run(body)
 
 
+def test_a_claim_limited_by_a_function_takes_what_it_returns_when_the_claim_runs(
+    backend: Backend,
+) -> None:
+    async def body(store: Any) -> None:
+        ids = await add_runs(store, 4)
+        calls: list[int] = []
+
+        def free_slots() -> int:
+            calls.append(len(calls))
+            return 0 if len(calls) == 1 else 3
+
+        assert await store.claim_runs(limit=free_slots, now=NOW + 1) == []
+        assert calls == [0]  # called once per claim
+        assert (await store.get_run(ids[0])).state == "queued"  # nothing taken
+        claimed = await store.claim_runs(limit=free_slots, now=NOW + 2)
+        assert [r.run_id for r in claimed] == ids[:3] and calls == [0, 1]
+        assert [r.run_id for r in await store.claim_runs(limit=5, now=NOW + 3)] == ids[3:]
+
+    backend.run(body)
+
+
 def test_a_run_is_leased_for_its_timeout_plus_the_lease(backend: Backend) -> None:
     async def body(store: Any) -> None:
         (short,) = await add_runs(store, 1, timeout=30.0)

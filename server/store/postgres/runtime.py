@@ -14,12 +14,14 @@ import asyncpg
 
 from hookwise.server.store.base import (
     HeartbeatOutcome,
+    Limit,
     NewDelivery,
     NewTurn,
     Route,
     RunOutcome,
     delivery_row,
     event_row,
+    resolve_limit,
 )
 from hookwise.server.store.postgres.accept import columns
 from hookwise.server.store.rows import DELIVERY_COLUMNS, HEARTBEAT_COLUMNS, RUN_COLUMNS
@@ -84,7 +86,7 @@ CLAIM_ANY = _claim_sql("state = 'queued'")
 
 async def claim_runs(
     conn: asyncpg.Connection,
-    limit: int,
+    limit: Limit,
     now: float,
     lease: float,
     default_timeout: float,
@@ -95,6 +97,9 @@ async def claim_runs(
     Rows another transaction has locked (claimed by another process, not yet committed) are
     skipped, never waited for; a row claimed and committed meanwhile fails the re-check.
     """
+    limit = resolve_limit(limit)
+    if limit <= 0:
+        return []
     if agent_id is None:
         return await conn.fetch(CLAIM_ANY, now, default_timeout, lease, limit)
     return await conn.fetch(CLAIM_AGENT, now, default_timeout, lease, limit, agent_id)

@@ -29,6 +29,7 @@ from hookwise.server.store.base import (
     DeliveryRecord,
     EventRecord,
     HeartbeatOutcome,
+    Limit,
     RequestLogEntry,
     Route,
     RunOutcome,
@@ -188,7 +189,7 @@ class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention):
     async def claim_runs(
         self,
         *,
-        limit: int,
+        limit: Limit,
         now: float,
         lease: float = 60.0,
         default_timeout: float = 600.0,

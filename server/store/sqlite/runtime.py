@@ -12,6 +12,7 @@ from typing import Any
 
 from hookwise.server.store.base import (
     HeartbeatOutcome,
+    Limit,
     NewDelivery,
     NewTurn,
     Route,
@@ -19,6 +20,7 @@ from hookwise.server.store.base import (
     Turn,
     delivery_row,
     event_row,
+    resolve_limit,
 )
 from hookwise.server.store.rows import (
     DELIVERY_COLUMNS,
@@ -94,7 +96,7 @@ CLAIM_ANY = _claim_sql("state = 'queued'")
 
 def claim_runs(
     cur: sqlite3.Cursor,
-    limit: int,
+    limit: Limit,
     now: float,
     lease: float,
     default_timeout: float,
@@ -102,6 +104,9 @@ def claim_runs(
 ) -> list[tuple[Any, ...]]:
     """Queued runs (of `agent_id`, when given) -> `running`, oldest first, each leased for its
     timeout plus `lease` seconds."""
+    limit = resolve_limit(limit)
+    if limit <= 0:
+        return []
     lease_args = (now, now, default_timeout, lease)
     if agent_id is None:
         return cur.execute(CLAIM_ANY, (*lease_args, limit)).fetchall()

@@ -26,6 +26,7 @@ from hookwise.server.store.base import (
     DeliveryRecord,
     EventRecord,
     HeartbeatOutcome,
+    Limit,
     RequestLogEntry,
     Route,
     RunOutcome,
@@ -100,6 +101,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA temp_store = MEMORY")
         return conn
 
     def _connect_writer(self) -> sqlite3.Connection:
@@ -291,7 +293,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
     async def claim_runs(
         self,
         *,
-        limit: int,
+        limit: Limit,
         now: float,
         lease: float = 60.0,
         default_timeout: float = 600.0,
