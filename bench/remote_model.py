@@ -10,6 +10,7 @@ so that `/agent` acceptance is measured as it would be in production.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,12 +19,27 @@ from typing import Any
 API_KEY = "sk-bench-remote-model"
 
 
+class _Server(ThreadingHTTPServer):
+    """Counts the answers cut off by the client (a gateway stopped while its runs were waiting
+    on this model, as the bench stops each server at the end of its measurement) instead of
+    printing a traceback per request; any other error is reported as usual."""
+
+    daemon_threads = True
+    cut_off = 0
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            self.cut_off += 1
+            return
+        super().handle_error(request, client_address)
+
+
 class RemoteModel:
     """`with RemoteModel(latency=2.0) as m: m.base_url` -> `http://127.0.0.1:<port>/v1`."""
 
     def __init__(self, latency: float) -> None:
         self.latency = latency
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _Server | None = None
 
     def __enter__(self) -> RemoteModel:
         latency = self.latency
@@ -60,8 +76,7 @@ class RemoteModel:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._httpd.serve_forever, args=(0.1,), daemon=True).start()
         return self
 
@@ -69,6 +84,11 @@ class RemoteModel:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+            if self._httpd.cut_off:
+                print(
+                    f"remote model: {self._httpd.cut_off} answers cut off by a gateway stopping"
+                    " while its runs waited (expected at the end of each measurement)"
+                )
 
     @property
     def base_url(self) -> str:
