@@ -35,7 +35,7 @@ from hookwise.engine.conditions import Equality, equality_key, requirements, sub
 from hookwise.engine.request import InboundRequest
 
 if TYPE_CHECKING:
-    from hookwise.engine.rules import CompiledRule
+    from hookwise.engine.rule import CompiledRule
 
 # ("source", "") | ("header", name) | ("query", name) | ("jsonpath", path)
 Subject = tuple[str, str]

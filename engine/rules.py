@@ -1,5 +1,9 @@
 """The rule set of mapped hooks: compile mappings once, then select and evaluate per request.
 
+Its parts: where rules come from (`hookwise.engine.rulefiles`), one rule compiled
+(`hookwise.engine.rule`), selection by path and discriminator (`hookwise.engine.ruleindex`) and
+`forEach`'s items (`hookwise.engine.fanout`); this module holds the set and its evaluation.
+
 Order and identity:
 - Rules are tried in this order: `hooks.mappings`, then the mappings of each `hooks.rules` file (in
   the order listed; a glob's files sorted by name), then the presets named in `hooks.presets`
@@ -58,36 +62,30 @@ Errors (`hookwise.engine.errors.RequestError`, always naming the rule, never quo
 from __future__ import annotations
 
 import contextlib
-import glob
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
 from hookwise.engine.actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
-from hookwise.engine.conditions import Condition, compile_when
-from hookwise.engine.config import _resolve_env as resolve_env
-from hookwise.engine.convert import kind_of, structure
 from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
-from hookwise.engine.extract import JsonPath, JsonPathError, compile_jsonpath
-from hookwise.engine.mapping import ExtractConfig, MappingConfig, RespondConfig, VerifyConfig
+from hookwise.engine.fanout import items_of, listed, with_list
+from hookwise.engine.mapping import MappingConfig, RespondConfig, VerifyConfig
 from hookwise.engine.render import (
-    RESERVED_NAMES,
     MissingValueError,
     RequestView,
-    Template,
-    TemplateCompileError,
     TemplateRenderError,
     TemplateVariables,
-    compile_template,
 )
 from hookwise.engine.request import InboundRequest
+from hookwise.engine.rule import ActionKind, CompiledRule, compile_rule
+from hookwise.engine.rulefiles import available_presets, gather
 from hookwise.engine.ruleindex import RuleIndex
 from hookwise.engine.sessions import SessionPolicy
-from hookwise.engine.signatures import SignatureError, Verifier, compile_verifier
-from hookwise.engine.signatures.door import Dedupe, Door, compile_dedupe, compile_doors
+from hookwise.engine.signatures import SignatureError, Verifier
+from hookwise.engine.signatures.door import Door, compile_doors
 from hookwise.engine.transforms import (
     KEEP,
     Transform,
@@ -96,12 +94,10 @@ from hookwise.engine.transforms import (
     TransformError,
     TransformHost,
     TransformLimits,
-    TransformLoadError,
     TransformTimedOut,
 )
-from hookwise.engine.yamlfile import YamlSyntaxError, load_yaml
 
-ActionKind = Literal["wake", "agent"]
+__all__ = ["ActionKind", "ActionSpec", "CompiledRule", "Outcome", "RuleSet", "available_presets"]
 
 _FIELDS: dict[str, tuple[str, ...]] = {
     "wake": WAKE_FIELDS,
@@ -140,339 +136,6 @@ class Outcome:
     respond: RespondConfig | None
     extracted: dict[str, Any]
     delivery_id: str | None = None  # the provider's id of this delivery (see `dedupe`)
-
-
-def _presets_dir() -> Path:
-    # `rules/` sits beside `engine/` both in the repository and installed (`hookwise/rules`).
-    return Path(__file__).resolve().parent.parent / "rules" / "presets"
-
-
-def available_presets() -> list[str]:
-    """Names usable in `hooks.presets`."""
-    return sorted(p.stem for p in _presets_dir().glob("*.yaml"))
-
-
-def _normalize_path(path: str | None) -> str | None:
-    if path is None:
-        return None
-    trimmed = path.strip().strip("/")
-    return trimmed or None
-
-
-def _compile_body(value: Any, where: str, issues: list[ConfigIssue]) -> Callable[[Any], Any]:
-    if isinstance(value, str):
-        try:
-            template = compile_template(value)
-        except TemplateCompileError as exc:
-            issues.append(ConfigIssue(where, str(exc)))
-            return lambda v: None
-        return template.render
-    if isinstance(value, dict):
-        parts = {k: _compile_body(v, f"{where}.{k}", issues) for k, v in value.items()}
-        return lambda v: {k: part(v) for k, part in parts.items()}
-    if isinstance(value, list):
-        items = [_compile_body(v, f"{where}[{i}]", issues) for i, v in enumerate(value)]
-        return lambda v: [item(v) for item in items]
-    return lambda v: value
-
-
-@attrs.frozen(eq=False)
-class CompiledRule:
-    """One mapping, compiled: matching, extraction, templates, transform, respond."""
-
-    id: str
-    origin: str
-    config: MappingConfig
-    path: str | None
-    source: str | None
-    when: Condition | None
-    extract: tuple[tuple[str, JsonPath, bool], ...]
-    for_each: JsonPath | None
-    templates: dict[str, Template]
-    static: dict[str, Any]
-    transform: Transform | None
-    respond_body: Callable[[dict[str, Any]], Any] | None
-    verifier: Verifier | None = None
-    #: where the fanned-out list sits, for a plain `forEach` path (`$.a.b`, `$.a.b[*]`)
-    for_each_list: tuple[str | int, ...] | None = None
-    dedupe: Dedupe = Dedupe()
-
-    @property
-    def kind(self) -> ActionKind:
-        return self.config.action
-
-    def matches(self, request: InboundRequest) -> bool:
-        """Path, source and conditions all hold."""
-        if self.path is not None and self.path != request.path.strip("/"):
-            return False
-        if self.source is not None:
-            source = request.payload.get("source") if isinstance(request.payload, dict) else None
-            if not isinstance(source, str) or source.strip() != self.source:
-                return False
-        return self.when is None or self.when.holds(request)
-
-    def why_not(self, request: InboundRequest) -> str | None:
-        """None when the rule matches; otherwise which part of `match` failed (no payload data)."""
-        if self.path is not None and self.path != request.path.strip("/"):
-            return f"match.path is {self.path!r}, the request's path is {request.path.strip('/')!r}"
-        if self.source is not None:
-            source = request.payload.get("source") if isinstance(request.payload, dict) else None
-            if not isinstance(source, str) or source.strip() != self.source:
-                return f"match.source: the payload's source is not {self.source!r}"
-        if self.when is not None:
-            return self.when.why_not(request)
-        return None
-
-
-def _compile_rule(
-    config: MappingConfig,
-    rule_id: str,
-    where: str,
-    host: TransformHost,
-    base_dir: Path,
-    sessions: SessionPolicy | None = None,
-    warnings: list[str] | None = None,
-) -> CompiledRule:
-    issues: list[ConfigIssue] = []
-    prefix = f"{where}." if where else ""
-    if sessions is not None:
-        more, notes = sessions.check_mapping(config, where)
-        issues.extend(more)
-        if warnings is not None:
-            warnings.extend(f"rule {rule_id!r}: {n}" for n in notes)
-
-    def fail(key: str, message: str) -> None:
-        issues.append(ConfigIssue(prefix + key, message))
-
-    source = config.match.source.strip() if config.match.source is not None else None
-    when = None
-    try:
-        when = compile_when(config.match.when, prefix + "match.when")
-    except ConfigError as exc:
-        issues.extend(exc.issues)
-
-    extract = []
-    for name, given in config.extract.items():
-        spec = ExtractConfig(path=given) if isinstance(given, str) else given
-        if not name.isidentifier() or name.startswith("_"):
-            fail(f"extract.{name}", "names must be identifiers not starting with '_'")
-        elif name in RESERVED_NAMES:
-            fail(
-                f"extract.{name}",
-                f"{name!r} is reserved (payload, headers, query, path, now, item, index)",
-            )
-        try:
-            extract.append((name, compile_jsonpath(spec.path), spec.all))
-        except JsonPathError as exc:
-            fail(f"extract.{name}", str(exc))
-
-    for_each = None
-    for_each_list = None
-    if config.for_each is not None:
-        try:
-            for_each = compile_jsonpath(config.for_each)
-            for_each_list = for_each.steps
-            head = config.for_each.strip()
-            if for_each_list is None and head.endswith("[*]"):
-                for_each_list = compile_jsonpath(head[:-3]).steps
-            for_each_list = for_each_list or None  # `$` itself: the payload stays whole
-        except JsonPathError as exc:
-            fail("forEach", str(exc))
-    if config.for_each_max < 1:
-        fail("forEachMax", "must be at least 1")
-
-    templates: dict[str, Template] = {}
-    sources = {
-        "textTemplate": config.text_template,
-        "messageTemplate": config.message_template,
-        "name": config.name,
-        "sessionKey": config.session_key,
-        "to": config.to,
-        "model": config.model,
-        "thinking": config.thinking,
-    }
-    for key, text in sources.items():
-        if text is None:
-            continue
-        try:
-            templates[key] = compile_template(text)
-        except TemplateCompileError as exc:
-            fail(key, str(exc))
-
-    needed = "messageTemplate" if config.action == "agent" else "textTemplate"
-    if sources[needed] is None and config.transform is None:
-        article = "an" if config.action == "agent" else "a"
-        fail(
-            needed,
-            f"{article} {config.action} mapping needs {needed} (or a transform that sets it)",
-        )
-
-    static: dict[str, Any]
-    if config.action == "wake":
-        static = {"mode": config.wake_mode}
-    else:
-        static = {"wakeMode": config.wake_mode, "channel": config.channel or "last"}
-        if config.deliver is not None:
-            static["deliver"] = config.deliver
-        if config.timeout_seconds is not None:
-            static["timeoutSeconds"] = config.timeout_seconds
-        if config.allow_unsafe_external_content:
-            static["allowUnsafeExternalContent"] = True
-        if config.fallback_channel is not None:
-            static["fallbackChannel"] = config.fallback_channel
-    if config.agent_id is not None:
-        static["agentId"] = config.agent_id
-
-    respond_body = None
-    if config.respond is not None:
-        if not 200 <= config.respond.status <= 299:
-            fail("respond.status", "must be a success status (200-299)")
-        respond_body = _compile_body(config.respond.body, prefix + "respond.body", issues)
-
-    verifier = None
-    if config.verify is not None:
-        try:
-            verifier = compile_verifier(config.verify, base_dir, prefix + "verify")
-        except ConfigError as exc:
-            issues.extend(exc.issues)
-        if config.verify.auth == "signature" and _normalize_path(config.match.path) is None:
-            fail("verify.auth", "auth: signature needs match.path (or a hooks.verify block)")
-    dedupe = Dedupe()
-    try:
-        dedupe = compile_dedupe(config, prefix)
-    except ConfigError as exc:
-        issues.extend(exc.issues)
-
-    transform = None
-    if config.transform is not None:
-        try:
-            transform = host.load(config.transform)
-        except TransformLoadError as exc:
-            fail("transform.module", str(exc))
-
-    if issues:
-        raise ConfigError(issues)
-    return CompiledRule(
-        id=rule_id,
-        origin=where,
-        config=config,
-        path=_normalize_path(config.match.path),
-        source=source or None,
-        when=when,
-        extract=tuple(extract),
-        for_each=for_each,
-        templates=templates,
-        static=static,
-        transform=transform,
-        respond_body=respond_body,
-        verifier=verifier,
-        for_each_list=for_each_list,
-        dedupe=dedupe,
-    )
-
-
-@attrs.frozen
-class _Entry:
-    config: MappingConfig
-    where: str
-    file: str | None
-    folder: Path  # where a relative `verify.secretFile` is found
-
-
-def _resolved(
-    item: object, env: Mapping[str, str] | None, where: str, issues: list[ConfigIssue]
-) -> object:
-    """`item` with `${NAME}` references resolved from `env` (left alone when env is None)."""
-    return item if env is None else resolve_env(item, env, where, issues)
-
-
-def _read_rule_file(
-    path: Path, shown: str, issues: list[ConfigIssue], env: Mapping[str, str] | None = None
-) -> list[_Entry]:
-    try:
-        data = load_yaml(path.read_text(encoding="utf-8"), shown)
-    except OSError as exc:
-        issues.append(ConfigIssue("", f"cannot read rule file: {exc.strerror or exc}", file=shown))
-        return []
-    except YamlSyntaxError as exc:
-        issues.append(ConfigIssue("", f"invalid YAML: {exc.where}", file=shown))
-        return []
-    if data is None:
-        return []
-    if not isinstance(data, list):
-        issues.append(ConfigIssue("", "a rule file must hold a list of mappings", file=shown))
-        return []
-    entries = []
-    for i, item in enumerate(data):
-        rule_id = item.get("id") if isinstance(item, dict) else None
-        found: list[ConfigIssue] = []
-        try:
-            resolved = _resolved(item, env, f"[{i}]", found)
-            config = structure(resolved, MappingConfig, f"[{i}]")
-            if not found:
-                entries.append(_Entry(config, f"[{i}]", shown, path.parent))
-        except ConfigError as exc:
-            found.extend(exc.issues)
-        issues.extend(
-            attrs.evolve(x, file=shown, rule_id=rule_id if isinstance(rule_id, str) else None)
-            for x in found
-        )
-    return entries
-
-
-def _rule_file_paths(pattern: str, base: Path) -> list[Path]:
-    full = Path(pattern).expanduser()
-    if not full.is_absolute():
-        full = base / full
-    if glob.has_magic(pattern):
-        return [Path(p) for p in sorted(glob.glob(str(full), recursive=True)) if Path(p).is_file()]
-    return [full]
-
-
-def _items(expr: JsonPath, payload: Any, cap: int) -> list[Any]:
-    values = expr.all(payload)
-    if len(values) == 1 and isinstance(values[0], list):
-        values = values[0]
-    return values[:cap]
-
-
-def _listed(rule: CompiledRule, payload: Any) -> list[Any]:
-    """The items of a plain `forEach` path: 400 `missing_value` when the list is missing or is
-    not a list (naming the path, never quoting the payload)."""
-    assert rule.for_each_list is not None and rule.config.for_each is not None
-    value = payload
-    for step in rule.for_each_list:
-        if isinstance(step, int):
-            value = value[step] if isinstance(value, list) and step < len(value) else _ABSENT
-        else:
-            value = value.get(step, _ABSENT) if isinstance(value, dict) else _ABSENT
-        if value is _ABSENT:
-            break
-    path = rule.config.for_each.strip()
-    if value is _ABSENT or value is None:
-        problem = "is missing from the payload"
-    elif not isinstance(value, list):
-        problem = f"is not a list (it is {kind_of(value)})"
-    else:
-        return value[: rule.config.for_each_max]
-    raise RequestError(
-        400, "missing_value", f"rule {rule.id!r}: forEach: {path} {problem}", "forEach", rule.id
-    )
-
-
-_ABSENT = object()
-
-
-def _with_list(data: Any, steps: tuple[str | int, ...], replacement: list[Any]) -> Any:
-    """`data` with the value at `steps` replaced, copying only the containers on the way."""
-    if not steps:
-        return replacement
-    head, rest = steps[0], steps[1:]
-    if isinstance(data, dict):
-        return {**data, head: _with_list(data[head], rest, replacement)}
-    copy = list(data)
-    copy[head] = _with_list(data[head], rest, replacement)  # type: ignore[index]
-    return copy
 
 
 def _merge(kind: ActionKind, fields: dict[str, Any], override: dict[str, Any]) -> ActionSpec:
@@ -541,24 +204,7 @@ class RuleSet:
         kept in `warnings`."""
         base = (base_dir or Path.cwd()).resolve()
         issues: list[ConfigIssue] = []
-        entries = [_Entry(m, f"hooks.mappings[{i}]", None, base) for i, m in enumerate(mappings)]
-        for i, pattern in enumerate(rule_files):
-            paths = _rule_file_paths(pattern, base)
-            if not glob.has_magic(pattern) and not paths[0].is_file():
-                issues.append(ConfigIssue(f"hooks.rules[{i}]", f"rule file not found: {pattern}"))
-                continue
-            for path in paths:
-                entries.extend(_read_rule_file(path, _shown(path, base), issues, env or {}))
-        presets_dir = _presets_dir()
-        for i, name in enumerate(presets):
-            path = presets_dir / f"{name}.yaml"
-            if not name.replace("-", "_").isidentifier() or not path.is_file():
-                known = ", ".join(available_presets()) or "none"
-                issues.append(
-                    ConfigIssue(f"hooks.presets[{i}]", f"unknown preset {name!r} (known: {known})")
-                )
-                continue
-            entries.extend(_read_rule_file(path, f"preset {name}", issues))
+        entries = gather(mappings, presets, rule_files, base, env, issues)
 
         if transforms_dir is None:
             tdir = base / "hooks" / "transforms" if base_dir is not None else None
@@ -585,7 +231,7 @@ class RuleSet:
                     continue
                 seen[rule_id] = f"{entry.file}: {entry.where}" if entry.file else entry.where
                 try:
-                    rule = _compile_rule(
+                    rule = compile_rule(
                         entry.config,
                         rule_id,
                         entry.where,
@@ -656,12 +302,12 @@ class RuleSet:
         if rule.for_each is None:
             slots = [(None, None, payload)]
         elif rule.for_each_list is None:
-            items = _items(rule.for_each, payload, rule.config.for_each_max)
+            items = items_of(rule.for_each, payload, rule.config.for_each_max)
             slots = [(item, i, payload) for i, item in enumerate(items)]
         else:
-            items = _listed(rule, payload)
+            items = listed(rule, payload)
             steps = rule.for_each_list
-            slots = [(item, i, _with_list(payload, steps, [item])) for i, item in enumerate(items)]
+            slots = [(item, i, with_list(payload, steps, [item])) for i, item in enumerate(items)]
         actions = []
         for item, index, seen in slots:
             scope: Mapping[str, Any] = variables
@@ -766,10 +412,3 @@ class RuleSet:
     def close(self) -> None:
         """Free the transforms' V8 contexts and worker threads."""
         self._host.close()
-
-
-def _shown(path: Path, base: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(base))
-    except ValueError:
-        return str(path)
