@@ -11,13 +11,11 @@ from typing import Any
 
 import msgspec
 
-from hookwise.server.store.base import (
+from hookwise.server.store.base import EventRecord, RequestLogEntry, RunRecord
+from hookwise.server.store.records import (
     DeliveryRecord,
-    EventRecord,
     HeartbeatRecord,
-    RequestLogEntry,
     RetryRecord,
-    RunRecord,
     SessionRecord,
     TurnRecord,
 )

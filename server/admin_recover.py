@@ -28,7 +28,7 @@ from hookwise.server.admin_query import (
     check_choice,
     filters,
 )
-from hookwise.server.store.base import RetryRequest
+from hookwise.server.store.records import RetryRequest
 
 MAX_BULK = 100_000
 _ACTOR_UNSAFE = re.compile(r"[^\w .@:+-]")

@@ -53,7 +53,7 @@ from hookwise.server.auth import (
 from hookwise.server.dispatch import Dispatcher, RequestMeta, respond_body
 from hookwise.server.logs import escape_control
 from hookwise.server.payload import content_type, parse_payload, takes_arrays
-from hookwise.server.store.base import StoredPayload
+from hookwise.server.store.records import StoredPayload
 
 log = logging.getLogger("hookwise.hooks")
 

@@ -30,7 +30,8 @@ from hookwise.server.runtime.heartbeat import Heartbeats
 from hookwise.server.runtime.providers.registry import Providers
 from hookwise.server.runtime.routing import Router
 from hookwise.server.runtime.runs import RunWorkers
-from hookwise.server.store.base import NewEvent, NewRun, Route
+from hookwise.server.store.base import NewEvent, NewRun
+from hookwise.server.store.records import Route
 
 log = logging.getLogger("hookwise.runtime")
 

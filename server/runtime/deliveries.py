@@ -25,7 +25,7 @@ import httpx
 from hookwise.server.channels.base import Channel, DeliveryError
 from hookwise.server.retry import Backoff
 from hookwise.server.runtime import report
-from hookwise.server.store.base import DeliveryRecord, Route
+from hookwise.server.store.records import DeliveryRecord, Route
 from hookwise.server.version import outbound_client
 
 log = logging.getLogger("hookwise.deliveries")

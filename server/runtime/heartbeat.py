@@ -24,7 +24,7 @@ from hookwise.server.runtime import report
 from hookwise.server.runtime.ack import is_ack
 from hookwise.server.runtime.prompts import MAIN_SYSTEM, heartbeat_prompt
 from hookwise.server.runtime.providers.base import ChatMessage, ProviderError
-from hookwise.server.store.base import HeartbeatOutcome, NewTurn
+from hookwise.server.store.records import HeartbeatOutcome, NewTurn
 
 log = logging.getLogger("hookwise.heartbeat")
 

@@ -13,7 +13,8 @@ import logging
 
 from hookwise.server import metrics
 from hookwise.server.logs import fields
-from hookwise.server.store.base import DeliveryRecord, HeartbeatOutcome, RunOutcome, RunRecord
+from hookwise.server.store.base import RunRecord
+from hookwise.server.store.records import DeliveryRecord, HeartbeatOutcome, RunOutcome
 
 log = logging.getLogger("hookwise.report")
 

@@ -15,7 +15,7 @@ from typing import Any
 from hookwise.engine.agents import DEFAULT_MAIN_SESSION
 from hookwise.engine.channels import LAST, PHONE_BASED
 from hookwise.server.ids import new_id
-from hookwise.server.store.base import NewDelivery
+from hookwise.server.store.records import NewDelivery
 
 
 class Router:

@@ -30,7 +30,8 @@ from hookwise.server.runtime.external import wrap_external
 from hookwise.server.runtime.prompts import RUN_SYSTEM, safe_name, summary_line
 from hookwise.server.runtime.providers.base import ChatMessage, ProviderError, ProviderTimeout
 from hookwise.server.runtime.slots import Slots
-from hookwise.server.store.base import NewDelivery, NewEvent, NewTurn, RunOutcome, RunRecord
+from hookwise.server.store.base import NewEvent, RunRecord
+from hookwise.server.store.records import NewDelivery, NewTurn, RunOutcome
 
 log = logging.getLogger("hookwise.runs")
 

@@ -1,4 +1,8 @@
-"""The store interface: what the rest of the service may ask of durable state, and its records.
+"""The store interface: what the rest of the service may ask of durable state, and the records
+of the request path (events, runs, the request log, an accept operation and its answer).
+
+The runtime's and the admin API's records are in `hookwise.server.store.records`; the rows both
+stores write them as, and the listing helpers, in `hookwise.server.store.rows`.
 
 Callers depend on `Store` only, so a PostgreSQL implementation can sit beside SQLite without
 touching them. The one write on the request path is `accept`: it checks the idempotency key and
@@ -13,10 +17,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import attrs
-import msgspec
 
-from hookwise.engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+from hookwise.engine.agents import DEFAULT_AGENT_ID
 from hookwise.server.ids import new_id
+from hookwise.server.store.records import (
+    DeliveryRecord,
+    HeartbeatOutcome,
+    HeartbeatRecord,
+    Route,
+    RunOutcome,
+    Turn,
+)
 
 
 @attrs.frozen
@@ -193,95 +204,6 @@ class Page:
     next_cursor: str | None
 
 
-def event_row(e: NewEvent) -> tuple[Any, ...]:
-    """`e` in the column order both stores write an event: event_id, session, text, source,
-    mode, trusted."""
-    return (e.event_id, e.session, e.text, e.source, e.mode, e.trusted)
-
-
-def run_row(r: NewRun) -> tuple[Any, ...]:
-    """`r` in the column order both stores write a run: run_id, session_key, name, message,
-    rule_id, wake_mode, deliver, channel, recipient, model, thinking, timeout_seconds,
-    fallback_channel, allow_unsafe, agent_id."""
-    return (
-        r.run_id,
-        r.session_key,
-        r.name,
-        r.message,
-        r.rule_id,
-        r.wake_mode,
-        r.deliver,
-        r.channel,
-        r.to,
-        r.model,
-        r.thinking,
-        r.timeout_seconds,
-        r.fallback_channel,
-        r.allow_unsafe_external_content,
-        r.agent_id,
-    )
-
-
-def delivery_row(d: NewDelivery) -> tuple[Any, ...]:
-    """`d` in the column order both stores write a delivery: delivery_id, run_id, heartbeat_id,
-    channel, recipient, fallback_channel, text, state, last_error, route_session."""
-    return (
-        d.delivery_id,
-        d.run_id,
-        d.heartbeat_id,
-        d.channel,
-        d.to,
-        d.fallback_channel,
-        d.text,
-        d.state,
-        d.last_error,
-        d.route_session,
-    )
-
-
-_encode = msgspec.json.Encoder().encode
-
-
-def _json_text(ids: tuple[str, ...]) -> str:
-    return _encode(ids).decode()
-
-
-LOG_COLUMNS = (
-    "at, path, status, client, size, action, rule_id, code, request_id, event_ids, run_ids"
-)
-
-
-def log_row(e: RequestLogEntry, *, created: bool = True) -> tuple[Any, ...]:
-    """`e` in the column order of the request log (`LOG_COLUMNS`); the links to the events and
-    runs it created as JSON arrays (None when it created nothing, as a replayed request)."""
-    return (
-        e.at,
-        e.path,
-        e.status,
-        e.client,
-        e.size,
-        e.action,
-        e.rule_id,
-        e.code,
-        e.request_id,
-        _json_text(e.event_ids) if created and e.event_ids else None,
-        _json_text(e.run_ids) if created and e.run_ids else None,
-    )
-
-
-def page_of(rows: Sequence[Any], limit: int, convert: Callable[[Any], Any]) -> Page:
-    """A page from `limit + 1` rows, newest first, whose first column is the sequence number:
-    the extra row only says that there is a next page, whose cursor is the last item's number."""
-    items = [convert(r) for r in rows[:limit]]
-    next_cursor = str(rows[limit - 1][0]) if len(rows) > limit else None
-    return Page(items=items, next_cursor=next_cursor)
-
-
-def cursor_value(cursor: str | None) -> int:
-    """The sequence number a listing continues below (everything when there is no cursor)."""
-    return 2**62 if cursor is None else int(cursor)
-
-
 #: how many runs a claim may take: a number, or a function called when the claim executes
 Limit = int | Callable[[], int]
 
@@ -378,222 +300,3 @@ class Store(Protocol):
     async def update_delivery(self, delivery_id: str, **fields: Any) -> None: ...
 
     async def next_delivery_due(self) -> float | None: ...
-
-
-# --- the runtime's records ---------------------------------------------------------------------
-
-
-@attrs.frozen
-class Route:
-    """Where a session's replies go: a channel and a recipient on it."""
-
-    channel: str
-    to: str
-
-
-@attrs.frozen
-class NewTurn:
-    """One message of a session's transcript."""
-
-    session_key: str
-    role: str
-    content: str
-    run_id: str | None = None
-
-
-@attrs.frozen
-class Turn:
-    """A stored transcript message."""
-
-    role: str
-    content: str
-
-
-@attrs.frozen
-class NewDelivery:
-    """An outgoing message for a channel; `state` is `pending`, `skipped` or `failed`."""
-
-    delivery_id: str
-    text: str
-    state: str
-    channel: str | None
-    to: str | None
-    run_id: str | None = None
-    heartbeat_id: str | None = None
-    fallback_channel: str | None = None
-    last_error: str | None = None
-    #: the main session whose last route this delivery follows (and updates once sent)
-    route_session: str = DEFAULT_MAIN_SESSION
-
-
-@attrs.frozen
-class RunOutcome:
-    """How a run ended, and everything that ending writes, committed together."""
-
-    run_id: str
-    state: str
-    finished_at: float
-    reply: str | None = None
-    error: str | None = None
-    model_used: str | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    turns: tuple[NewTurn, ...] = ()
-    summary: NewEvent | None = None
-    delivery: NewDelivery | None = None
-
-
-@attrs.frozen
-class HeartbeatOutcome:
-    """A finished heartbeat: the events it consumed and what it wrote."""
-
-    heartbeat_id: str
-    reason: str
-    state: str
-    event_ids: tuple[str, ...]
-    requested_at: float | None
-    started_at: float
-    finished_at: float
-    reply: str | None = None
-    error: str | None = None
-    acknowledged: bool = False
-    model_used: str | None = None
-    turns: tuple[NewTurn, ...] = ()
-    delivery: NewDelivery | None = None
-    agent_id: str = DEFAULT_AGENT_ID
-
-
-@attrs.frozen
-class HeartbeatRecord:
-    """A stored heartbeat."""
-
-    heartbeat_id: str
-    reason: str
-    state: str
-    events: int
-    requested_at: float | None
-    started_at: float
-    finished_at: float
-    reply: str | None
-    error: str | None
-    acknowledged: bool
-    model_used: str | None
-    agent_id: str = DEFAULT_AGENT_ID
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "heartbeatId": self.heartbeat_id,
-            "agentId": self.agent_id,
-            "reason": self.reason,
-            "state": self.state,
-            "events": self.events,
-            "requestedAt": self.requested_at,
-            "startedAt": self.started_at,
-            "finishedAt": self.finished_at,
-            "reply": self.reply,
-            "error": self.error,
-            "acknowledged": self.acknowledged,
-            "modelUsed": self.model_used,
-        }
-
-
-@attrs.frozen
-class DeliveryRecord:
-    """A stored delivery with its current state."""
-
-    delivery_id: str
-    run_id: str | None
-    heartbeat_id: str | None
-    channel: str | None
-    to: str | None
-    fallback_channel: str | None
-    text: str
-    state: str
-    attempts: int
-    last_error: str | None
-    message_ids: tuple[str, ...]
-    created_at: float
-    updated_at: float
-    next_attempt_at: float
-    route_session: str = DEFAULT_MAIN_SESSION
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "deliveryId": self.delivery_id,
-            "runId": self.run_id,
-            "heartbeatId": self.heartbeat_id,
-            "channel": self.channel,
-            "to": self.to,
-            "fallbackChannel": self.fallback_channel,
-            "state": self.state,
-            "attempts": self.attempts,
-            "lastError": self.last_error,
-            "messageIds": list(self.message_ids),
-            "createdAt": self.created_at,
-            "updatedAt": self.updated_at,
-        }
-
-
-# --- the admin API's records -------------------------------------------------------------------
-
-
-@attrs.frozen
-class TurnRecord:
-    """A stored transcript message with where it came from."""
-
-    seq: int
-    session_key: str
-    role: str
-    content: str
-    run_id: str | None
-    created_at: float
-
-
-@attrs.frozen
-class SessionRecord:
-    """A session with a transcript: its last turn's time and its last route (if any)."""
-
-    session_key: str
-    last_turn_at: float | None
-    last_channel: str | None
-    last_to: str | None
-
-
-@attrs.frozen
-class RetryRecord:
-    """A failed run or delivery sent back to the queue: by whom, when, from what."""
-
-    kind: str
-    target_id: str
-    from_state: str
-    error: str | None
-    attempts: int
-    actor: str
-    at: float
-
-
-@attrs.frozen
-class RetryRequest:
-    """Send failed runs or deliveries back to the queue: one (`target_id`) or those matching
-    `filters` (`hookwise.server.store.listing.Filters`), at most `limit`; `dry_run` only counts."""
-
-    states: tuple[str, ...]
-    actor: str
-    now: float
-    target_id: str | None = None
-    filters: Any = None
-    limit: int | None = None
-    dry_run: bool = False
-
-
-@attrs.frozen
-class StoredPayload:
-    """A request kept for replay (`hooks.retainPayloads`): the hook name (the path after the hook
-    path), the query string without `token`, the headers without auth headers, the raw body."""
-
-    request_id: str
-    path: str
-    query: str
-    headers: tuple[tuple[str, str], ...]
-    body: bytes
-    created_at: float

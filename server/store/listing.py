@@ -17,21 +17,17 @@ from typing import Any
 
 import attrs
 
-from hookwise.server.store.base import (
-    LOG_COLUMNS,
-    HeartbeatRecord,
-    Page,
-    RetryRequest,
-    StoredPayload,
-    cursor_value,
-)
+from hookwise.server.store.base import Page
+from hookwise.server.store.records import HeartbeatRecord, RetryRequest, StoredPayload
 from hookwise.server.store.rows import (
     DELIVERY_COLUMNS,
     EVENT_COLUMNS,
     HEARTBEAT_COLUMNS,
+    LOG_COLUMNS,
     RETRY_COLUMNS,
     RUN_COLUMNS,
     TURN_COLUMNS,
+    cursor_value,
     delivery_record,
     event_record,
     heartbeat_record,

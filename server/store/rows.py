@@ -1,20 +1,28 @@
-"""How both stores read their records back: the column lists they select, and rows -> records.
-
-The other direction (records -> rows for inserts) lives beside the records in `base`.
-"""
+"""Records as rows, both ways, as both stores write and read them: the column lists they select,
+rows -> records, records -> rows in the column order of their inserts, and the listing helpers
+both stores page with (the admin API's cursors are sequence numbers)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
+
 from hookwise.server.store.base import (
-    DeliveryRecord,
     EventRecord,
-    HeartbeatRecord,
+    NewEvent,
+    NewRun,
+    Page,
     RequestLogEntry,
-    RetryRecord,
     RunRecord,
+)
+from hookwise.server.store.records import (
+    DeliveryRecord,
+    HeartbeatRecord,
+    NewDelivery,
+    RetryRecord,
     TurnRecord,
 )
 
@@ -80,3 +88,92 @@ def retry_record(row: Any) -> RetryRecord:
 
 TURN_COLUMNS = "seq, session_key, role, content, run_id, created_at"
 RETRY_COLUMNS = "kind, target_id, from_state, error, attempts, actor, at"
+
+
+def event_row(e: NewEvent) -> tuple[Any, ...]:
+    """`e` in the column order both stores write an event: event_id, session, text, source,
+    mode, trusted."""
+    return (e.event_id, e.session, e.text, e.source, e.mode, e.trusted)
+
+
+def run_row(r: NewRun) -> tuple[Any, ...]:
+    """`r` in the column order both stores write a run: run_id, session_key, name, message,
+    rule_id, wake_mode, deliver, channel, recipient, model, thinking, timeout_seconds,
+    fallback_channel, allow_unsafe, agent_id."""
+    return (
+        r.run_id,
+        r.session_key,
+        r.name,
+        r.message,
+        r.rule_id,
+        r.wake_mode,
+        r.deliver,
+        r.channel,
+        r.to,
+        r.model,
+        r.thinking,
+        r.timeout_seconds,
+        r.fallback_channel,
+        r.allow_unsafe_external_content,
+        r.agent_id,
+    )
+
+
+def delivery_row(d: NewDelivery) -> tuple[Any, ...]:
+    """`d` in the column order both stores write a delivery: delivery_id, run_id, heartbeat_id,
+    channel, recipient, fallback_channel, text, state, last_error, route_session."""
+    return (
+        d.delivery_id,
+        d.run_id,
+        d.heartbeat_id,
+        d.channel,
+        d.to,
+        d.fallback_channel,
+        d.text,
+        d.state,
+        d.last_error,
+        d.route_session,
+    )
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def _json_text(ids: tuple[str, ...]) -> str:
+    return _encode(ids).decode()
+
+
+LOG_COLUMNS = (
+    "at, path, status, client, size, action, rule_id, code, request_id, event_ids, run_ids"
+)
+
+
+def log_row(e: RequestLogEntry, *, created: bool = True) -> tuple[Any, ...]:
+    """`e` in the column order of the request log (`LOG_COLUMNS`); the links to the events and
+    runs it created as JSON arrays (None when it created nothing, as a replayed request)."""
+    return (
+        e.at,
+        e.path,
+        e.status,
+        e.client,
+        e.size,
+        e.action,
+        e.rule_id,
+        e.code,
+        e.request_id,
+        _json_text(e.event_ids) if created and e.event_ids else None,
+        _json_text(e.run_ids) if created and e.run_ids else None,
+    )
+
+
+def page_of(rows: Sequence[Any], limit: int, convert: Callable[[Any], Any]) -> Page:
+    """A page from `limit + 1` rows, newest first, whose first column is the sequence number:
+    the extra row only says that there is a next page, whose cursor is the last item's number."""
+    items = [convert(r) for r in rows[:limit]]
+    next_cursor = str(rows[limit - 1][0]) if len(rows) > limit else None
+    return Page(items=items, next_cursor=next_cursor)
+
+
+def cursor_value(cursor: str | None) -> int:
+    """The sequence number a listing continues below (everything when there is no cursor)."""
+    return 2**62 if cursor is None else int(cursor)

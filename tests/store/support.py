@@ -9,14 +9,8 @@ from typing import Any
 
 import attrs
 
-from hookwise.server.store.base import (
-    AcceptOp,
-    HeartbeatOutcome,
-    NewDelivery,
-    NewEvent,
-    NewRun,
-    RequestLogEntry,
-)
+from hookwise.server.store.base import AcceptOp, NewEvent, NewRun, RequestLogEntry
+from hookwise.server.store.records import HeartbeatOutcome, NewDelivery
 
 NOW = 1_000_000.0
 _ids = itertools.count(1)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hookwise.server.store.base import Route
+from hookwise.server.store.records import Route
 from hookwise.server.store.sqlite import SQLiteStore
 
 

@@ -353,7 +353,7 @@ def test_list_deliveries_pages_newest_first_and_filters(backend: Backend) -> Non
 
 
 def test_list_deliveries_filters_by_run(backend: Backend) -> None:
-    from hookwise.server.store.base import RunOutcome
+    from hookwise.server.store.records import RunOutcome
     from tests.store.support import new_delivery
 
     async def body(store: Any) -> None:

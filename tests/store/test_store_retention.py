@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hookwise.server.store.base import RunOutcome
+from hookwise.server.store.records import RunOutcome
 from hookwise.server.store.retention import TARGETS
 from tests.store.conftest import Backend
 from tests.store.support import NOW, accept_op, new_event, new_run

@@ -7,10 +7,10 @@ from typing import Any
 
 import attrs
 
-from hookwise.server.store.base import (
+from hookwise.server.store.base import NewEvent
+from hookwise.server.store.records import (
     HeartbeatOutcome,
     HeartbeatRecord,
-    NewEvent,
     NewTurn,
     Route,
     RunOutcome,

@@ -10,17 +10,7 @@ from typing import Any
 
 import asyncpg
 
-from hookwise.server.store.base import (
-    LOG_COLUMNS,
-    Page,
-    RequestLogEntry,
-    RetryRecord,
-    RetryRequest,
-    RunRecord,
-    SessionRecord,
-    StoredPayload,
-    page_of,
-)
+from hookwise.server.store.base import Page, RequestLogEntry, RunRecord
 from hookwise.server.store.listing import (
     LISTINGS,
     PAYLOAD_COLUMNS,
@@ -40,9 +30,12 @@ from hookwise.server.store.listing import (
     sessions_query,
 )
 from hookwise.server.store.postgres.parts import PostgresParts
+from hookwise.server.store.records import RetryRecord, RetryRequest, SessionRecord, StoredPayload
 from hookwise.server.store.rows import (
+    LOG_COLUMNS,
     RETRY_COLUMNS,
     RUN_COLUMNS,
+    page_of,
     request_record,
     retry_record,
     run_record,

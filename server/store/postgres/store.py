@@ -26,15 +26,10 @@ import asyncpg
 from hookwise.server.store.base import (
     Accepted,
     AcceptOp,
-    DeliveryRecord,
     EventRecord,
-    HeartbeatOutcome,
     Limit,
     RequestLogEntry,
-    Route,
-    RunOutcome,
     RunRecord,
-    Turn,
 )
 from hookwise.server.store.postgres import runtime as rt
 from hookwise.server.store.postgres.accept import AcceptLane, insert_log
@@ -44,6 +39,7 @@ from hookwise.server.store.postgres.retention import PostgresRetention
 from hookwise.server.store.postgres.signals import Leadership, Notifier
 from hookwise.server.store.postgres.stats import PostgresStats
 from hookwise.server.store.postgres.writer import GroupCommitWriter, Job
+from hookwise.server.store.records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
 from hookwise.server.store.rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 
 T = TypeVar("T")

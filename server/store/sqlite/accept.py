@@ -5,15 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from hookwise.server.store.base import (
-    LOG_COLUMNS,
-    Accepted,
-    AcceptOp,
-    RequestLogEntry,
-    event_row,
-    log_row,
-    run_row,
-)
+from hookwise.server.store.base import Accepted, AcceptOp, RequestLogEntry
+from hookwise.server.store.rows import LOG_COLUMNS, event_row, log_row, run_row
 from hookwise.server.store.sqlite.inserts import InsertInto
 from hookwise.server.store.sqlite.writer import Rows
 

@@ -11,17 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from hookwise.server.store.base import (
-    LOG_COLUMNS,
-    Page,
-    RequestLogEntry,
-    RetryRecord,
-    RetryRequest,
-    RunRecord,
-    SessionRecord,
-    StoredPayload,
-    page_of,
-)
+from hookwise.server.store.base import Page, RequestLogEntry, RunRecord
 from hookwise.server.store.listing import (
     LISTINGS,
     PAYLOAD_COLUMNS,
@@ -39,9 +29,12 @@ from hookwise.server.store.listing import (
     sessions_query,
     sqlite_placeholder,
 )
+from hookwise.server.store.records import RetryRecord, RetryRequest, SessionRecord, StoredPayload
 from hookwise.server.store.rows import (
+    LOG_COLUMNS,
     RETRY_COLUMNS,
     RUN_COLUMNS,
+    page_of,
     request_record,
     retry_record,
     run_record,

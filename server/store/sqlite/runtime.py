@@ -10,22 +10,21 @@ import json
 import sqlite3
 from typing import Any
 
-from hookwise.server.store.base import (
+from hookwise.server.store.base import Limit, resolve_limit
+from hookwise.server.store.records import (
     HeartbeatOutcome,
-    Limit,
     NewDelivery,
     NewTurn,
     Route,
     RunOutcome,
     Turn,
-    delivery_row,
-    event_row,
-    resolve_limit,
 )
 from hookwise.server.store.rows import (
     DELIVERY_COLUMNS,
     HEARTBEAT_COLUMNS,
     RUN_COLUMNS,
+    delivery_row,
+    event_row,
 )
 from hookwise.server.store.sqlite.accept import EVENTS
 from hookwise.server.store.sqlite.inserts import InsertInto, UpdateWhere

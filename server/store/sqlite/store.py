@@ -23,16 +23,12 @@ from typing import Any, TypeVar
 from hookwise.server.store.base import (
     Accepted,
     AcceptOp,
-    DeliveryRecord,
     EventRecord,
-    HeartbeatOutcome,
     Limit,
     RequestLogEntry,
-    Route,
-    RunOutcome,
     RunRecord,
-    Turn,
 )
+from hookwise.server.store.records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
 from hookwise.server.store.rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from hookwise.server.store.sqlite import runtime as rt
 from hookwise.server.store.sqlite.accept import (
