@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from hookwise.engine.config import AgentDefaults, Config, HeartbeatConfig
+from hookwise.engine.config_models import AgentDefaults, Config, HeartbeatConfig
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.engine.models import ModelPolicy
 

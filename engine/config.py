@@ -1,4 +1,5 @@
-"""The configuration file: its models, its loading, and the rules that span several keys.
+"""The configuration file: its loading, and the rules that span several keys (its models are in
+`hookwise.engine.config_models`, `${NAME}` references in `hookwise.engine.envrefs`).
 
 One file, YAML, JSON or JSON5 (chosen by extension), is read once, `${ENV_NAME}` references in
 string values are resolved, and the data is structured into frozen attrs models (see
@@ -14,315 +15,19 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
-from hookwise.engine.convert import converter, structure
-from hookwise.engine.durations import Duration
-from hookwise.engine.errors import ConfigError, ConfigIssue
-from hookwise.engine.gmail_config import GmailConfig
-from hookwise.engine.mapping import MappingConfig, VerifyConfig
-from hookwise.engine.yamlfile import YamlSyntaxError, load_yaml
-
-MIN_TOKEN_LENGTH = 24
-
-
-@attrs.frozen
-class AuthThrottleConfig:
-    """Lock-out of a client address after repeated authentication failures."""
-
-    max_failures: int = 20
-    window_seconds: Duration = Duration(60)
-    lockout_seconds: Duration = Duration(60)
-
-
-@attrs.frozen
-class TransformLimitsConfig:
-    """Per-call limits for sandboxed transforms, and the sandbox worker processes that run them
-    (`workers` processes, each with an OS memory ceiling of `workerMemoryMb` beyond V8's start-up
-    reservations)."""
-
-    timeout_ms: int = 1000
-    memory_mb: int = 64
-    pool_size: int = 2
-    workers: int = 2
-    worker_memory_mb: int = 512
-
-
-@attrs.frozen
-class RetainPayloadsConfig:
-    """`hooks.retainPayloads`: keep each request's raw body and headers (auth headers and the
-    `token` query parameter removed) for this long, so it can be replayed; off when absent."""
-
-    keep_for: Duration = attrs.field(metadata={"key": "for"})
-
-
-@attrs.frozen
-class HooksConfig:
-    """`hooks.*`: the inbound webhook interface."""
-
-    enabled: bool = False
-    token: str | None = None
-    token_file: str | None = None
-    path: str = "/hooks"
-    presets: tuple[str, ...] = ()
-    mappings: tuple[MappingConfig, ...] = ()
-    rules: tuple[str, ...] = ()
-    # Path-level signature checks: every rule on the path requires the block.
-    verify: dict[str, VerifyConfig] = attrs.field(factory=dict)
-    transforms_dir: str | None = None
-    max_body_bytes: int = 262144
-    body_timeout_seconds: Duration = Duration(30)
-    idempotency_window: Duration = Duration(24 * 3600)
-    auth_throttle: AuthThrottleConfig = attrs.field(factory=AuthThrottleConfig)
-    transform_limits: TransformLimitsConfig = attrs.field(factory=TransformLimitsConfig)
-    gmail: GmailConfig | None = None
-    # the session-key policy (see hookwise.engine.sessions)
-    allow_request_session_key: bool = True
-    allowed_session_key_prefixes: tuple[str, ...] | None = None
-    default_session_key: str | None = None
-    # which agents an explicit `agentId` may name (None: any; `*`: any; empty: none)
-    allowed_agent_ids: tuple[str, ...] | None = None
-    retain_payloads: RetainPayloadsConfig | None = None
-
-
-@attrs.frozen
-class ModelEntry:
-    """One allowed model in `agents.defaults.models` when given as a map."""
-
-    alias: str | None = None
-
-
-@attrs.frozen
-class HeartbeatConfig:
-    """`agents.defaults.heartbeat`: the main session's periodic check."""
-
-    every: Duration = Duration(30 * 60)
-    ack_max_chars: int = 300
-    coalesce_ms: int = 250
-
-
-@attrs.frozen
-class HeartbeatOverride:
-    """`agents.list[i].heartbeat`: the keys it sets replace the defaults' (`HeartbeatConfig`);
-    the others are taken from `agents.defaults.heartbeat`."""
-
-    every: Duration | None = None
-    ack_max_chars: int | None = None
-    coalesce_ms: int | None = None
-
-    def over(self, base: HeartbeatConfig) -> HeartbeatConfig:
-        """`base` with the keys this block sets."""
-        return attrs.evolve(
-            base, **{k: v for k, v in attrs.asdict(self, recurse=False).items() if v is not None}
-        )
-
-
-@attrs.frozen
-class AgentDefaults:
-    """`agents.defaults`: the model, its allowlist, and how runs are bounded."""
-
-    model: str = "echo/echo"
-    models: tuple[str, ...] | dict[str, ModelEntry] = ()
-    timeout_seconds: float = 600
-    max_timeout_seconds: float = 3600
-    max_concurrent_runs: int = 4
-    max_attempts: int = 3
-    #: a claimed run's lease is its timeout plus this; a run whose process died is taken over
-    #: by another process once the lease has expired
-    lease_grace_seconds: float = 60
-    heartbeat: HeartbeatConfig = attrs.field(factory=HeartbeatConfig)
-    fallback_channel: str | None = None
-
-
-@attrs.frozen
-class AgentEntry:
-    """`agents.list[i]`: one agent; every value left out is taken from `agents.defaults`."""
-
-    id: str
-    default: bool = False
-    name: str | None = None
-    model: str | None = None
-    models: tuple[str, ...] | dict[str, ModelEntry] | None = None
-    system_prompt: str | None = None
-    heartbeat: HeartbeatOverride | None = None
-    timeout_seconds: float | None = None
-    max_concurrent_runs: int | None = None
-
-
-@attrs.frozen
-class AgentsConfig:
-    """`agents.*`: the defaults, and the agents (none listed: one agent, `main`)."""
-
-    defaults: AgentDefaults = attrs.field(factory=AgentDefaults)
-    list: tuple[AgentEntry, ...] = ()
-
-
-@attrs.frozen
-class ProviderConfig:
-    """`models.providers.<id>`: how to reach one model provider.
-
-    `api` is the wire protocol: `openai` (Chat Completions), `anthropic` (Messages), `command`
-    (a local program: prompt on stdin, reply on stdout) or `echo` (built in). For `anthropic`,
-    `maxTokens` is the reply's `max_tokens` (default 4096) and `thinkingMode` how a thinking
-    level is requested: `auto` by the model's family (adaptive thinking with an effort for
-    Claude 4.6 and later, a token budget before), or always `adaptive` or `budget`.
-    """
-
-    api: Literal["openai", "anthropic", "command", "echo"]
-    base_url: str | None = None
-    api_key: str | None = None
-    api_key_file: str | None = None
-    headers: dict[str, str] = attrs.field(factory=dict)
-    command: tuple[str, ...] = ()
-    timeout_seconds: float = 120
-    max_retries: int = 3
-    max_tokens: int | None = None
-    thinking_mode: Literal["auto", "adaptive", "budget"] = "auto"
-
-
-@attrs.frozen
-class ModelsConfig:
-    """`models.*`: the model providers by id."""
-
-    providers: dict[str, ProviderConfig] = attrs.field(factory=dict)
-
-
-@attrs.frozen
-class GatewayAuthConfig:
-    """`gateway.auth`: the gateway's own token (protects the admin API)."""
-
-    token: str | None = None
-    token_file: str | None = None
-
-
-@attrs.frozen
-class MetricsConfig:
-    """`gateway.metrics`: `GET /metrics` (Prometheus), behind the gateway token unless public."""
-
-    enabled: bool = True
-    public: bool = False
-
-
-@attrs.frozen
-class GatewayConfig:
-    """`gateway.*`.
-
-    `trustedProxies`: addresses or CIDRs of reverse proxies whose `X-Forwarded-For`/`Forwarded`
-    name the client (see `hookwise.server.proxies`); `maxHeaderBytes`: the request line and
-    headers together (431 beyond it, before authentication); `headerTimeoutSeconds`: how long a
-    request's line and headers may take to arrive (408, then the connection is closed).
-    """
-
-    auth: GatewayAuthConfig = attrs.field(factory=GatewayAuthConfig)
-    metrics: MetricsConfig = attrs.field(factory=MetricsConfig)
-    trusted_proxies: tuple[str, ...] = ()
-    max_header_bytes: int = 32768
-    header_timeout_seconds: Duration = Duration(10)
-
-
-@attrs.frozen
-class RouteConfig:
-    """A delivery route: a channel and a recipient on it."""
-
-    channel: str
-    to: str
-
-
-@attrs.frozen
-class SessionConfig:
-    """`session.*`: the main session's initial state."""
-
-    last_route: RouteConfig | None = None
-
-
-@attrs.frozen
-class StoreConfig:
-    """`store.*`: where state lives. Default: SQLite under the state dir."""
-
-    url: str | None = None
-    synchronous: Literal["full", "normal"] = "full"
-
-
-@attrs.frozen
-class DeliveryConfig:
-    """`delivery.*`: how the delivery worker retries sends to channels."""
-
-    max_attempts: int = 8
-    base_delay_seconds: float = 2.0
-    max_delay_seconds: float = 300.0
-    concurrency: int = 4
-
-
-_DAY = 86400
-
-
-@attrs.frozen
-class RetentionConfig:
-    """`retention.*`: how long finished records are kept (0 keeps them forever), and how often
-    the pruning runs. Queued, running and pending work is never pruned."""
-
-    runs: Duration = Duration(30 * _DAY)
-    events: Duration = Duration(30 * _DAY)
-    deliveries: Duration = Duration(30 * _DAY)
-    heartbeats: Duration = Duration(30 * _DAY)
-    transcripts: Duration = Duration(90 * _DAY)
-    requests: Duration = Duration(30 * _DAY)
-    interval: Duration = Duration(300)
-    batch_size: int = 500
-
-
-@attrs.frozen
-class LoggingConfig:
-    """`logging.*`: how log lines are written (`--log-format` overrides `format`)."""
-
-    format: Literal["text", "json"] = "text"
-
-
-@attrs.frozen
-class Config:
-    """The whole configuration file."""
-
-    hooks: HooksConfig = attrs.field(factory=HooksConfig)
-    agents: AgentsConfig = attrs.field(factory=AgentsConfig)
-    models: ModelsConfig = attrs.field(factory=ModelsConfig)
-    channels: dict[str, dict[str, Any]] = attrs.field(factory=dict)
-    gateway: GatewayConfig = attrs.field(factory=GatewayConfig)
-    session: SessionConfig = attrs.field(factory=SessionConfig)
-    store: StoreConfig = attrs.field(factory=StoreConfig)
-    delivery: DeliveryConfig = attrs.field(factory=DeliveryConfig)
-    logging: LoggingConfig = attrs.field(factory=LoggingConfig)
-    retention: RetentionConfig = attrs.field(factory=RetentionConfig)
-
-
-@attrs.frozen
-class LoadedConfig:
-    """A validated configuration with what was learnt while loading it."""
-
-    config: Config
-    source: Path | None
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def base_dir(self) -> Path:
-        return self.source.parent if self.source else Path.cwd()
-
-
-def _structure_models(value: object, _: Any) -> tuple[str, ...] | dict[str, ModelEntry]:
-    if isinstance(value, list):
-        return structure(value, tuple[str, ...])
-    if isinstance(value, dict):
-        return {str(k): structure(v if v is not None else {}, ModelEntry) for k, v in value.items()}
-    raise ValueError("must be a list of provider/model strings or a map of them")
-
-
-converter.register_structure_hook(tuple[str, ...] | dict[str, ModelEntry], _structure_models)
-converter.register_structure_hook(
-    tuple[str, ...] | dict[str, ModelEntry] | None,
-    lambda v, t: None if v is None else _structure_models(v, t),
+from hookwise.engine.config_models import (
+    MIN_TOKEN_LENGTH,
+    Config,
+    LoadedConfig,
 )
-
+from hookwise.engine.convert import structure
+from hookwise.engine.envrefs import resolve_env
+from hookwise.engine.errors import ConfigError, ConfigIssue
+from hookwise.engine.yamlfile import YamlSyntaxError, load_yaml
 
 # ---------------------------------------------------------------------------------------------
 # reading
@@ -358,34 +63,6 @@ def read_file(path: Path) -> object:
             [ConfigIssue("", f"{path} is not valid {suffix[1:].upper()}: {e}")]
         ) from None
     return {} if data is None else data
-
-
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def _resolve_env(
-    data: object, env: Mapping[str, str], path: str, issues: list[ConfigIssue]
-) -> object:
-    if isinstance(data, str):
-        if "${" not in data:
-            return data
-
-        def sub(m: re.Match[str]) -> str:
-            name = m.group(1)
-            if name not in env:
-                issues.append(ConfigIssue(path, f"environment variable {name} is not set"))
-                return ""
-            return env[name]
-
-        return _ENV_REF.sub(sub, data)
-    if isinstance(data, list):
-        return [_resolve_env(v, env, f"{path}[{i}]", issues) for i, v in enumerate(data)]
-    if isinstance(data, dict):
-        return {
-            k: _resolve_env(v, env, f"{path}.{k}" if path else str(k), issues)
-            for k, v in data.items()
-        }
-    return data
 
 
 def normalize_hook_path(raw: str) -> str | None:
@@ -555,7 +232,7 @@ def check_data(
         return None, [ConfigIssue("", "the configuration must be a mapping at the top level")]
     issues: list[ConfigIssue] = []
     base_dir = source.parent if source else Path.cwd()
-    resolved = _resolve_env(data, os.environ if env is None else env, "", issues)
+    resolved = resolve_env(data, os.environ if env is None else env, "", issues)
     resolved = _channel_secret_files(resolved, base_dir, issues)  # type: ignore[arg-type]
     pruned: list[list[str | int]] = []
     config = None

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import attrs
 
-from hookwise.engine.config import _resolve_env as resolve_env
 from hookwise.engine.convert import structure
+from hookwise.engine.envrefs import resolve_env
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.engine.mapping import MappingConfig
 from hookwise.engine.yamlfile import YamlSyntaxError, load_yaml

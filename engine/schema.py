@@ -91,7 +91,7 @@ def _class_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_schema() -> dict[str, Any]:
-    from hookwise.engine.config import Config
+    from hookwise.engine.config_models import Config
 
     defs: dict[str, Any] = {}
     root = _class_schema(Config, defs)

@@ -35,7 +35,7 @@ from typing import Literal
 import attrs
 
 from hookwise.engine.agents import Agent, Roster
-from hookwise.engine.config import Config
+from hookwise.engine.config_models import Config
 from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
 from hookwise.engine.mapping import MappingConfig
 

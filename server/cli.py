@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from hookwise.engine.config import LoadedConfig
+from hookwise.engine.config_models import LoadedConfig
 from hookwise.engine.errors import ConfigError
 from hookwise.server.cliargs import EXIT_FAILURE, EXIT_USAGE, add_common_options
 from hookwise.server.version import VERSION

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from hookwise.engine.actions import ValidationPolicy
-from hookwise.engine.config import Config, LoadedConfig, load_config
+from hookwise.engine.config import load_config
+from hookwise.engine.config_models import Config, LoadedConfig
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.server.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
 from hookwise.server.dispatch import Dispatcher

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hookwise.engine.config import RetentionConfig
+from hookwise.engine.config_models import RetentionConfig
 from hookwise.server.logs import fields
 from hookwise.server.store.retention import TARGETS
 

@@ -23,7 +23,7 @@ import attrs
 
 from hookwise.engine.actions import Action, ValidationPolicy, validate_action
 from hookwise.engine.channels import LAST, canonical_channel, unknown_channel_hint
-from hookwise.engine.config import LoadedConfig
+from hookwise.engine.config_models import LoadedConfig
 from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
 from hookwise.engine.mapping import MappingConfig
 from hookwise.engine.request import InboundRequest

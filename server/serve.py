@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hookwise.engine.config import LoadedConfig, load_config
+from hookwise.engine.config import load_config
+from hookwise.engine.config_models import LoadedConfig
 from hookwise.engine.errors import ConfigError
 from hookwise.server.logs import say
 from hookwise.server.version import VERSION

@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from hookwise.engine.config import LoadedConfig, load_config
+from hookwise.engine.config import load_config
+from hookwise.engine.config_models import LoadedConfig
 from hookwise.engine.errors import ConfigError
 
 log = logging.getLogger("hookwise.watch")

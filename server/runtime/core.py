@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hookwise.engine.agents import Agent, Roster
-from hookwise.engine.config import Config
+from hookwise.engine.config_models import Config
 from hookwise.server.runtime.deliveries import DeliveryWorker
 from hookwise.server.runtime.heartbeat import Heartbeats
 from hookwise.server.runtime.providers.registry import Providers

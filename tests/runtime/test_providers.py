@@ -16,7 +16,7 @@ import attrs
 import httpx
 import pytest
 
-from hookwise.engine.config import ModelsConfig, ProviderConfig
+from hookwise.engine.config_models import ModelsConfig, ProviderConfig
 from hookwise.engine.convert import structure
 from hookwise.engine.errors import ConfigError
 from hookwise.server.runtime.providers import (

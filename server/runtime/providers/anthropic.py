@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from hookwise.engine.config import ProviderConfig
+from hookwise.engine.config_models import ProviderConfig
 from hookwise.server.runtime.providers.base import ChatMessage, Completion, Usage, check_thinking
 from hookwise.server.runtime.providers.http import HttpProvider
 from hookwise.server.runtime.providers.retry import RetryPolicy

@@ -27,7 +27,7 @@ import signal
 import time
 from collections.abc import Sequence
 
-from hookwise.engine.config import ProviderConfig
+from hookwise.engine.config_models import ProviderConfig
 from hookwise.server.runtime.providers.base import (
     ChatMessage,
     Completion,

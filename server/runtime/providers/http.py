@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import httpx
 
-from hookwise.engine.config import ProviderConfig
+from hookwise.engine.config_models import ProviderConfig
 from hookwise.server.runtime.providers.base import Completion
 from hookwise.server.runtime.providers.retry import RetryPolicy
 from hookwise.server.runtime.providers.transport import post_json

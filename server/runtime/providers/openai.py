@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from hookwise.engine.config import ProviderConfig
+from hookwise.engine.config_models import ProviderConfig
 from hookwise.server.runtime.providers.base import (
     ChatMessage,
     Completion,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from hookwise.engine.config import ModelsConfig, ProviderConfig
+from hookwise.engine.config_models import ModelsConfig, ProviderConfig
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.server.runtime.providers.anthropic import AnthropicProvider
 from hookwise.server.runtime.providers.base import Provider, ProviderError
