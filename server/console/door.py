@@ -1,0 +1,132 @@
+"""Who may see the console: the login form and its throttle, logout, the check every request
+passes (a session cookie, and a CSRF token on every POST; a page view without a session goes to
+the login form), and the admin functions' refusals shown as pages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from litestar import Request, Response, get, post
+from litestar.response import Redirect, Template
+
+from hookwise.engine.errors import RequestError
+from hookwise.server.auth import AuthThrottle, SharedAuthThrottle, client_key
+from hookwise.server.console.auth import COOKIE, SESSION_SECONDS
+from hookwise.server.console.common import (
+    Form,
+    auth_of,
+    render_page,
+    viewer_of,
+)
+
+
+def safe_next(target: str | None) -> str:
+    """Only a console path of this site (never another origin) is a place to go after login."""
+    if not target:
+        return "/ui/"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/ui/") or "\\" in target:
+        return "/ui/"
+    return target
+
+
+async def check_request(request: Request[Any, Any, Any]) -> Response[Any] | None:
+    auth = auth_of(request)
+    if auth is None:
+        html = request.app.template_engine.get_template("disabled.html").render(
+            nav=None, csrf="", viewer=None, notice=None
+        )
+        return Response(html, status_code=403, media_type="text/html")
+    path = request.url.path
+    if path == "/ui/login" or path.startswith("/ui/static/"):
+        return None
+    viewer = auth.viewer(request)
+    if viewer is None:
+        browser = "hx-request" not in request.headers and "authorization" not in request.headers
+        if request.method == "GET" and browser:
+            query = request.url.query
+            target = quote(path + ("?" + query if query else ""), safe="")
+            return Redirect(path=f"/ui/login?next={target}", status_code=303)  # type: ignore[return-value]
+        return Response(
+            {"ok": False, "error": "log in to the console first", "code": "unauthorized"},
+            status_code=401,
+        )
+    request.scope.setdefault("state", {})["console_viewer"] = viewer
+    if request.method == "POST":
+        presented = request.headers.get("x-csrf-token")
+        if presented is None:
+            form = await request.form()
+            value = form.get("csrf")
+            presented = value if isinstance(value, str) else None
+        if not auth.csrf_ok(viewer, presented):
+            return Response(
+                {
+                    "ok": False,
+                    "error": "the form has expired or did not come from this console; reload it",
+                    "code": "csrf_failed",
+                },
+                status_code=403,
+            )
+    return None
+
+
+async def refused_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """A refusal from the shared admin functions (404, 409, 422...) as a console page."""
+    assert isinstance(exc, RequestError)
+    html = request.app.template_engine.get_template("refused.html").render(
+        nav=None, csrf="", viewer=viewer_of(request), notice=None, error=exc
+    )
+    return Response(html, status_code=exc.status, media_type="text/html")
+
+
+# -------------------------------------------------------------------------------- login
+
+
+@get("/login", sync_to_thread=False)
+def login_form(request: Request[Any, Any, Any]) -> Template:
+    return render_page(
+        request, "login.html", next=safe_next(request.query_params.get("next")), error=None
+    )
+
+
+@post("/login")
+async def login(request: Request[Any, Any, Any], data: Form) -> Response[Any] | Template:
+    auth = auth_of(request)
+    assert auth is not None
+    throttle: AuthThrottle | SharedAuthThrottle = request.app.state.console_throttle
+    # its own bucket: console logins and hook tokens lock out separately
+    client = "ui:" + client_key(request.client.host if request.client else None)
+    target = safe_next(data.get("next"))
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host", ""):
+        error = "This form must be sent from the console itself."
+        return render_page(request, "login.html", status=403, next=target, error=error)
+    if await throttle.locked_for(client) is not None:
+        error = "Too many wrong tokens: wait a minute and try again."
+        return render_page(request, "login.html", status=429, next=target, error=error)
+    if not auth.token_matches(data.get("token", "")):
+        await throttle.record_failure(client)
+        error = "That is not the gateway token."
+        return render_page(request, "login.html", status=401, next=target, error=error)
+    await throttle.record_success(client)
+    _, cookie = auth.new_session()
+    response: Response[Any] = Redirect(path=target, status_code=303)
+    response.set_cookie(
+        COOKIE,
+        cookie,
+        max_age=SESSION_SECONDS,
+        path="/ui",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@post("/logout")
+async def logout(request: Request[Any, Any, Any]) -> Response[Any]:
+    response: Response[Any] = Redirect(path="/ui/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/ui")
+    return response
