@@ -111,11 +111,11 @@ class RunWorkers:
             self._wakeup.clear()
             while True:
                 await self._slots.any_free()
-                self._slots.taken = 0
+                grant = self._slots.grant()
                 try:
                     runs = await self._store.claim_runs(
                         # sized when the claim executes: every slot free by then (see slots)
-                        limit=self._slots.take,
+                        limit=grant,
                         now=self._clock(),
                         lease=self._lease_grace,
                         default_timeout=self._default_timeout,
@@ -124,7 +124,7 @@ class RunWorkers:
                 except Exception:
                     log.exception("claiming runs failed")
                     runs = []
-                self._slots.give(self._slots.taken - len(runs))
+                self._slots.give((grant.taken or 0) - len(runs))
                 if not runs:
                     break
                 for run in runs:

@@ -3,10 +3,13 @@ finishing runs; heartbeats and the events they consume; transcripts; the last ro
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import attrs
+import pytest
 
+from hookwise.server.runtime.slots import Slots
 from hookwise.server.store.base import NewEvent
 from hookwise.server.store.records import (
     HeartbeatOutcome,
@@ -62,6 +65,47 @@ def test_a_claim_limited_by_a_function_takes_what_it_returns_when_the_claim_runs
         claimed = await store.claim_runs(limit=free_slots, now=NOW + 2)
         assert [r.run_id for r in claimed] == ids[:3] and calls == [0, 1]
         assert [r.run_id for r in await store.claim_runs(limit=5, now=NOW + 3)] == ids[3:]
+
+    backend.run(body)
+
+
+def test_a_claim_the_writer_runs_again_holds_the_slots_it_took_and_no_more(
+    backend: Backend,
+) -> None:
+    """PostgreSQL's writer runs a batch again, a savepoint per job, when one of its jobs failed:
+    a claim in that batch executes twice. Its grant takes the free slots once and answers the
+    same number again, so the claim that commits takes its runs and no slot is lost."""
+
+    async def body(store: Any) -> None:
+        ids = await add_runs(store, 4)
+        slots = Slots(3)
+        grant = slots.grant()
+        calls: list[int] = []
+
+        def limit() -> int:
+            calls.append(slots.free)
+            return grant()
+
+        def fails(conn: Any) -> Any:
+            sql = "SELECT * FROM no_such_table"
+            return conn.fetch(sql) if backend.name == "postgres" else conn.execute(sql)
+
+        # one batch, the claim first: its job is queued, then the failing one, before the
+        # writer wakes up
+        claim = asyncio.ensure_future(store.claim_runs(limit=limit, now=NOW + 1))
+        await asyncio.sleep(0)
+        failing = store._writer.submit(fails)
+        claimed = await claim
+        with pytest.raises(Exception, match="no_such_table"):
+            await failing
+        # the premise: PostgreSQL ran the claim twice (the second time with no slot free left)
+        assert calls == ([3, 0] if backend.name == "postgres" else [3])
+        assert [r.run_id for r in claimed] == ids[:3]
+        assert grant.taken == 3 and slots.free == 0
+        assert [(await store.get_run(i)).state for i in ids] == ["running"] * 3 + ["queued"]
+        for _ in claimed:  # the runs end: every slot comes back
+            slots.give()
+        assert slots.free == 3
 
     backend.run(body)
 
