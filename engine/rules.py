@@ -81,7 +81,7 @@ from hookwise.engine.render import (
 )
 from hookwise.engine.request import InboundRequest
 from hookwise.engine.rule import ActionKind, CompiledRule, compile_rule
-from hookwise.engine.rulefiles import available_presets, gather
+from hookwise.engine.rulefiles import gather
 from hookwise.engine.ruleindex import RuleIndex
 from hookwise.engine.sessions import SessionPolicy
 from hookwise.engine.signatures import SignatureError, Verifier
@@ -97,7 +97,7 @@ from hookwise.engine.transforms import (
     TransformTimedOut,
 )
 
-__all__ = ["ActionKind", "ActionSpec", "CompiledRule", "Outcome", "RuleSet", "available_presets"]
+__all__ = ["ActionKind", "ActionSpec", "CompiledRule", "Outcome", "RuleSet"]
 
 _FIELDS: dict[str, tuple[str, ...]] = {
     "wake": WAKE_FIELDS,
