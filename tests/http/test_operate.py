@@ -309,6 +309,14 @@ def test_retention_prunes_finished_records_and_keeps_waiting_work(
     model_server.slow(30, times=1)
     cfg = config(model_server, retention=FAST)
     cfg["agents"]["defaults"]["maxConcurrentRuns"] = 1
+    # The waiting event belongs to an agent whose every heartbeat fails, so that no heartbeat
+    # consumes it (one may legitimately run at any time: on PostgreSQL, a process that takes the
+    # heartbeat leadership again asks for one).
+    cfg["models"]["providers"]["broken"] = {"api": "command", "command": ["sh", "-c", "exit 3"]}
+    cfg["agents"]["list"] = [
+        {"id": "main", "default": True},
+        {"id": "stuck", "model": "broken/x", "heartbeat": {"every": 0, "coalesceMs": 50}},
+    ]
     gw = start_gateway(cfg)
     running = agent(gw, message="slow", model="fake/m")
     eventually(lambda: gw.admin(f"/api/runs/{running}")["run"]["state"] == "running")
@@ -318,8 +326,11 @@ def test_retention_prunes_finished_records_and_keeps_waiting_work(
         lambda: any(e["eventId"] == consumed and e["consumedAt"] for e in events(gw)),
         what="the heartbeat to consume the event",
     )
-    pending = gw.hook("wake", {"text": "later", "mode": "next-heartbeat"}).json()["eventId"]
-    assert gw.admin("/api/heartbeats")["items"]
+    pending = gw.hook("wake", {"text": "later", "agentId": "stuck"}).json()["eventId"]
+    eventually(
+        lambda: any(h["state"] == "failed" for h in gw.admin("/api/heartbeats")["items"]),
+        what="the stuck agent's heartbeat to fail",
+    )
 
     def pruned() -> bool:
         ids = {e["eventId"] for e in events(gw)}
