@@ -674,6 +674,34 @@ def test_command_non_zero_exit_reports_the_last_lines_of_stderr(tmp_path):
     assert not error.retryable
 
 
+def test_command_that_exits_without_reading_its_prompt_is_judged_by_its_exit_status():
+    """On the gateway's loop (uvloop) writing to a pipe the program already closed raises
+    RuntimeError, not BrokenPipeError: the provider must still report the exit status."""
+    import uvloop
+
+    make = command(["sh", "-c", "exit 3"])
+    big = [ChatMessage("user", "x" * (1 << 20))]  # more than a pipe holds: the write must wait
+
+    async def busy() -> None:  # a busy loop: the program exits before its prompt is written
+        while True:
+            time.sleep(0.02)
+            await asyncio.sleep(0)
+
+    async def go() -> None:
+        provider = make()
+        hog = asyncio.create_task(busy())
+        try:
+            with pytest.raises(ProviderError) as info:
+                await provider.complete("m", big, thinking=None, deadline=time.monotonic() + 30)
+            assert "'sh' exited with status 3" in info.value.message
+        finally:
+            hog.cancel()
+            await provider.aclose()
+
+    for _ in range(3):
+        uvloop.run(go())
+
+
 def test_command_with_empty_output_is_an_error(tmp_path):
     argv = script(tmp_path, "import sys; sys.stdin.read()")
 

@@ -93,7 +93,7 @@ class CommandProvider:
         budget = min(remaining, self._timeout)
         try:
             async with asyncio.timeout(budget):
-                stdout, stderr = await proc.communicate(render_prompt(messages).encode())
+                stdout, stderr = await _exchange(proc, render_prompt(messages).encode())
         except TimeoutError:
             await _kill(proc)
             if remaining <= self._timeout:
@@ -120,6 +120,28 @@ class CommandProvider:
 
     async def aclose(self) -> None:
         return None
+
+
+async def _exchange(proc: asyncio.subprocess.Process, prompt: bytes) -> tuple[bytes, bytes]:
+    """`proc.communicate(prompt)`, except that a program that exits without reading all of its
+    prompt is judged by its exit status, not failed on the closed pipe (asyncio ignores
+    BrokenPipeError there, but uvloop raises RuntimeError when the pipe closed first)."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stdin = proc.stdin
+
+    async def feed() -> None:
+        try:
+            stdin.write(prompt)
+            await stdin.drain()
+        except (BrokenPipeError, ConnectionResetError, RuntimeError):
+            pass  # the program stopped reading: its exit status tells what happened
+        finally:
+            with contextlib.suppress(Exception):
+                stdin.close()
+
+    stdout, stderr, _ = await asyncio.gather(proc.stdout.read(), proc.stderr.read(), feed())
+    await proc.wait()
+    return stdout, stderr
 
 
 async def _kill(proc: asyncio.subprocess.Process) -> None:
