@@ -235,6 +235,8 @@ class StoreConfig:
 
     url: str | None = None
     synchronous: Literal["full", "normal"] = "full"
+    #: SQLite's writer: a process of its own (no wait for the gateway's GIL), or a thread
+    writer: Literal["process", "thread"] = "process"
 
 
 @attrs.frozen

@@ -118,18 +118,22 @@ def validation_policy(
     )
 
 
-def open_store(url: str | None, *, state_dir: Path, synchronous: str = "full") -> Any:
+def open_store(
+    url: str | None, *, state_dir: Path, synchronous: str = "full", writer: str = "process"
+) -> Any:
     """The store a URL names: `postgresql://...`, `sqlite:///path`, or None for
-    `<state dir>/hookwise.db`."""
+    `<state dir>/hookwise.db` (`synchronous` and `writer` are SQLite's)."""
     if url and url.startswith(("postgres://", "postgresql://")):
         from hookwise.server.store.postgres import PostgresStore
 
         return PostgresStore(url)
     if url and url.startswith("sqlite:///"):
-        return SQLiteStore(Path(url.removeprefix("sqlite:///")), synchronous=synchronous)
-    if url:
+        path = Path(url.removeprefix("sqlite:///"))
+    elif url:
         raise ConfigError([ConfigIssue("store.url", "must be postgresql://... or sqlite:///path")])
-    return SQLiteStore(state_dir / "hookwise.db", synchronous=synchronous)
+    else:
+        path = state_dir / "hookwise.db"
+    return SQLiteStore(path, synchronous=synchronous, writer=writer)
 
 
 class Gateway:
@@ -152,7 +156,10 @@ class Gateway:
         self.channels = load_channels(self.config.channels)
         url = store_url or self.config.store.url
         self.store = open_store(
-            url, state_dir=self.state_dir, synchronous=self.config.store.synchronous
+            url,
+            state_dir=self.state_dir,
+            synchronous=self.config.store.synchronous,
+            writer=self.config.store.writer,
         )
         #: several processes share the store: PostgreSQL, or several workers on one SQLite file
         self.shared = workers > 1 or not isinstance(self.store, SQLiteStore)

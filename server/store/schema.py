@@ -14,12 +14,16 @@ class SchemaTooNew(Exception):
     """The database's schema version is newer than the newest migration this code has."""
 
     def __init__(self, where: str, found: int, known: int) -> None:
-        self.found, self.known = found, known
+        self.where, self.found, self.known = where, found, known
         super().__init__(
             f"{where} has schema version {found}, newer than this hookwise ({VERSION}) knows "
             f"(up to {known}): a newer hookwise has used it. Run that version (or newer), or "
             "point this one at another database; nothing was changed"
         )
+
+    def __reduce__(self) -> tuple[type[SchemaTooNew], tuple[str, int, int]]:
+        # raised in SQLite's writer process, and raised again in the gateway
+        return (SchemaTooNew, (self.where, self.found, self.known))
 
 
 def refuse_newer(where: str, found: int, migrations: list[tuple[int, str]]) -> None:

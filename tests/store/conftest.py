@@ -1,7 +1,9 @@
 """The store suite's backends: every test runs against SQLite and PostgreSQL.
 
-`backend` is parametrized over `sqlite` (a `SQLiteStore` on a file in the test's tmp dir) and
-`postgres` (a `PostgresStore` on 127.0.0.1:5432 in a fresh schema, dropped afterwards). Several
+`backend` is parametrized over `sqlite` (a `SQLiteStore` on a file in the test's tmp dir, its
+writer in a process of its own, the default), `sqlite-thread` (the same with `store.writer:
+thread`) and `postgres` (a `PostgresStore` on 127.0.0.1:5432 in a fresh schema, dropped
+afterwards). Several
 stores made by one backend share their data, as several gateway processes would. Tests are plain
 functions that hand an async body to `backend.run`; each runs in its own event loop.
 """
@@ -43,14 +45,16 @@ class Backend:
     """Makes stores on one database (a SQLite file or a PostgreSQL schema) and runs test bodies."""
 
     def __init__(self, name: str, tmp_path: Path) -> None:
-        self.name = name
+        #: `sqlite` or `postgres` (which database; `sqlite-thread` is SQLite too)
+        self.name = "sqlite" if name.startswith("sqlite") else name
+        self.writer = "thread" if name == "sqlite-thread" else "process"
         self.path = tmp_path / "hookwise.db"
         self.schema = f"test_{uuid.uuid4().hex[:16]}"
 
     def store(self) -> Store:
         """A new, unopened store on this backend's database (another "process")."""
         if self.name == "sqlite":
-            return SQLiteStore(self.path)
+            return SQLiteStore(self.path, writer=self.writer)
         return PostgresStore(POSTGRES_URL, schema=self.schema, pool_size=4)
 
     def run(self, body: Callable[..., Awaitable[Any]], *, instances: int = 1) -> Any:
@@ -103,7 +107,7 @@ def _backend(name: str, tmp_path: Path) -> Iterator[Backend]:
         backend.drop()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "sqlite-thread", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     """Each backend in turn."""
     yield from _backend(request.param, tmp_path)

@@ -69,6 +69,12 @@ def test_a_claim_limited_by_a_function_takes_what_it_returns_when_the_claim_runs
     backend.run(body)
 
 
+def _read_a_missing_table(conn: Any) -> Any:
+    """A write job that fails (module-level: SQLite's writer process receives it pickled)."""
+    sql = "SELECT * FROM no_such_table"
+    return conn.fetch(sql) if hasattr(conn, "fetch") else conn.execute(sql)
+
+
 def test_a_claim_the_writer_runs_again_holds_the_slots_it_took_and_no_more(
     backend: Backend,
 ) -> None:
@@ -86,15 +92,11 @@ def test_a_claim_the_writer_runs_again_holds_the_slots_it_took_and_no_more(
             calls.append(slots.free)
             return grant()
 
-        def fails(conn: Any) -> Any:
-            sql = "SELECT * FROM no_such_table"
-            return conn.fetch(sql) if backend.name == "postgres" else conn.execute(sql)
-
         # one batch, the claim first: its job is queued, then the failing one, before the
         # writer wakes up
         claim = asyncio.ensure_future(store.claim_runs(limit=limit, now=NOW + 1))
         await asyncio.sleep(0)
-        failing = store._writer.submit(fails)
+        failing = store._writer.submit(_read_a_missing_table)
         claimed = await claim
         with pytest.raises(Exception, match="no_such_table"):
             await failing

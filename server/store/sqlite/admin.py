@@ -8,7 +8,7 @@ interleaves with, so the rows a retry picks are the rows it changes.
 
 from __future__ import annotations
 
-import sqlite3
+from functools import partial
 from typing import Any
 
 from hookwise.server.store.base import Page, RequestLogEntry, RunRecord
@@ -39,6 +39,7 @@ from hookwise.server.store.rows import (
     retry_record,
     run_record,
 )
+from hookwise.server.store.sqlite import writes
 from hookwise.server.store.sqlite.parts import SQLiteParts
 
 P = sqlite_placeholder
@@ -110,26 +111,24 @@ class SQLiteAdminReads(SQLiteParts, ListingShortcuts):
             return int(rows[0][0])
         update, uses_now = retry_update(kind, P)
         log = retry_log(P)
-
-        def fn(cur: sqlite3.Cursor) -> int:
-            rows = cur.execute(pick, args).fetchall()
-            cur.executemany(update, [(req.now, r[0]) if uses_now else (r[0],) for r in rows])
-            cur.executemany(log, [(kind, r[1], r[2], r[3], r[4], req.actor, req.now) for r in rows])
-            return len(rows)
-
-        return await self.write(fn)
+        return await self.write(
+            partial(
+                writes.retry,
+                kind=kind,
+                req=req,
+                pick=pick,
+                args=args,
+                update=update,
+                uses_now=uses_now,
+                log=log,
+            )
+        )
 
     # kept payloads (hooks.retainPayloads)
 
     def keep_payload(self, payload: StoredPayload) -> None:
         """Keep a request for replay; written with the next group, never awaited."""
-        row = payload_row(payload)
-        self._writer.submit_nowait(
-            lambda cur: cur.execute(
-                f"INSERT OR REPLACE INTO payloads ({PAYLOAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-                row,
-            )
-        )
+        self._writer.submit_nowait(partial(writes.keep_payload, row=payload_row(payload)))
 
     async def get_payload(self, request_id: str) -> StoredPayload | None:
         rows = await self._fetch(
@@ -138,26 +137,13 @@ class SQLiteAdminReads(SQLiteParts, ListingShortcuts):
         return payload_record(rows[0]) if rows else None
 
     async def delete_payload(self, request_id: str) -> bool:
-        def fn(cur: sqlite3.Cursor) -> bool:
-            return (
-                cur.execute("DELETE FROM payloads WHERE request_id = ?", (request_id,)).rowcount > 0
-            )
-
-        return await self.write(fn)
+        return await self.write(partial(writes.delete_payload, request_id=request_id))
 
     async def prune_payloads(self, *, before: float, batch: int = 1000) -> int:
         """Forget payloads kept since before `before`, in small batches; how many."""
         total = 0
         while True:
-
-            def fn(cur: sqlite3.Cursor) -> int:
-                return cur.execute(
-                    "DELETE FROM payloads WHERE request_id IN (SELECT request_id FROM payloads"
-                    " WHERE created_at < ? ORDER BY created_at LIMIT ?)",
-                    (before, batch),
-                ).rowcount
-
-            n = await self.write(fn)
+            n = await self.write(partial(writes.prune_payloads, before=before, batch=batch))
             total += n
             if n < batch:
                 return total

@@ -35,16 +35,28 @@ def _value(i: int) -> str:
     return f"json_extract(j.value, '$[{i}]')"
 
 
+#: every sink by its key: the writer process receives a row's sink as its key
+SINKS: dict[str, Sink] = {}
+
+
+def _register(sink: Sink) -> None:
+    found = SINKS.setdefault(sink.key, sink)
+    if found is not sink and found.__class__ is not sink.__class__:  # pragma: no cover
+        raise ValueError(f"two kinds of sink share the key {sink.key!r}")
+
+
 class InsertInto:
     """An `INSERT INTO table (columns)` whose rows the writer may merge across jobs."""
 
-    __slots__ = ("_sql", "columns", "table", "width")
+    __slots__ = ("_sql", "columns", "key", "table", "width")
 
     def __init__(self, table: str, columns: str) -> None:
         self.table = table
         self.columns = columns
         self.width = columns.count(",") + 1
         self._sql: dict[int, str] = {}
+        self.key = f"insert {table} ({columns})"
+        _register(self)
 
     def sql(self, rows: int) -> str:
         """The statement inserting `rows` rows at once."""
@@ -71,15 +83,17 @@ class UpdateWhere:
     """An `UPDATE table SET columns WHERE key = ?` per row (a row is the new values, then the
     key), which the writer may merge across jobs."""
 
-    __slots__ = ("columns", "key", "sql", "table", "width")
+    __slots__ = ("by", "columns", "key", "sql", "table", "width")
 
     def __init__(self, table: str, columns: str, key: str) -> None:
         self.table = table
         self.columns = tuple(c.strip() for c in columns.split(","))
-        self.key = key
+        self.by = key
+        self.key = f"update {table} ({columns}) by {key}"
         self.width = len(self.columns) + 1
         sets = ", ".join(f"{c} = ?" for c in self.columns)
         self.sql = f"UPDATE {table} SET {sets} WHERE {key} = ?"
+        _register(self)
 
     def statements(self, rows: list[tuple[Any, ...]]) -> Iterator[tuple[str, tuple[Any, ...]]]:
         """The direct path: one UPDATE per row."""
@@ -92,7 +106,7 @@ class UpdateWhere:
         key = _value(len(self.columns))
         return (
             f"UPDATE {self.table} SET {sets} FROM json_each(NEW.{slot}) AS j"
-            f" WHERE {self.table}.{self.key} = {key};"
+            f" WHERE {self.table}.{self.by} = {key};"
         )
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from hookwise.server.store.retention import Target, boundary
+from hookwise.server.store.sqlite import writes
 from hookwise.server.store.sqlite.parts import SQLiteParts
 
 
@@ -35,7 +37,7 @@ class SQLiteRetention(SQLiteParts):
             f"DELETE FROM {target.table} WHERE seq IN (SELECT seq FROM {target.table}"
             f" WHERE seq <= ? AND {target.at} < ? AND {target.done} ORDER BY seq LIMIT ?)"
         )
-        return await self.write(lambda cur: cur.execute(sql, (upto, cutoff, limit)).rowcount)
+        return await self.write(partial(writes.count, sql=sql, args=(upto, cutoff, limit)))
 
     async def reclaim(self, targets: list[Target]) -> None:
         """Nothing to do: SQLite reuses the pages of deleted rows (its free list) by itself."""

@@ -35,8 +35,8 @@ class SQLiteStats(SQLiteParts):
     async def readiness(self) -> list[str]:
         """What keeps the store from serving (empty when it is ready)."""
         problems = []
-        if not self._writer._thread.is_alive():
-            problems.append("the store's writer thread is not running")
+        if not self._writer.alive:
+            problems.append("the store's writer is not running")
         try:
             async with asyncio.timeout(PROBE_TIMEOUT):
                 await self._read(lambda conn: conn.execute("SELECT 1 FROM runs LIMIT 1").fetchall())

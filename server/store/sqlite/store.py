@@ -15,8 +15,9 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,29 +32,23 @@ from hookwise.server.store.base import (
 from hookwise.server.store.records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
 from hookwise.server.store.rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from hookwise.server.store.sqlite import runtime as rt
+from hookwise.server.store.sqlite import writes
 from hookwise.server.store.sqlite.accept import (
-    EVENTS,
-    REQUEST_LOG,
-    RUNS,
-    accept,
     accept_rows,
     log_rows,
 )
 from hookwise.server.store.sqlite.admin import SQLiteAdminReads
-from hookwise.server.store.sqlite.inserts import BatchWrite
-from hookwise.server.store.sqlite.migrate import migrate
+from hookwise.server.store.sqlite.connect import BATCH, WriteLock, connect, connect_writer
 from hookwise.server.store.sqlite.retention import SQLiteRetention
 from hookwise.server.store.sqlite.stats import SQLiteStats
-from hookwise.server.store.sqlite.writer import GroupCommitWriter
+from hookwise.server.store.sqlite.writer import GroupCommitWriter, Late
+from hookwise.server.store.sqlite.writer_process import ProcessWriter
 
 T = TypeVar("T")
 
 SIGNAL_POLL = 0.1
 CHECKPOINT_QUIET = 0.5
 WAL_FORCE_BYTES = 256 * 1024 * 1024
-#: the hot writes of a whole batch in one statement (see `inserts`): accepted requests, log
-#: lines and finished runs; updates after the inserts
-BATCH = BatchWrite(EVENTS, RUNS, REQUEST_LOG, rt.TURNS, rt.DELIVERIES, rt.RUN_FINISHED)
 
 
 class StoreInUse(Exception):
@@ -63,15 +58,26 @@ class StoreInUse(Exception):
 class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
     """The `Store` on one SQLite file."""
 
-    def __init__(self, path: Path, *, synchronous: str = "full", readers: int = 2) -> None:
+    def __init__(
+        self, path: Path, *, synchronous: str = "full", readers: int = 2, writer: str = "process"
+    ) -> None:
         self.path = Path(path)
         self._synchronous = synchronous.upper()
-        self._writer = GroupCommitWriter(
-            self._connect_writer,
-            name="hookwise-sqlite-writer",
-            exclusive=self._batch_lock,
-            batch=BATCH,
-        )
+        self._write_lock = WriteLock(self.path)
+        self._writer: GroupCommitWriter | ProcessWriter
+        if writer == "process":
+            self._writer = ProcessWriter(
+                self.path, synchronous=self._synchronous, shared=lambda: not self._alone
+            )
+        elif writer == "thread":
+            self._writer = GroupCommitWriter(
+                lambda: connect_writer(self.path, self._synchronous, self._write_lock),
+                name="hookwise-sqlite-writer",
+                exclusive=self._batch_lock,
+                batch=BATCH,
+            )
+        else:
+            raise ValueError(f"store.writer: {writer!r} is neither 'process' nor 'thread'")
         self._readers = ThreadPoolExecutor(
             max_workers=readers, thread_name_prefix="hookwise-sqlite-read"
         )
@@ -82,7 +88,6 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         self._subscribers: dict[str, list[Callable[[], None]]] = {}
         self._signal_task: asyncio.Task[None] | None = None
         self._leases: dict[str, int] = {}
-        self._lock_fd: int | None = None
         self._use_fd: int | None = None
         #: the use lock is held exclusively: no other hookwise process writes to this file
         self._alone = False
@@ -93,36 +98,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
     # connections ------------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
-        conn.execute("PRAGMA busy_timeout = 30000")
-        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA temp_store = MEMORY")
-        return conn
-
-    def _connect_writer(self) -> sqlite3.Connection:
-        conn = self._connect()
-        # Several processes may open the store at once: the one holding the write lock switches
-        # it to WAL and migrates; the others wait (SQLite may refuse a journal-mode change with
-        # "database is locked" at once, without waiting, while another connection writes).
-        with self._write_lock():
-            conn.execute("PRAGMA journal_mode = WAL")
-            migrate(conn)
-        # Checkpoints run on their own thread (see _checkpoint_forever), never inside a commit.
-        conn.execute("PRAGMA wal_autocheckpoint = 0")
-        return conn
-
-    @contextlib.contextmanager
-    def _write_lock(self) -> Iterator[None]:
-        """An exclusive lock across processes, held for one write transaction (see the writer)."""
-        if self._lock_fd is None:
-            path = self.path.with_name(self.path.name + ".write.lock")
-            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        return connect(self.path, self._synchronous)
 
     def _batch_lock(self) -> contextlib.AbstractContextManager[None]:
         """What the writer holds around a batch: the write lock when other processes write to
@@ -216,7 +192,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer.start(asyncio.get_running_loop())
+        await self._writer.open()
         self._checkpointer.start()
 
     async def close(self) -> None:
@@ -226,7 +202,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
                 await self._signal_task
         for name in list(self._leases):
             await self.resign(name)
-        await asyncio.get_running_loop().run_in_executor(None, self._writer.stop)
+        await self._writer.close()
         self._stopping.set()
         if self._checkpointer.is_alive():
             self._checkpointer.join()
@@ -234,10 +210,10 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         if self._here is not None:
             self._here.close()
             self._here = None
-        for fd in (self._lock_fd, self._use_fd):
-            if fd is not None:
-                os.close(fd)
-        self._lock_fd = self._use_fd = None
+        self._write_lock.close()
+        if self._use_fd is not None:
+            os.close(self._use_fd)
+        self._use_fd = None
 
     # the request path -------------------------------------------------------------------------
 
@@ -246,24 +222,20 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
             return await self._writer.submit_rows(
                 accept_rows(op), Accepted(status=op.status, body=op.body)
             )
-        return await self._writer.submit(lambda cur: accept(op, cur))
+        return await self._writer.submit(partial(writes.accept, op=op))
 
     def log_request(self, entry: RequestLogEntry) -> None:
         self._writer.submit_rows_nowait(log_rows(entry))
 
     async def prune(self, *, now: float, idempotency_window: float, log_retention: float) -> None:
-        def fn(cur: sqlite3.Cursor) -> None:
-            cur.execute(
-                "DELETE FROM idempotency_keys WHERE created_at < ?", (now - idempotency_window,)
+        await self._writer.submit(
+            partial(
+                writes.prune_request_records,
+                now=now,
+                idempotency_window=idempotency_window,
+                log_retention=log_retention,
             )
-            cur.execute("DELETE FROM request_log WHERE at < ?", (now - log_retention,))
-            cur.execute(
-                "DELETE FROM auth_failures WHERE window_start < ?"
-                " AND (locked_until IS NULL OR locked_until <= ?)",
-                (now - idempotency_window, now),
-            )
-
-        await self._writer.submit(fn)
+        )
 
     # the runtime ------------------------------------------------------------------------------
 
@@ -272,19 +244,12 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
     ) -> tuple[int, int]:
         """Re-queue runs a stopped process left `running` (or fail them past `max_attempts`)."""
         return await self._writer.submit(
-            lambda cur: rt.recover_runs(cur, max_attempts, now, expired_only=expired_only)
+            partial(rt.recover_runs, max_attempts=max_attempts, now=now, expired_only=expired_only)
         )
 
     async def requeue_runs(self, run_ids: list[str]) -> None:
         """Put runs interrupted by a clean stop back in the queue, without using an attempt."""
-        await self._writer.submit(
-            lambda cur: cur.executemany(
-                "UPDATE runs SET state = 'queued', started_at = NULL, lease_until = NULL,"
-                " attempts = MAX(attempts - 1, 0)"
-                " WHERE run_id = ? AND state = 'running'",
-                [(r,) for r in run_ids],
-            )
-        )
+        await self._writer.submit(partial(writes.requeue_runs, run_ids=tuple(run_ids)))
 
     async def claim_runs(
         self,
@@ -296,7 +261,14 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         agent_id: str | None = None,
     ) -> list[RunRecord]:
         rows = await self._writer.submit(
-            lambda cur: rt.claim_runs(cur, limit, now, lease, default_timeout, agent_id),
+            partial(
+                rt.claim_runs,
+                limit=Late(limit) if callable(limit) else limit,
+                now=now,
+                lease=lease,
+                default_timeout=default_timeout,
+                agent_id=agent_id,
+            ),
             one_statement=True,
         )
         return sorted((run_record(r) for r in rows), key=lambda r: r.seq)
@@ -305,7 +277,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         await self._writer.submit_rows(rt.finish_rows(outcome), None)
 
     async def finish_heartbeat(self, outcome: HeartbeatOutcome) -> None:
-        await self._writer.submit(lambda cur: rt.finish_heartbeat(cur, outcome))
+        await self._writer.submit(partial(rt.finish_heartbeat, o=outcome))
 
     async def pending_events(self, session: str, *, limit: int) -> list[EventRecord]:
         def fn(conn: sqlite3.Connection) -> list[EventRecord]:
@@ -336,8 +308,12 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         self, session_key: str, route: Route, *, now: float, only_if_unset: bool = False
     ) -> None:
         await self._writer.submit(
-            lambda cur: rt.set_last_route(
-                cur, session_key, route, now, only_if_unset=only_if_unset
+            partial(
+                rt.set_last_route,
+                session_key=session_key,
+                route=route,
+                now=now,
+                only_if_unset=only_if_unset,
             ),
             one_statement=True,
         )
@@ -346,7 +322,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         self, *, limit: int, now: float, lease: float
     ) -> list[DeliveryRecord]:
         rows = await self._writer.submit(
-            lambda cur: rt.claim_deliveries(cur, limit, now, lease), one_statement=True
+            partial(rt.claim_deliveries, limit=limit, now=now, lease=lease), one_statement=True
         )
         return [delivery_record(r) for r in rows]
 
@@ -354,7 +330,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         return await self._writer.submit(rt.recover_deliveries)
 
     async def update_delivery(self, delivery_id: str, **fields: Any) -> None:
-        await self._writer.submit(lambda cur: rt.update_delivery(cur, delivery_id, **fields))
+        await self._writer.submit(partial(rt.update_delivery, delivery_id=delivery_id, **fields))
 
     async def next_delivery_due(self) -> float | None:
         def fn(conn: sqlite3.Connection) -> float | None:
@@ -371,14 +347,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         """Tell every process (this one at once, others within `SIGNAL_POLL` seconds)."""
         for callback in self._subscribers.get(topic, ()):
             callback()
-        self._writer.submit_nowait(
-            lambda cur: cur.execute(
-                "INSERT INTO signals (topic, seq) VALUES (?, 1)"
-                " ON CONFLICT (topic) DO UPDATE SET seq = seq + 1",
-                (topic,),
-            ),
-            one_statement=True,
-        )
+        self._writer.submit_nowait(partial(writes.bump_signal, topic=topic), one_statement=True)
 
     def subscribe(self, topic: str, callback: Callable[[], None]) -> None:
         """Call `callback` on the event loop whenever `topic` is notified by any process."""
@@ -431,26 +400,16 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         self, client: str, *, now: float, window: float, max_failures: int, lockout: float
     ) -> float | None:
         """Count a failure; returns the end of the lock-out when this failure starts one."""
-
-        def fn(cur: sqlite3.Cursor) -> float | None:
-            row = cur.execute(
-                "SELECT window_start, failures FROM auth_failures WHERE client = ?", (client,)
-            ).fetchone()
-            if row is None or row[0] <= now - window:
-                start, failures = now, 1
-            else:
-                start, failures = row[0], row[1] + 1
-            locked = now + lockout if failures >= max_failures else None
-            cur.execute(
-                "INSERT INTO auth_failures (client, window_start, failures, locked_until)"
-                " VALUES (?, ?, ?, ?) ON CONFLICT (client) DO UPDATE SET"
-                " window_start = excluded.window_start, failures = excluded.failures,"
-                " locked_until = COALESCE(excluded.locked_until, auth_failures.locked_until)",
-                (client, now if locked else start, 0 if locked else failures, locked),
+        return await self._writer.submit(
+            partial(
+                writes.auth_failure,
+                client=client,
+                now=now,
+                window=window,
+                max_failures=max_failures,
+                lockout=lockout,
             )
-            return locked
-
-        return await self._writer.submit(fn)
+        )
 
     async def auth_locked_until(self, client: str, *, now: float) -> float | None:
         row = await self._read(
@@ -461,7 +420,4 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         return row[0] if row and row[0] and row[0] > now else None
 
     async def auth_success(self, client: str) -> None:
-        await self._writer.submit(
-            lambda cur: cur.execute("DELETE FROM auth_failures WHERE client = ?", (client,)),
-            one_statement=True,
-        )
+        await self._writer.submit(partial(writes.auth_success, client=client), one_statement=True)

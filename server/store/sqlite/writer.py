@@ -42,9 +42,26 @@ _STOP = object()
 MAX_BATCH = 1024
 
 Rows = tuple[tuple[Sink, tuple[Any, ...]], ...]
+#: a job's outcome: its future (in the writer process, its id), its value, or its error
+Result = tuple[Any, Any, BaseException | None]
 
 
-class _Job(Generic[T]):
+class Late:
+    """A job's argument worked out when the job runs, not when it is submitted (the run lane's
+    claim: every slot free at that moment). The writer thread calls it as the job runs; the
+    writer process cannot call back into the gateway, so a job bound for it takes the value as
+    it leaves (see `writer_process`), the last moment the gateway sees."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self) -> Any:
+        return self.fn()
+
+
+class Job(Generic[T]):
     __slots__ = ("fn", "future", "one_statement", "rows", "value")
 
     def __init__(
@@ -75,7 +92,7 @@ class _Job(Generic[T]):
         return self.value
 
 
-def _settle(results: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+def settle(results: list[Result]) -> None:
     for fut, value, error in results:
         if fut.done():
             continue
@@ -101,9 +118,13 @@ class GroupCommitWriter:
         name: str = "hookwise-writer",
         exclusive: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
         batch: BatchWrite | None = None,
+        deliver: Callable[[list[Result]], None] | None = None,
     ) -> None:
         self._connect = connect
         self._batch = batch
+        #: where a batch's results go (from the writer thread); by default, to the futures
+        #: on the event loop. The writer process sends them back to the gateway instead.
+        self._deliver = deliver or self._settle_on_loop
         self._exclusive = exclusive or contextlib.nullcontext
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -113,7 +134,7 @@ class GroupCommitWriter:
         #: time.monotonic() of the last batch; lets maintenance wait for a quiet moment
         self.last_batch_at = 0.0
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+    def start(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self._loop = loop
         self._thread.start()
         self._ready.wait()
@@ -125,6 +146,23 @@ class GroupCommitWriter:
             self._queue.put(_STOP)
             self._thread.join()
 
+    async def open(self) -> None:
+        """Start the writer thread (see `start`) on the running loop."""
+        self.start(asyncio.get_running_loop())
+
+    async def close(self) -> None:
+        """Commit what was submitted, then stop (without blocking the event loop)."""
+        await asyncio.get_running_loop().run_in_executor(None, self.stop)
+
+    @property
+    def alive(self) -> bool:
+        """The writer thread is running."""
+        return self._thread.is_alive()
+
+    def put(self, job: Job[Any]) -> None:
+        """Queue a job as it is (the writer process's jobs: their `future` is an id)."""
+        self._queue.put(job)
+
     def submit(self, fn: Callable[[Any], T], *, one_statement: bool = False) -> asyncio.Future[T]:
         """Run `fn(connection)` in the next batch; the future resolves after the commit.
 
@@ -133,30 +171,28 @@ class GroupCommitWriter:
         statements, each a wait for the GIL, fewer per job (the run lane's claims)."""
         assert self._loop is not None, "writer not started"
         fut: asyncio.Future[T] = self._loop.create_future()
-        self._queue.put(_Job(fn, fut, one_statement=one_statement))
+        self._queue.put(Job(fn, fut, one_statement=one_statement))
         return fut
 
     def submit_nowait(self, fn: Callable[[Any], Any], *, one_statement: bool = False) -> None:
         """Run `fn(connection)` in the next batch; nobody waits for it."""
-        self._queue.put(_Job(fn, None, one_statement=one_statement))
+        self._queue.put(Job(fn, None, one_statement=one_statement))
 
     def submit_rows(self, rows: Rows, value: T) -> asyncio.Future[T]:
         """Insert `rows` in the next batch (merged with other jobs' rows); the future resolves to
         `value` after the commit, or to the error if the rows could not be inserted."""
         assert self._loop is not None, "writer not started"
         fut: asyncio.Future[T] = self._loop.create_future()
-        self._queue.put(_Job(None, fut, rows, value))
+        self._queue.put(Job(None, fut, rows, value))
         return fut
 
     def submit_rows_nowait(self, rows: Rows) -> None:
         """Insert `rows` in the next batch; nobody waits for it."""
-        self._queue.put(_Job(None, None, rows))
+        self._queue.put(Job(None, None, rows))
 
     def _run(self) -> None:
         try:
-            conn = self._connect()
-            if self._batch is not None:
-                self._batch.install(conn)
+            conn = self.connect()
         except BaseException as e:  # reported to start()
             self._startup_error = e
             self._ready.set()
@@ -178,16 +214,28 @@ class GroupCommitWriter:
                         stop = True
                         break
                     batch.append(item)
-                with self._exclusive():
-                    self._run_batch(conn, batch)
-                self.last_batch_at = time.monotonic()
+                self.run_batch(conn, batch)
                 if stop:
                     return
         finally:
             conn.close()
 
-    def _run_batch(self, conn: Any, batch: list[_Job[Any]]) -> None:
-        results: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+    def connect(self) -> Any:
+        """Open the write connection (with the batch statement installed)."""
+        conn = self._connect()
+        if self._batch is not None:
+            self._batch.install(conn)
+        return conn
+
+    def run_batch(self, conn: Any, batch: list[Job[Any]]) -> None:
+        """Write `batch` and deliver its results (the writer thread's loop, or the writer
+        process's, which has no thread of its own)."""
+        with self._exclusive():
+            self._run_batch(conn, batch)
+        self.last_batch_at = time.monotonic()
+
+    def _run_batch(self, conn: Any, batch: list[Job[Any]]) -> None:
+        results: list[Result] = []
         cur = conn.cursor()
         try:
             rows_only = _rows_only(batch)
@@ -204,11 +252,15 @@ class GroupCommitWriter:
             results = [(j.future, None, e) for j in batch if j.future is not None]
         finally:
             cur.close()
-        if results and self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(_settle, results)
+        if results:
+            self._deliver(results)
+
+    def _settle_on_loop(self, results: list[Result]) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(settle, results)
 
 
-def _rows_only(batch: list[_Job[Any]]) -> bool:
+def _rows_only(batch: list[Job[Any]]) -> bool:
     return all(job.rows is not None for job in batch)
 
 
@@ -232,8 +284,8 @@ _NESTED = _Around(
 
 def _write_rows(
     cur: Any,
-    jobs: list[_Job[Any]],
-    results: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
+    jobs: list[Job[Any]],
+    results: list[Result],
     one: BatchWrite | None,
     around: _Around,
 ) -> bool:
@@ -268,8 +320,8 @@ def _write_rows(
 
 def _run_jobs(
     cur: Any,
-    batch: list[_Job[Any]],
-    results: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
+    batch: list[Job[Any]],
+    results: list[Result],
     one: BatchWrite | None,
     *,
     merge: bool = True,
@@ -290,9 +342,7 @@ def _run_jobs(
         i = max(end, i + 1)
 
 
-def _run_one(
-    cur: Any, job: _Job[Any], results: list[tuple[asyncio.Future[Any], Any, BaseException | None]]
-) -> None:
+def _run_one(cur: Any, job: Job[Any], results: list[Result]) -> None:
     """Run one job in its own savepoint (or, for a single statement, in that statement's own
     atomicity): a failure rolls back only what it wrote."""
     savepoint = not job.one_statement
@@ -325,7 +375,7 @@ def _still_open(cur: Any) -> None:
         raise RuntimeError("the transaction was rolled back by a failed statement")
 
 
-def _by_table(jobs: list[_Job[Any]]) -> dict[Sink, list[tuple[Any, ...]]]:
+def _by_table(jobs: list[Job[Any]]) -> dict[Sink, list[tuple[Any, ...]]]:
     """The rows of row jobs, sink by sink, in order."""
     by_table: dict[Sink, list[tuple[Any, ...]]] = {}
     for job in jobs:
