@@ -20,11 +20,8 @@ import attrs
 from hookwise.engine.config_models import AgentDefaults, Config, HeartbeatConfig
 from hookwise.engine.errors import ConfigError, ConfigIssue
 from hookwise.engine.models import ModelPolicy
+from hookwise.engine.names import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 
-#: the id of the only agent when `agents.list` is absent
-DEFAULT_AGENT_ID = "main"
-#: the default agent's main session key (every other agent's is `agent:<id>:main`)
-DEFAULT_MAIN_SESSION = "main"
 AGENT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 

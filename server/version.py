@@ -8,11 +8,12 @@ they cannot disagree. The version comes from the installed distribution's metada
 from __future__ import annotations
 
 import platform
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from hookwise import __version__
+
+if TYPE_CHECKING:
+    import httpx
 
 VERSION: str = __version__
 USER_AGENT: str = f"hookwise/{VERSION}"
@@ -26,5 +27,7 @@ def version_info() -> dict[str, str]:
 def outbound_client(**kwargs: Any) -> httpx.AsyncClient:
     """An `httpx.AsyncClient` for calls leaving hookwise: identifies itself as `hookwise/<version>`
     (a caller's own `User-Agent` in `headers` wins)."""
+    import httpx  # here: the SQLite writer process reads VERSION and makes no HTTP calls
+
     headers = {"User-Agent": USER_AGENT, **dict(kwargs.pop("headers", None) or {})}
     return httpx.AsyncClient(headers=headers, **kwargs)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from hookwise.engine.agents import DEFAULT_AGENT_ID
+from hookwise.engine.names import DEFAULT_AGENT_ID
 from hookwise.server.ids import new_id
 from hookwise.server.store.records import (
     DeliveryRecord,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hookwise.engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+from hookwise.engine.names import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 
 if TYPE_CHECKING:
     from hookwise.server.store.base import NewEvent
