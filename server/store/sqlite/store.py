@@ -1,6 +1,7 @@
 """The SQLite store: WAL mode, migrations, a group-commit writer and a pool of readers.
 
-The embedded default. One writer thread commits batches (`writer`); reads run on a
+The embedded default. One writer commits batches (`writer`), in a process of its own
+(`writer_process`, the default) or on a thread of the gateway's; reads run on a
 small thread pool, each thread with its own read-only connection, so the admin API never waits
 behind a commit. `synchronous=FULL` by default: an acknowledged request survives a power cut,
 not only a process crash.
@@ -162,7 +163,9 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
             return await self._read(fn)
 
     def write(self, fn: Callable[[sqlite3.Cursor], T]) -> asyncio.Future[T]:
-        """Run `fn(cursor)` in the next group commit; the future resolves once committed."""
+        """Run `fn(cursor)` in the next group commit; the future resolves once committed.
+        With the writer process (the default) `fn` is sent pickled: a module-level function
+        or a `functools.partial` of one (see `writes`), never a closure."""
         return self._writer.submit(fn)
 
     # lifecycle --------------------------------------------------------------------------------
