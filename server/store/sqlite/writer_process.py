@@ -197,6 +197,9 @@ class ProcessWriter:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._restarting
         if self._transport is None or self._proc is None:
+            unsent, self._unsent = self._unsent, []
+            for job in unsent:  # stopping while a new writer was being started
+                _fail(job[4], WriterGone("the store closed before the writer process was back"))
             return
         self._flush()
         self._transport.close()  # the writer's stdin ends: it commits what it has and exits
