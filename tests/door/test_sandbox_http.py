@@ -226,9 +226,7 @@ def test_workers_do_not_outlive_a_killed_gateway(
     gw = start_gateway(config)
     assert gw.proc is not None
     workers = _children(gw.proc.pid)  # the sandbox workers, and SQLite's writer process
-    sandbox = [
-        w for w in workers if b"writer_process" not in Path(f"/proc/{w}/cmdline").read_bytes()
-    ]
+    sandbox = [w for w in workers if b"writer_child" not in Path(f"/proc/{w}/cmdline").read_bytes()]
     assert len(sandbox) == 2 and len(workers) == 3
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         hung = pool.submit(gw.hook, "py", {"hang": True})

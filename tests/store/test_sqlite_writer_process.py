@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from hookwise.server.store.sqlite import SQLiteStore
-from hookwise.server.store.sqlite.writer_process import WriterGone
+from hookwise.server.store.sqlite.writer_wire import WriterGone
 from tests.store.support import accept_op, new_event
 from tests.support.gateway import GatewayProcess, base_config
 from tests.support.wait import eventually

@@ -1,6 +1,6 @@
 """The SQLite writer in a process of its own (`store.writer: process`, the default): the
 gateway's side, `ProcessWriter` (the interface of `GroupCommitWriter`), and the process's,
-`main`, which runs a `GroupCommitWriter` on the write connection.
+`writer_child.main`, which runs `GroupCommitWriter`'s batches on the write connection.
 
 Why a process: in the gateway, the writer thread needs the GIL around every statement it runs
 and after every batch it commits, and under load the event loop holds the GIL; each batch then
@@ -8,19 +8,11 @@ waits up to a switch interval for it, twice, and the loop sits idle while its re
 that commit. In a process of its own the writer never waits for the gateway's GIL: `/hooks/wake`
 took 26-30% more requests per second here (see the README's performance section).
 
-Frames (a 4-byte big-endian length, then a pickle) go over the process's stdin and stdout.
-Gateway to writer: a list of jobs `(id, rows, call, one_statement)`, sent once per turn of the
-event loop: `id` 0 for a job nobody awaits, `rows` as `(sink key, row)` pairs (`inserts.SINKS`),
-or `call`, a pickled function of the cursor (`writes`: module-level functions, never closures);
-a `Late` argument is worked out as the job leaves. Writer to gateway: `("ready", None)` once the
-connection is open and migrated (or `("failed", message)`), `("done", [(id, ok, value or
-error)])` after each commit, and `("log", (level, logger, message))` for its log lines, which
-the gateway writes as its own.
+The two talk in frames over the process's stdin and stdout (`writer_wire`); the process's
+side is `writer_child`.
 
-Life: the process ignores SIGINT and SIGTERM (a signal to the whole process group must not stop
-it before the gateway's last writes) and stops when its stdin closes: the gateway closes it on
-the way out, or the gateway died (`kill -9`), and the process commits what it has and exits.
-When the process dies, every write waiting on it fails (an accepted request is answered with
+The gateway closes the process's stdin on the way out (or dies), and the process exits once
+it has written what it received. When the process dies, every write waiting on it fails (an accepted request is answered with
 an error, never acknowledged unwritten) and the gateway starts a new one, logging both.
 """
 
@@ -28,64 +20,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import logging
 import os
 import pickle
-import select
-import signal
-import struct
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hookwise.server.store.sqlite.inserts import SINKS
-from hookwise.server.store.sqlite.writer import (
-    MAX_BATCH,
-    GroupCommitWriter,
-    Job,
-    Late,
-    Result,
-    Rows,
+from hookwise.server.store.sqlite.writer import Rows
+from hookwise.server.store.sqlite.writer_wire import (
+    LENGTH,
+    WriterGone,
+    frame,
+    pickle_call,
+    read_exactly,
 )
 
 T = TypeVar("T")
 log = logging.getLogger("hookwise.store")
 
-_LENGTH = struct.Struct(">I")
 #: the writer process's program (`-c`: the module is not run as `__main__`, which would load
 #: it a second time beside the package's own import of it)
-_ENTRY = f"import sys; from {__name__} import main; sys.exit(main(sys.argv[1:]))"
+_ENTRY = (
+    "import sys; from hookwise.server.store.sqlite.writer_child import main;"
+    " sys.exit(main(sys.argv[1:]))"
+)
 #: how long the gateway waits for the writer to commit what it has and exit, on the way out
 STOP_TIMEOUT = 30.0
 #: waits between attempts to start a new writer after one died (seconds, growing)
 RESTART_DELAYS = (0.0, 0.5, 1.0, 2.0, 5.0)
-
-
-class WriterGone(RuntimeError):
-    """The writer process exited before it answered for a write."""
-
-
-# --- the gateway's side ------------------------------------------------------------------------
-
-
-class _Pickler(pickle.Pickler):
-    """Pickles a job's call, working out its `Late` arguments."""
-
-    def persistent_id(self, obj: Any) -> Any:
-        if isinstance(obj, Late):
-            return ("late", obj())
-        return None
-
-
-def _pickle_call(fn: Callable[[Any], Any]) -> bytes:
-    buf = io.BytesIO()
-    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(fn)
-    return buf.getvalue()
 
 
 class _FromWriter(asyncio.Protocol):
@@ -99,7 +65,7 @@ class _FromWriter(asyncio.Protocol):
         buf = self._buf
         buf += data
         while len(buf) >= 4:
-            (size,) = _LENGTH.unpack_from(buf)
+            (size,) = LENGTH.unpack_from(buf)
             if len(buf) < 4 + size:
                 break
             frame = bytes(buf[4 : 4 + size])
@@ -274,22 +240,21 @@ class ProcessWriter:
         if not self._unsent or self._transport is None:
             return
         jobs, self._unsent = self._unsent, []
-        frame = []
+        sent = []
         waiting = self._waiting
         for job_id, rows, fn, one_statement, fut, value in jobs:
             if rows is not None:
-                frame.append((job_id, [(s.key, r) for s, r in rows], None, False))
+                sent.append((job_id, [(s.key, r) for s, r in rows], None, False))
             else:
                 try:
-                    call = _pickle_call(fn)
+                    call = pickle_call(fn)
                 except Exception as e:  # a job that cannot be sent fails alone
                     _fail(fut, e)
                     continue
-                frame.append((job_id, None, call, one_statement))
+                sent.append((job_id, None, call, one_statement))
             if fut is not None:
                 waiting[job_id] = (fut, value, rows is not None)
-        data = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
-        self._transport.write(_LENGTH.pack(len(data)) + data)
+        self._transport.write(frame(sent))
         self.last_batch_at = time.monotonic()
 
     # answers
@@ -376,203 +341,15 @@ def _log_from_writer(level: int, name: str, message: str) -> None:
     logging.getLogger(name).log(level, "%s", message)
 
 
-def _read_exactly(fd: int, size: int) -> bytes:
-    out = bytearray()
-    while len(out) < size:
-        chunk = os.read(fd, size - len(out))
-        if not chunk:
-            raise EOFError("the writer process ended its output")
-        out += chunk
-    return bytes(out)
-
-
 def _first_answer(fd: int) -> tuple[str, Any]:
     """The writer's first answer other than a log line (read before its pipe joins the loop)."""
     while True:
         try:
-            (size,) = _LENGTH.unpack(_read_exactly(fd, 4))
-            kind, data = pickle.loads(_read_exactly(fd, size))
+            (size,) = LENGTH.unpack(read_exactly(fd, 4))
+            kind, data = pickle.loads(read_exactly(fd, size))
         except EOFError:
             return ("failed", "it exited before it was ready")
         if kind == "log":
             _log_from_writer(*data)
             continue
         return kind, data
-
-
-# --- the writer process ------------------------------------------------------------------------
-
-
-class _Answers:
-    """The process's stdout: whole frames, one writer at a time."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._lock = threading.Lock()
-        self.broken = False
-
-    def send(self, frame: tuple[str, Any]) -> None:
-        if frame[0] == "done" and not all(ok for _, ok, _ in frame[1]):
-            frame = ("done", [r if r[1] else _picklable(r) for r in frame[1]])
-        try:
-            data = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:
-            if frame[0] != "done":
-                raise
-            data = pickle.dumps(("done", [_picklable(r) for r in frame[1]]))
-        out = memoryview(_LENGTH.pack(len(data)) + data)
-        with self._lock:
-            if self.broken:
-                return
-            try:
-                while out:
-                    out = out[os.write(self._fd, out) :]
-            except OSError:  # the gateway is gone: what it awaited no longer matters
-                self.broken = True
-
-
-def _round_trips(value: Any) -> bool:
-    """`value` pickles, and unpickles (an exception whose `__init__` takes more than its
-    message pickles, then fails to load)."""
-    try:
-        pickle.loads(pickle.dumps(value))
-    except Exception:
-        return False
-    return True
-
-
-def _picklable(answer: tuple[int, bool, Any]) -> tuple[int, bool, Any]:
-    if _round_trips(answer[2]):
-        return answer
-    value = answer[2]
-    return (answer[0], False, RuntimeError(f"{type(value).__name__}: {value}"))
-
-
-class _ToGateway(logging.Handler):
-    """The process's log records, sent to the gateway to be written as its own."""
-
-    def __init__(self, answers: _Answers) -> None:
-        super().__init__()
-        self._answers = answers
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if record.exc_info and record.exc_info[1] is not None:
-            exc = record.exc_info[1]
-            message = f"{message} ({type(exc).__name__}: {exc})"
-        self._answers.send(("log", (record.levelno, record.name, message)))
-
-
-def _unpickle_call(data: bytes) -> Callable[[Any], Any]:
-    unpickler = pickle.Unpickler(io.BytesIO(data))
-    unpickler.persistent_load = lambda pid: pid[1]  # type: ignore[method-assign]
-    return unpickler.load()  # type: ignore[no-any-return]
-
-
-class _Frames:
-    """The frames on the process's stdin."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._buf = bytearray()
-
-    def _complete(self) -> bool:
-        buf = self._buf
-        return len(buf) >= 4 and len(buf) >= 4 + _LENGTH.unpack_from(buf)[0]
-
-    def ready(self) -> bool:
-        """A whole frame can be taken without waiting."""
-        while not self._complete():
-            if not select.select([self._fd], [], [], 0)[0]:
-                return False
-            if not self._read():
-                return False
-        return True
-
-    def wait(self) -> Any:
-        """The next frame, waiting for it; EOFError at the end of the input."""
-        while not self._complete():
-            if not self._read():
-                raise EOFError
-        (size,) = _LENGTH.unpack_from(self._buf)
-        frame = pickle.loads(bytes(self._buf[4 : 4 + size]))
-        del self._buf[: 4 + size]
-        return frame
-
-    def _read(self) -> bool:
-        chunk = os.read(self._fd, 1 << 16)
-        self._buf += chunk
-        return bool(chunk)
-
-
-def _jobs(frame: Any, answers: _Answers) -> list[Job[Any]]:
-    """A frame's jobs, ready for the writer (a call that does not unpickle fails alone)."""
-    jobs: list[Job[Any]] = []
-    for job_id, rows, call, one_statement in frame:
-        if rows is not None:
-            jobs.append(Job(None, job_id or None, [(SINKS[k], r) for k, r in rows]))  # type: ignore[arg-type]
-            continue
-        try:
-            fn = _unpickle_call(call)
-        except Exception as e:
-            if job_id:
-                answers.send(("done", [(job_id, False, e)]))
-            else:
-                log.error("background write not loaded: %s", type(e).__name__)
-            continue
-        jobs.append(Job(fn, job_id or None, one_statement=one_statement))
-    return jobs
-
-
-def main(argv: list[str]) -> int:
-    """The writer process: `<database> <synchronous> alone|shared`."""
-    from hookwise.server.store.sqlite.connect import BATCH, WriteLock, connect_writer
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    path, synchronous, mode = Path(argv[0]), argv[1], argv[2]
-    answers = _Answers(os.dup(sys.stdout.fileno()))
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print must not break a frame
-    root = logging.getLogger()
-    root.handlers[:] = [_ToGateway(answers)]
-    root.setLevel(logging.INFO)
-    lock = WriteLock(path)
-
-    def deliver(results: list[Result]) -> None:
-        answers.send(
-            (
-                "done",
-                [
-                    (job_id, error is None, value if error is None else error)
-                    for job_id, value, error in results
-                ],
-            )
-        )
-
-    writer = GroupCommitWriter(
-        lambda: connect_writer(path, synchronous, lock),
-        name="hookwise-sqlite-writer",
-        exclusive=lock if mode == "shared" else None,
-        batch=BATCH,
-        deliver=deliver,
-    )
-    try:
-        conn = writer.connect()
-    except Exception as e:
-        answers.send(("failed", e if _round_trips(e) else f"{type(e).__name__}: {e}"))
-        return 1
-    answers.send(("ready", None))
-    frames = _Frames(sys.stdin.fileno())
-    try:
-        while True:
-            batch = _jobs(frames.wait(), answers)
-            while len(batch) < MAX_BATCH and frames.ready():  # what else arrived meanwhile
-                batch += _jobs(frames.wait(), answers)
-            if batch:
-                writer.run_batch(conn, batch)
-    except EOFError:
-        pass  # the gateway closed our stdin, or died: everything it sent is written
-    finally:
-        conn.close()
-        lock.close()
-    return 0

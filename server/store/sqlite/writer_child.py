@@ -1,0 +1,193 @@
+"""SQLite's writer process (see `writer_process` for why, and `writer_wire` for its frames):
+`main` opens the write connection (WAL, migrations, the batch statement), then writes each
+batch of jobs the gateway sends with `GroupCommitWriter`'s batch logic, on one thread, and
+answers for it.
+
+It ignores SIGINT and SIGTERM (a signal to the whole process group must not stop it before
+the gateway's last writes) and stops when its stdin closes: the gateway closes it on the way
+out, or the gateway died (`kill -9`); it has written everything it received by then.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import select
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from hookwise.server.store.sqlite.inserts import SINKS
+from hookwise.server.store.sqlite.writer import MAX_BATCH, GroupCommitWriter, Job, Result
+from hookwise.server.store.sqlite.writer_wire import (
+    LENGTH,
+    round_trips,
+    unpickle_call,
+)
+from hookwise.server.store.sqlite.writer_wire import (
+    frame as frame_of,
+)
+
+log = logging.getLogger("hookwise.store")
+
+
+class _Answers:
+    """The process's stdout: whole frames, one writer at a time."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+        self.broken = False
+
+    def send(self, answer: tuple[str, Any]) -> None:
+        if answer[0] == "done" and not all(ok for _, ok, _ in answer[1]):
+            answer = ("done", [r if r[1] else _picklable(r) for r in answer[1]])
+        try:
+            data = frame_of(answer)
+        except Exception:
+            if answer[0] != "done":
+                raise
+            data = frame_of(("done", [_picklable(r) for r in answer[1]]))
+        out = memoryview(data)
+        with self._lock:
+            if self.broken:
+                return
+            try:
+                while out:
+                    out = out[os.write(self._fd, out) :]
+            except OSError:  # the gateway is gone: what it awaited no longer matters
+                self.broken = True
+
+
+def _picklable(answer: tuple[int, bool, Any]) -> tuple[int, bool, Any]:
+    if round_trips(answer[2]):
+        return answer
+    value = answer[2]
+    return (answer[0], False, RuntimeError(f"{type(value).__name__}: {value}"))
+
+
+class _ToGateway(logging.Handler):
+    """The process's log records, sent to the gateway to be written as its own."""
+
+    def __init__(self, answers: _Answers) -> None:
+        super().__init__()
+        self._answers = answers
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            message = f"{message} ({type(exc).__name__}: {exc})"
+        self._answers.send(("log", (record.levelno, record.name, message)))
+
+
+class _Frames:
+    """The frames on the process's stdin."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buf = bytearray()
+
+    def _complete(self) -> bool:
+        buf = self._buf
+        return len(buf) >= 4 and len(buf) >= 4 + LENGTH.unpack_from(buf)[0]
+
+    def ready(self) -> bool:
+        """A whole frame can be taken without waiting."""
+        while not self._complete():
+            if not select.select([self._fd], [], [], 0)[0]:
+                return False
+            if not self._read():
+                return False
+        return True
+
+    def wait(self) -> Any:
+        """The next frame, waiting for it; EOFError at the end of the input."""
+        while not self._complete():
+            if not self._read():
+                raise EOFError
+        (size,) = LENGTH.unpack_from(self._buf)
+        frame = pickle.loads(bytes(self._buf[4 : 4 + size]))
+        del self._buf[: 4 + size]
+        return frame
+
+    def _read(self) -> bool:
+        chunk = os.read(self._fd, 1 << 16)
+        self._buf += chunk
+        return bool(chunk)
+
+
+def _jobs(frame: Any, answers: _Answers) -> list[Job[Any]]:
+    """A frame's jobs, ready for the writer (a call that does not unpickle fails alone)."""
+    jobs: list[Job[Any]] = []
+    for job_id, rows, call, one_statement in frame:
+        if rows is not None:
+            jobs.append(Job(None, job_id or None, [(SINKS[k], r) for k, r in rows]))  # type: ignore[arg-type]
+            continue
+        try:
+            fn = unpickle_call(call)
+        except Exception as e:
+            if job_id:
+                answers.send(("done", [(job_id, False, e)]))
+            else:
+                log.error("background write not loaded: %s", type(e).__name__)
+            continue
+        jobs.append(Job(fn, job_id or None, one_statement=one_statement))
+    return jobs
+
+
+def main(argv: list[str]) -> int:
+    """The writer process: `<database> <synchronous> alone|shared`."""
+    from hookwise.server.store.sqlite.connect import BATCH, WriteLock, connect_writer
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    path, synchronous, mode = Path(argv[0]), argv[1], argv[2]
+    answers = _Answers(os.dup(sys.stdout.fileno()))
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print must not break a frame
+    root = logging.getLogger()
+    root.handlers[:] = [_ToGateway(answers)]
+    root.setLevel(logging.INFO)
+    lock = WriteLock(path)
+
+    def deliver(results: list[Result]) -> None:
+        answers.send(
+            (
+                "done",
+                [
+                    (job_id, error is None, value if error is None else error)
+                    for job_id, value, error in results
+                ],
+            )
+        )
+
+    writer = GroupCommitWriter(
+        lambda: connect_writer(path, synchronous, lock),
+        name="hookwise-sqlite-writer",
+        exclusive=lock if mode == "shared" else None,
+        batch=BATCH,
+        deliver=deliver,
+    )
+    try:
+        conn = writer.connect()
+    except Exception as e:
+        answers.send(("failed", e if round_trips(e) else f"{type(e).__name__}: {e}"))
+        return 1
+    answers.send(("ready", None))
+    frames = _Frames(sys.stdin.fileno())
+    try:
+        while True:
+            batch = _jobs(frames.wait(), answers)
+            while len(batch) < MAX_BATCH and frames.ready():  # what else arrived meanwhile
+                batch += _jobs(frames.wait(), answers)
+            if batch:
+                writer.run_batch(conn, batch)
+    except EOFError:
+        pass  # the gateway closed our stdin, or died: everything it sent is written
+    finally:
+        conn.close()
+        lock.close()
+    return 0
