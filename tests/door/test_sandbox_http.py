@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
 from tests.support.mapped import logged, runs_of
+from tests.support.processes import children
 from tests.support.wait import eventually
 
 TRANSFORMS: dict[str, str] = {
@@ -200,13 +201,6 @@ def test_other_requests_are_unaffected_while_a_worker_is_killed(gw: GatewayProce
     _alive(gw)
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
-    return found
-
-
 def test_workers_do_not_outlive_a_killed_gateway(
     tmp_path: Path, start_gateway: Callable[..., GatewayProcess]
 ) -> None:
@@ -225,7 +219,7 @@ def test_workers_do_not_outlive_a_killed_gateway(
     }
     gw = start_gateway(config)
     assert gw.proc is not None
-    workers = _children(gw.proc.pid)  # the sandbox workers, and SQLite's writer process
+    workers = children(gw.proc.pid)  # the sandbox workers, and SQLite's writer process
     sandbox = [w for w in workers if b"writer_child" not in Path(f"/proc/{w}/cmdline").read_bytes()]
     assert len(sandbox) == 2 and len(workers) == 3
     with concurrent.futures.ThreadPoolExecutor(1) as pool:

@@ -22,6 +22,7 @@ from hookwise.server.store.sqlite import SQLiteStore
 from hookwise.server.store.sqlite.writer_wire import WriterGone
 from tests.store.support import accept_op, new_event
 from tests.support.gateway import GatewayProcess, base_config
+from tests.support.processes import children, running
 from tests.support.wait import eventually
 
 
@@ -48,21 +49,6 @@ def _run(path: Path, body: Any) -> Any:
     return asyncio.run(main())
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
-    return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
-
-
 def test_a_write_the_writer_dies_in_fails_and_a_new_writer_takes_the_next(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -76,6 +62,8 @@ def test_a_write_the_writer_dies_in_fails_and_a_new_writer_takes_the_next(
         os.kill(first, signal.SIGKILL)
         with pytest.raises(WriterGone, match="exited"):
             await asyncio.wait_for(slow, 10)
+        # until the new writer has answered, readiness says so (the new one is still starting)
+        assert "the store's writer is not running" in await store.readiness()
         # the next write waits for the new writer and is committed by it
         event = new_event()
         await asyncio.wait_for(store.accept(accept_op(events=(event,))), 20)
@@ -104,17 +92,17 @@ def test_the_writer_ignores_signals_meant_for_the_gateway(tmp_path: Path) -> Non
     gw = GatewayProcess(base_config(), tmp_path / "gw").start()
     try:
         assert gw.proc is not None
-        (writer,) = _children(gw.proc.pid)
+        (writer,) = children(gw.proc.pid)
         for sig in (signal.SIGINT, signal.SIGTERM):  # what a terminal or a service manager sends
             os.kill(writer, sig)
         time.sleep(0.3)
-        assert _running(writer)
+        assert running(writer)
         assert gw.hook("wake", {"text": "still writing"}).status_code == 200
     finally:
         gw.stop()
     assert "Application shutdown complete" in gw.stderr()  # its last writes went through
     assert "writer process" not in gw.stderr()  # no writer lost, no restart
-    assert not _running(writer)
+    assert not running(writer)
 
 
 def test_a_killed_gateway_leaves_no_writer_behind_and_its_acknowledged_writes(
@@ -122,10 +110,10 @@ def test_a_killed_gateway_leaves_no_writer_behind_and_its_acknowledged_writes(
 ) -> None:
     gw = GatewayProcess(base_config(), tmp_path / "gw").start()
     assert gw.proc is not None
-    (writer,) = _children(gw.proc.pid)
+    (writer,) = children(gw.proc.pid)
     ids = [gw.hook("wake", {"text": f"n{i}"}).json()["eventId"] for i in range(20)]
     gw.kill()
-    eventually(lambda: not _running(writer), timeout=10, what="the writer process to exit")
+    eventually(lambda: not running(writer), timeout=10, what="the writer process to exit")
     with sqlite3.connect(gw.state_dir / "hookwise.db") as conn:
         stored = {r[0] for r in conn.execute("SELECT event_id FROM events")}
     assert set(ids) <= stored

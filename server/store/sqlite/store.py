@@ -34,10 +34,7 @@ from hookwise.server.store.records import DeliveryRecord, HeartbeatOutcome, Rout
 from hookwise.server.store.rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from hookwise.server.store.sqlite import runtime as rt
 from hookwise.server.store.sqlite import writes
-from hookwise.server.store.sqlite.accept import (
-    accept_rows,
-    log_rows,
-)
+from hookwise.server.store.sqlite.accept import accept, accept_rows, log_rows
 from hookwise.server.store.sqlite.admin import SQLiteAdminReads
 from hookwise.server.store.sqlite.connect import BATCH, WriteLock, connect, connect_writer
 from hookwise.server.store.sqlite.retention import SQLiteRetention
@@ -225,7 +222,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
             return await self._writer.submit_rows(
                 accept_rows(op), Accepted(status=op.status, body=op.body)
             )
-        return await self._writer.submit(partial(writes.accept, op=op))
+        return await self._writer.submit(partial(accept, op))  # accept(op, cursor)
 
     def log_request(self, entry: RequestLogEntry) -> None:
         self._writer.submit_rows_nowait(log_rows(entry))

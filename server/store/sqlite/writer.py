@@ -134,7 +134,7 @@ class GroupCommitWriter:
         #: time.monotonic() of the last batch; lets maintenance wait for a quiet moment
         self.last_batch_at = 0.0
 
-    def start(self, loop: asyncio.AbstractEventLoop | None) -> None:
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._thread.start()
         self._ready.wait()
@@ -158,10 +158,6 @@ class GroupCommitWriter:
     def alive(self) -> bool:
         """The writer thread is running."""
         return self._thread.is_alive()
-
-    def put(self, job: Job[Any]) -> None:
-        """Queue a job as it is (the writer process's jobs: their `future` is an id)."""
-        self._queue.put(job)
 
     def submit(self, fn: Callable[[Any], T], *, one_statement: bool = False) -> asyncio.Future[T]:
         """Run `fn(connection)` in the next batch; the future resolves after the commit.

@@ -12,34 +12,30 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import select
 import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 from hookwise.server.store.sqlite.inserts import SINKS
 from hookwise.server.store.sqlite.writer import MAX_BATCH, GroupCommitWriter, Job, Result
 from hookwise.server.store.sqlite.writer_wire import (
-    LENGTH,
+    NO_FRAME,
     round_trips,
+    take_frame,
     unpickle_call,
 )
-from hookwise.server.store.sqlite.writer_wire import (
-    frame as frame_of,
-)
+from hookwise.server.store.sqlite.writer_wire import frame as frame_of
 
 log = logging.getLogger("hookwise.store")
 
 
 class _Answers:
-    """The process's stdout: whole frames, one writer at a time."""
+    """The process's stdout: whole frames (the process has one thread: no lock)."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._lock = threading.Lock()
         self.broken = False
 
     def send(self, answer: tuple[str, Any]) -> None:
@@ -52,14 +48,13 @@ class _Answers:
                 raise
             data = frame_of(("done", [_picklable(r) for r in answer[1]]))
         out = memoryview(data)
-        with self._lock:
-            if self.broken:
-                return
-            try:
-                while out:
-                    out = out[os.write(self._fd, out) :]
-            except OSError:  # the gateway is gone: what it awaited no longer matters
-                self.broken = True
+        if self.broken:
+            return
+        try:
+            while out:
+                out = out[os.write(self._fd, out) :]
+        except OSError:  # the gateway is gone: what it awaited no longer matters
+            self.broken = True
 
 
 def _picklable(answer: tuple[int, bool, Any]) -> tuple[int, bool, Any]:
@@ -91,28 +86,19 @@ class _Frames:
         self._fd = fd
         self._buf = bytearray()
 
-    def _complete(self) -> bool:
-        buf = self._buf
-        return len(buf) >= 4 and len(buf) >= 4 + LENGTH.unpack_from(buf)[0]
-
-    def ready(self) -> bool:
-        """A whole frame can be taken without waiting."""
-        while not self._complete():
-            if not select.select([self._fd], [], [], 0)[0]:
-                return False
-            if not self._read():
-                return False
-        return True
+    def now(self) -> Any:
+        """The next frame if it can be had without waiting, else `NO_FRAME`."""
+        while (found := take_frame(self._buf)) is NO_FRAME:
+            if not select.select([self._fd], [], [], 0)[0] or not self._read():
+                break
+        return found
 
     def wait(self) -> Any:
         """The next frame, waiting for it; EOFError at the end of the input."""
-        while not self._complete():
+        while (found := take_frame(self._buf)) is NO_FRAME:
             if not self._read():
                 raise EOFError
-        (size,) = LENGTH.unpack_from(self._buf)
-        frame = pickle.loads(bytes(self._buf[4 : 4 + size]))
-        del self._buf[: 4 + size]
-        return frame
+        return found
 
     def _read(self) -> bool:
         chunk = os.read(self._fd, 1 << 16)
@@ -181,8 +167,11 @@ def main(argv: list[str]) -> int:
     try:
         while True:
             batch = _jobs(frames.wait(), answers)
-            while len(batch) < MAX_BATCH and frames.ready():  # what else arrived meanwhile
-                batch += _jobs(frames.wait(), answers)
+            while len(batch) < MAX_BATCH:  # what else arrived meanwhile
+                more = frames.now()
+                if more is NO_FRAME:
+                    break
+                batch += _jobs(more, answers)
             if batch:
                 writer.run_batch(conn, batch)
     except EOFError:

@@ -33,10 +33,12 @@ from typing import Any, TypeVar
 from hookwise.server.store.sqlite.writer import Rows
 from hookwise.server.store.sqlite.writer_wire import (
     LENGTH,
+    NO_FRAME,
     WriterGone,
     frame,
     pickle_call,
     read_exactly,
+    take_frame,
 )
 
 T = TypeVar("T")
@@ -62,15 +64,9 @@ class _FromWriter(asyncio.Protocol):
         self._buf = bytearray()
 
     def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        while len(buf) >= 4:
-            (size,) = LENGTH.unpack_from(buf)
-            if len(buf) < 4 + size:
-                break
-            frame = bytes(buf[4 : 4 + size])
-            del buf[: 4 + size]
-            self._owner._on_frame(pickle.loads(frame))
+        self._buf += data
+        while (answer := take_frame(self._buf)) is not NO_FRAME:
+            self._owner._on_frame(answer)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._owner._on_lost()
@@ -87,7 +83,6 @@ class ProcessWriter:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._transport: asyncio.WriteTransport | None = None
-        self._read_transport: asyncio.BaseTransport | None = None
         #: jobs not sent yet: (id, rows, fn, one_statement, future, value for a row job)
         self._unsent: list[_Unsent] = []
         #: sent jobs by id: (future, value for a row job, is a row job)
@@ -96,7 +91,6 @@ class ProcessWriter:
         self._flush_scheduled = False
         self._closing = False
         self._exited: asyncio.Event | None = None
-        self._restarts = 0
         self._restarting: asyncio.Task[None] | None = None
         #: time.monotonic() of the last exchange with the writer; maintenance waits for quiet
         self.last_batch_at = 0.0
@@ -147,9 +141,7 @@ class ProcessWriter:
             raise RuntimeError(f"the SQLite writer process could not start: {error}")
         self._proc = proc
         self._exited = asyncio.Event()
-        self._read_transport, _ = await self._loop.connect_read_pipe(
-            lambda: _FromWriter(self), proc.stdout
-        )
+        await self._loop.connect_read_pipe(lambda: _FromWriter(self), proc.stdout)
         self._transport, _ = await self._loop.connect_write_pipe(asyncio.Protocol, proc.stdin)
         self.last_batch_at = time.monotonic()
         if self._unsent:
@@ -286,29 +278,32 @@ class ProcessWriter:
             self._exited.set()
         if self._closing:
             return
-        code: int | str | None = None
-        if proc is not None:
-            try:
-                code = proc.wait(timeout=1)
-            except subprocess.TimeoutExpired:
-                code = "unknown (still running)"
-                proc.kill()
-        lost = list(self._waiting.items())
+        lost = list(self._waiting.values())
         self._waiting.clear()
-        error = WriterGone(f"the SQLite writer process exited (code {code}) before answering")
-        for _, (fut, _, _) in lost:
+        error = WriterGone("the SQLite writer process exited before answering")
+        for fut, _, _ in lost:
             if not fut.done():
                 fut.set_exception(error)
+        assert self._loop is not None and proc is not None
+        self._restarting = self._loop.create_task(
+            self._restart(proc, len(lost)), name="hookwise-writer-restart"
+        )
+
+    async def _restart(self, gone: subprocess.Popen[bytes], failed: int) -> None:
+        """Log how the writer process `gone` ended (`failed` writes with it), then start a new
+        one; the writes submitted meanwhile wait for it."""
+        assert self._loop is not None
+        try:
+            code: int | str = await asyncio.wait_for(self._loop.run_in_executor(None, gone.wait), 5)
+        except TimeoutError:  # its output closed but it lives on: it cannot be trusted
+            gone.kill()
+            code = "unknown (killed: it closed its output and did not exit)"
         log.error(
             "the SQLite writer process %s exited with code %s: %d writes failed; starting a new one",
-            proc.pid if proc is not None else "?",
+            gone.pid,
             code,
-            len(lost),
+            failed,
         )
-        assert self._loop is not None
-        self._restarting = self._loop.create_task(self._restart(), name="hookwise-writer-restart")
-
-    async def _restart(self) -> None:
         for attempt, delay in enumerate(RESTART_DELAYS, 1):
             await asyncio.sleep(delay)
             try:
@@ -316,7 +311,6 @@ class ProcessWriter:
             except Exception as e:
                 log.error("starting the SQLite writer process failed (attempt %d): %s", attempt, e)
                 continue
-            self._restarts += 1
             log.warning("the SQLite writer process %s is running again", self.pid)
             self._restarting = None
             return
@@ -342,10 +336,11 @@ def _log_from_writer(level: int, name: str, message: str) -> None:
 
 
 def _first_answer(fd: int) -> tuple[str, Any]:
-    """The writer's first answer other than a log line (read before its pipe joins the loop)."""
+    """The writer's first answer other than a log line (read before its pipe joins the loop:
+    exactly its frames, nothing past them)."""
     while True:
         try:
-            (size,) = LENGTH.unpack(read_exactly(fd, 4))
+            (size,) = LENGTH.unpack(read_exactly(fd, LENGTH.size))
             kind, data = pickle.loads(read_exactly(fd, size))
         except EOFError:
             return ("failed", "it exited before it was ready")

@@ -24,10 +24,28 @@ from hookwise.server.store.sqlite.writer import Late
 LENGTH = struct.Struct(">I")
 
 
+#: what `take_frame` returns when no whole frame is there yet
+NO_FRAME = object()
+
+
 def frame(obj: Any) -> bytes:
     """`obj` as one frame."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     return LENGTH.pack(len(data)) + data
+
+
+def take_frame(buf: bytearray) -> Any:
+    """The first whole frame in `buf`, unpickled and taken out of it; `NO_FRAME` if there is
+    none yet."""
+    if len(buf) < LENGTH.size:
+        return NO_FRAME
+    (size,) = LENGTH.unpack_from(buf)
+    end = LENGTH.size + size
+    if len(buf) < end:
+        return NO_FRAME
+    obj = pickle.loads(memoryview(buf)[LENGTH.size : end])
+    del buf[:end]
+    return obj
 
 
 class WriterGone(RuntimeError):

@@ -11,15 +11,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from hookwise.server.store.base import AcceptOp
 from hookwise.server.store.listing import PAYLOAD_COLUMNS
 from hookwise.server.store.records import RetryRequest
-from hookwise.server.store.sqlite.accept import accept as _accept
-
-
-def accept(cur: sqlite3.Cursor, op: AcceptOp) -> Any:
-    """An accepted request that reads first (its idempotency key)."""
-    return _accept(op, cur)
 
 
 def count(cur: sqlite3.Cursor, sql: str, args: Sequence[Any]) -> int:
