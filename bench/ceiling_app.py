@@ -2,7 +2,7 @@
 
 It reads the request body and answers 200 with a tiny JSON body on POST (405 otherwise); nothing
 else. Run as `python bench/ceiling_app.py PORT`, it is served exactly as hookwise serves (uvicorn
-with `hookwise.server.serve.uvicorn_options` for the default gateway settings: uvloop, httptools
+with `hookwise.server.lifecycle.serve.uvicorn_options` for the default gateway settings: uvloop, httptools
 through hookwise's protocol class, no access log), so it bounds what any Python service can
 answer on this machine with hookwise's HTTP server.
 """
@@ -51,7 +51,7 @@ def main(port: int) -> None:
     import uvicorn
 
     from hookwise.engine.config_models import GatewayConfig
-    from hookwise.server.serve import uvicorn_options
+    from hookwise.server.lifecycle.serve import uvicorn_options
 
     options = uvicorn_options(GatewayConfig()) | {"log_level": "warning"}
     uvicorn.run(app, host="127.0.0.1", port=port, **options)

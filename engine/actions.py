@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 import attrs
 
-from hookwise.engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
-from hookwise.engine.channels import CHANNEL_IDS, LAST, canonical_channel, unknown_channel_hint
-from hookwise.engine.errors import RequestError
-from hookwise.engine.sessions import KeySource, SessionPolicy
+from .agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+from .channels import CHANNEL_IDS, LAST, canonical_channel, unknown_channel_hint
+from .errors import RequestError
+from .sessions import KeySource, SessionPolicy
 
 WakeMode = Literal["now", "next-heartbeat"]
 WAKE_MODES: tuple[str, ...] = ("now", "next-heartbeat")

@@ -17,10 +17,10 @@ from collections.abc import Iterable
 
 import attrs
 
-from hookwise.engine.config_models import AgentDefaults, Config, HeartbeatConfig
-from hookwise.engine.errors import ConfigError, ConfigIssue
-from hookwise.engine.models import ModelPolicy
-from hookwise.engine.names import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+from .config_models import AgentDefaults, Config, HeartbeatConfig
+from .errors import ConfigError, ConfigIssue
+from .models import ModelPolicy
+from .names import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 
 AGENT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 

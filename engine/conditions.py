@@ -38,9 +38,9 @@ from typing import Any, Protocol
 
 import attrs
 
-from hookwise.engine.errors import ConfigError, ConfigIssue
-from hookwise.engine.extract import JsonPathError, compile_jsonpath
-from hookwise.engine.request import InboundRequest
+from .errors import ConfigError, ConfigIssue
+from .extract import JsonPathError, compile_jsonpath
+from .request import InboundRequest
 
 _SUBJECTS = ("jsonpath", "header", "query")
 _TESTS = ("equals", "in", "regex", "exists")

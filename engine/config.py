@@ -19,15 +19,15 @@ from typing import Any
 
 import attrs
 
-from hookwise.engine.config_models import (
+from .config_models import (
     MIN_TOKEN_LENGTH,
     Config,
     LoadedConfig,
 )
-from hookwise.engine.convert import structure
-from hookwise.engine.envrefs import resolve_env
-from hookwise.engine.errors import ConfigError, ConfigIssue
-from hookwise.engine.yamlfile import YamlSyntaxError, load_yaml
+from .convert import structure
+from .envrefs import resolve_env
+from .errors import ConfigError, ConfigIssue
+from .yamlfile import YamlSyntaxError, load_yaml
 
 # ---------------------------------------------------------------------------------------------
 # reading
@@ -255,7 +255,7 @@ def check_data(
                 return None, issues
     config, more, warnings = _check(config, base_dir)
     issues.extend(m for m in more if not any(_key_path(m.path)[: len(p)] == p for p in pruned))
-    from hookwise.engine.sessions import check_session_config  # it needs the models policy
+    from .sessions import check_session_config  # it needs the models policy
 
     more, notes = check_session_config(config)
     issues.extend(more)

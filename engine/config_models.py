@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 import attrs
 
-from hookwise.engine.convert import converter, structure
-from hookwise.engine.durations import Duration
-from hookwise.engine.gmail_config import GmailConfig
-from hookwise.engine.mapping import MappingConfig, VerifyConfig
+from .convert import converter, structure
+from .durations import Duration
+from .gmail_config import GmailConfig
+from .mapping import MappingConfig, VerifyConfig
 
 MIN_TOKEN_LENGTH = 24
 
@@ -202,7 +202,7 @@ class GatewayConfig:
     """`gateway.*`.
 
     `trustedProxies`: addresses or CIDRs of reverse proxies whose `X-Forwarded-For`/`Forwarded`
-    name the client (see `hookwise.server.proxies`); `maxHeaderBytes`: the request line and
+    name the client (see `hookwise.server.ingress.proxies`); `maxHeaderBytes`: the request line and
     headers together (431 beyond it, before authentication); `headerTimeoutSeconds`: how long a
     request's line and headers may take to arrive (408, then the connection is closed).
     """

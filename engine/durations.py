@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hookwise.engine.convert import converter
+from .convert import converter
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hookwise.engine.convert import kind_of
-from hookwise.engine.errors import RequestError
-from hookwise.engine.extract import JsonPath
-from hookwise.engine.rule import CompiledRule
+from .convert import kind_of
+from .errors import RequestError
+from .extract import JsonPath
+from .rule import CompiledRule
 
 #: a step that leads nowhere (distinct from a null value)
 _ABSENT = object()

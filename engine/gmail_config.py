@@ -16,7 +16,7 @@ from typing import Literal
 
 import attrs
 
-from hookwise.engine.durations import Duration
+from .durations import Duration
 
 GMAIL_IMAP_HOST = "imap.gmail.com"
 MAX_IDLE_SECONDS = 29 * 60

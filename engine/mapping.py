@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 import attrs
 
-from hookwise.engine.convert import converter
-from hookwise.engine.durations import Duration
+from .convert import converter
+from .durations import Duration
 
 
 @attrs.frozen

@@ -19,8 +19,8 @@ from collections.abc import Iterable
 
 import attrs
 
-from hookwise.engine.config_models import AgentDefaults
-from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
+from .config_models import AgentDefaults
+from .errors import ConfigError, ConfigIssue, RequestError
 
 _MODEL_REF = re.compile(r"[^\s/]+/\S+")
 

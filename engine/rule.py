@@ -14,21 +14,21 @@ from typing import Any, Literal
 
 import attrs
 
-from hookwise.engine.conditions import Condition, compile_when
-from hookwise.engine.errors import ConfigError, ConfigIssue
-from hookwise.engine.extract import JsonPath, JsonPathError, compile_jsonpath
-from hookwise.engine.mapping import ExtractConfig, MappingConfig
-from hookwise.engine.render import (
+from .conditions import Condition, compile_when
+from .errors import ConfigError, ConfigIssue
+from .extract import JsonPath, JsonPathError, compile_jsonpath
+from .mapping import ExtractConfig, MappingConfig
+from .render import (
     RESERVED_NAMES,
     Template,
     TemplateCompileError,
     compile_template,
 )
-from hookwise.engine.request import InboundRequest
-from hookwise.engine.sessions import SessionPolicy
-from hookwise.engine.signatures import Verifier, compile_verifier
-from hookwise.engine.signatures.door import Dedupe, compile_dedupe
-from hookwise.engine.transforms import Transform, TransformHost, TransformLoadError
+from .request import InboundRequest
+from .sessions import SessionPolicy
+from .signatures import Verifier, compile_verifier
+from .signatures.door import Dedupe, compile_dedupe
+from .transforms import Transform, TransformHost, TransformLoadError
 
 ActionKind = Literal["wake", "agent"]
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import attrs
 
-from hookwise.engine.convert import structure
-from hookwise.engine.envrefs import resolve_env
-from hookwise.engine.errors import ConfigError, ConfigIssue
-from hookwise.engine.mapping import MappingConfig
-from hookwise.engine.yamlfile import YamlSyntaxError, load_yaml
+from .convert import structure
+from .envrefs import resolve_env
+from .errors import ConfigError, ConfigIssue
+from .mapping import MappingConfig
+from .yamlfile import YamlSyntaxError, load_yaml
 
 
 def _presets_dir() -> Path:

@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hookwise.engine.conditions import Equality, equality_key, requirements, subject_reader
-from hookwise.engine.request import InboundRequest
+from .conditions import Equality, equality_key, requirements, subject_reader
+from .request import InboundRequest
 
 if TYPE_CHECKING:
-    from hookwise.engine.rule import CompiledRule
+    from .rule import CompiledRule
 
 # ("source", "") | ("header", name) | ("query", name) | ("jsonpath", path)
 Subject = tuple[str, str]

@@ -69,24 +69,24 @@ from typing import Any
 
 import attrs
 
-from hookwise.engine.actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
-from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
-from hookwise.engine.fanout import items_of, listed, with_list
-from hookwise.engine.mapping import MappingConfig, RespondConfig, VerifyConfig
-from hookwise.engine.render import (
+from .actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
+from .errors import ConfigError, ConfigIssue, RequestError
+from .fanout import items_of, listed, with_list
+from .mapping import MappingConfig, RespondConfig, VerifyConfig
+from .render import (
     MissingValueError,
     RequestView,
     TemplateRenderError,
     TemplateVariables,
 )
-from hookwise.engine.request import InboundRequest
-from hookwise.engine.rule import ActionKind, CompiledRule, compile_rule
-from hookwise.engine.rulefiles import gather
-from hookwise.engine.ruleindex import RuleIndex
-from hookwise.engine.sessions import SessionPolicy
-from hookwise.engine.signatures import SignatureError, Verifier
-from hookwise.engine.signatures.door import Door, compile_doors
-from hookwise.engine.transforms import (
+from .request import InboundRequest
+from .rule import ActionKind, CompiledRule, compile_rule
+from .rulefiles import gather
+from .ruleindex import RuleIndex
+from .sessions import SessionPolicy
+from .signatures import SignatureError, Verifier
+from .signatures.door import Door, compile_doors
+from .transforms import (
     KEEP,
     Transform,
     TransformBusy,

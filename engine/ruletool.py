@@ -24,10 +24,10 @@ import asyncio
 import concurrent.futures
 from typing import Any
 
-from hookwise.engine.errors import RequestError
-from hookwise.engine.request import InboundRequest
-from hookwise.engine.rules import Outcome, RuleSet
-from hookwise.engine.transforms import TransformError
+from .errors import RequestError
+from .request import InboundRequest
+from .rules import Outcome, RuleSet
+from .transforms import TransformError
 
 
 def explain(ruleset: RuleSet, request: InboundRequest) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from typing import Any, Literal, get_args, get_origin
 
 import attrs
 
-from hookwise.engine.convert import data_key
-from hookwise.engine.durations import Duration
+from .convert import data_key
+from .durations import Duration
 
 DURATION = {
     "oneOf": [
@@ -91,7 +91,7 @@ def _class_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_schema() -> dict[str, Any]:
-    from hookwise.engine.config_models import Config
+    from .config_models import Config
 
     defs: dict[str, Any] = {}
     root = _class_schema(Config, defs)

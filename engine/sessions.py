@@ -34,10 +34,10 @@ from typing import Literal
 
 import attrs
 
-from hookwise.engine.agents import Agent, Roster
-from hookwise.engine.config_models import Config
-from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
-from hookwise.engine.mapping import MappingConfig
+from .agents import Agent, Roster
+from .config_models import Config
+from .errors import ConfigError, ConfigIssue, RequestError
+from .mapping import MappingConfig
 
 #: where a session key came from: a request's payload, a mapping (or its transform), or a
 #: mapping whose `sessionMode` is `per-request`

@@ -1,5 +1,5 @@
 """`python -m hookwise ...` is the `hookwise` command."""
 
-from hookwise.server.cli import main
+from hookwise.server.cli.main import main
 
 raise SystemExit(main())

@@ -21,18 +21,18 @@ from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.types import Receive, Scope, Send
 
-from hookwise.server import metrics
-from hookwise.server.admin import AdminController
-from hookwise.server.admin_recover import RecoverController
-from hookwise.server.admin_replay import ReplayController
-from hookwise.server.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
-from hookwise.server.console import template_config
-from hookwise.server.console.auth import ConsoleAuth
-from hookwise.server.console.pages import console_router
-from hookwise.server.errors import EXCEPTION_HANDLERS
-from hookwise.server.gateway import Gateway
-from hookwise.server.openapi import openapi_config
-from hookwise.server.operate import metrics_handler, readyz
+from . import metrics
+from .admin.api import AdminController
+from .admin.openapi import openapi_config
+from .admin.operate import metrics_handler, readyz
+from .admin.recover import RecoverController
+from .admin.replay import ReplayController
+from .console import template_config
+from .console.auth import ConsoleAuth
+from .console.pages import console_router
+from .errors import EXCEPTION_HANDLERS
+from .ingress.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
+from .lifecycle.gateway import Gateway
 
 
 @get("/healthz", sync_to_thread=False)

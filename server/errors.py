@@ -12,7 +12,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
-from hookwise.engine.errors import RequestError
+from ..engine.errors import RequestError
 
 log = logging.getLogger("hookwise.http")
 

@@ -8,15 +8,15 @@
 - `sign`: what a provider would send (for `hookwise webhooks sign` and tests).
 """
 
-from hookwise.engine.signatures.compile import compile_verifier
-from hookwise.engine.signatures.core import DEFAULT_TOLERANCE, Scheme, SignatureError, Verifier
-from hookwise.engine.signatures.handshakes import (
+from .compile import compile_verifier
+from .core import DEFAULT_TOLERANCE, Scheme, SignatureError, Verifier
+from .handshakes import (
     HandshakeAnswer,
     HandshakeRefused,
     answer,
     answers_get,
 )
-from hookwise.engine.signatures.schemes import ALIASES, NAMES, SCHEMES
+from .schemes import ALIASES, NAMES, SCHEMES
 
 __all__ = [
     "ALIASES",

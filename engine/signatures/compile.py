@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hookwise.engine.errors import ConfigError, ConfigIssue
-from hookwise.engine.mapping import VerifyConfig
-from hookwise.engine.signatures.core import Keys, Options, Scheme, Verifier, template_problem
-from hookwise.engine.signatures.schemes import ALIASES, GENERIC, NAMES, SCHEMES, generic_hmac
+from ..errors import ConfigError, ConfigIssue
+from ..mapping import VerifyConfig
+from .core import Keys, Options, Scheme, Verifier, template_problem
+from .schemes import ALIASES, GENERIC, NAMES, SCHEMES, generic_hmac
 
 Fail = Callable[[str, str], None]
 _GENERIC_ONLY = ("header", "prefix", "encoding", "algorithm", "signed", "timestampHeader")

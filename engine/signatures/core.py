@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 import attrs
 
-from hookwise.engine.extract import JsonPath, JsonPathError, compile_jsonpath
-from hookwise.engine.request import InboundRequest
+from ..extract import JsonPath, JsonPathError, compile_jsonpath
+from ..request import InboundRequest
 
 Algorithm = Literal["sha1", "sha256", "sha512", "token", "ed25519", "ecdsa-p256"]
 Encoding = Literal["hex", "base64", "raw"]

@@ -20,12 +20,12 @@ from typing import Literal
 
 import attrs
 
-from hookwise.engine.errors import ConfigError, ConfigIssue
-from hookwise.engine.extract import JsonPath, JsonPathError, compile_jsonpath
-from hookwise.engine.mapping import DedupeConfig, MappingConfig, VerifyConfig
-from hookwise.engine.request import BUILT_IN_HOOKS, InboundRequest
-from hookwise.engine.signatures.compile import compile_verifier
-from hookwise.engine.signatures.core import Verifier
+from ..errors import ConfigError, ConfigIssue
+from ..extract import JsonPath, JsonPathError, compile_jsonpath
+from ..mapping import DedupeConfig, MappingConfig, VerifyConfig
+from ..request import BUILT_IN_HOOKS, InboundRequest
+from .compile import compile_verifier
+from .core import Verifier
 
 MAX_DELIVERY_ID = 200
 

@@ -28,8 +28,8 @@ from collections.abc import Callable
 
 import attrs
 
-from hookwise.engine.request import InboundRequest
-from hookwise.engine.signatures.core import Verifier, json_body
+from ..request import InboundRequest
+from .core import Verifier, json_body
 
 MAX_CHALLENGE = 1024
 _TEXT = "text/plain; charset=utf-8"

@@ -14,8 +14,8 @@ import hashlib
 import hmac
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from hookwise.engine.request import InboundRequest
-from hookwise.engine.signatures.core import (
+from ..request import InboundRequest
+from .core import (
     DEFAULT_TOLERANCE,
     Options,
     Parts,

@@ -19,8 +19,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import attrs
 
-from hookwise.engine.request import InboundRequest
-from hookwise.engine.signatures.core import DIGESTS, Verifier, render, request_url
+from ..request import InboundRequest
+from .core import DIGESTS, Verifier, render, request_url
 
 _UNSIGNABLE = {
     "mailgun": "signs inside the body (its signature object)",

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from hookwise.engine.mapping import TransformConfig
+from ..mapping import TransformConfig
 
 
 @attrs.frozen
@@ -161,7 +161,7 @@ class TransformHost:
         self._pool: Any = None
 
     def load(self, config: TransformConfig) -> Transform:
-        from hookwise.engine.transforms._paths import resolve_module
+        from ._paths import resolve_module
 
         if self._dir is None:
             raise TransformLoadError("a transform needs hooks.transformsDir to be set")
@@ -180,11 +180,11 @@ class TransformHost:
         suffix = path.suffix.lower()
         transform: Transform
         if suffix in (".js", ".mjs", ".cjs"):
-            from hookwise.engine.transforms.js import JsTransform
+            from .js import JsTransform
 
             transform = JsTransform.load(self._workers(), path, config.export, limits)
         elif suffix == ".py":
-            from hookwise.engine.transforms.python import PyTransform
+            from .python import PyTransform
 
             transform = PyTransform.load(self._workers(), path, config.export, limits)
         else:
@@ -196,7 +196,7 @@ class TransformHost:
 
     def _workers(self) -> Any:
         if self._pool is None:
-            from hookwise.engine.transforms.pool import WorkerPool
+            from .pool import WorkerPool
 
             self._pool = WorkerPool(
                 size=self._limits.workers, memory_mb=self._limits.worker_memory_mb

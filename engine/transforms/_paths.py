@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from hookwise.engine.transforms import TransformLoadError
+from . import TransformLoadError
 
 
 def resolve_module(transforms_dir: Path, module: str) -> Path:

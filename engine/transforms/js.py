@@ -35,7 +35,7 @@ from typing import Any
 
 from py_mini_racer import JSEvalException, JSOOMException, MiniRacer
 
-from hookwise.engine.transforms import (
+from . import (
     KEEP,
     TransformContext,
     TransformFailed,
@@ -43,7 +43,7 @@ from hookwise.engine.transforms import (
     TransformLoadError,
     TransformTimedOut,
 )
-from hookwise.engine.transforms.jsmodule import ModuleSyntaxError, module_to_script
+from .jsmodule import ModuleSyntaxError, module_to_script
 
 _MIB = 1024 * 1024
 _LOAD_TIMEOUT_MS = 5000

@@ -42,13 +42,13 @@ import time
 from collections import deque
 from typing import Any
 
-from hookwise.engine.transforms import (
+from . import (
     TransformBusy,
     TransformFailed,
     TransformLoadError,
     TransformTimedOut,
 )
-from hookwise.engine.transforms.wire import (
+from .wire import (
     WireClosed,
     read_reply,
     request_frame,

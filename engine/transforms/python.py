@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hookwise.engine.transforms import (
+from . import (
     TransformContext,
     TransformFailed,
     TransformLimits,

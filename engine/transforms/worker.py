@@ -21,8 +21,8 @@ import threading
 import time
 from typing import Any
 
-from hookwise.engine.transforms import TransformError, TransformLoadError, TransformTimedOut
-from hookwise.engine.transforms.wire import WireClosed, read_request, write_reply
+from . import TransformError, TransformLoadError, TransformTimedOut
+from .wire import WireClosed, read_request, write_reply
 
 _MIB = 1024 * 1024
 
@@ -43,10 +43,10 @@ def _limit_memory(memory_mb: int) -> None:
 
 async def _load(spec: dict[str, Any]) -> Any:
     if spec["kind"] == "js":
-        from hookwise.engine.transforms.js import JsModule
+        from .js import JsModule
 
         return await JsModule.create(spec)
-    from hookwise.engine.transforms.python import PyModule
+    from .python import PyModule
 
     return PyModule(spec)
 

@@ -5,8 +5,8 @@
 retry. Adapters live one per module; plugins add more through the `hookwise.channels` entry points.
 """
 
-from hookwise.server.channels.base import Channel, DeliveryError, SendResult
-from hookwise.server.channels.registry import (
+from .base import Channel, DeliveryError, SendResult
+from .registry import (
     ALIASES,
     ChannelSpec,
     available_channels,

@@ -20,9 +20,10 @@ from urllib.parse import urlsplit
 import attrs
 import httpx
 
-from hookwise.engine.convert import data_key, structure
-from hookwise.engine.errors import ConfigError, ConfigIssue
-from hookwise.server.channels.format import (
+from ...engine.convert import data_key, structure
+from ...engine.errors import ConfigError, ConfigIssue
+from ..retry import retry_after_seconds
+from .format import (
     markdown_to_discord,
     markdown_to_mattermost,
     markdown_to_plain,
@@ -32,7 +33,6 @@ from hookwise.server.channels.format import (
     render_parts,
     split_text,
 )
-from hookwise.server.retry import retry_after_seconds
 
 T = TypeVar("T")
 

@@ -16,7 +16,8 @@ from typing import Any
 import attrs
 import httpx
 
-from hookwise.server.channels.base import (
+from ..version import VERSION
+from .base import (
     ChannelBase,
     SendResult,
     check_default_to,
@@ -28,7 +29,6 @@ from hookwise.server.channels.base import (
     send_parts,
     split_for,
 )
-from hookwise.server.version import VERSION
 
 # A snowflake (the API's `SnowflakeType`, pattern ^(0|[1-9][0-9]*)$) is an unsigned 64-bit id.
 _TARGET = re.compile(r"(?:(?P<kind>channel|user):)?(?P<id>[1-9][0-9]{0,19})")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hookwise.server.channels.markdown import (
+from .markdown import (
     SIGNAL_CONTROLS,
     Markdown,
     Plain,

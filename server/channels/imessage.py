@@ -17,7 +17,7 @@ from typing import Any, Literal
 import attrs
 import httpx
 
-from hookwise.server.channels.base import (
+from .base import (
     ChannelBase,
     SendResult,
     check_default_to,

@@ -26,7 +26,7 @@ from urllib.parse import quote, urlsplit
 import attrs
 import httpx
 
-from hookwise.server.channels.base import (
+from .base import (
     ChannelBase,
     ConfigError,
     ConfigIssue,

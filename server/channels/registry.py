@@ -18,16 +18,16 @@ from typing import Any, Literal
 
 import attrs
 
-from hookwise.engine.channels import ALIASES
-from hookwise.engine.errors import ConfigError, ConfigIssue
-from hookwise.server.channels.base import Channel
-from hookwise.server.channels.discord import DiscordChannel
-from hookwise.server.channels.imessage import IMessageChannel
-from hookwise.server.channels.msteams import MSTeamsChannel
-from hookwise.server.channels.signal import SignalChannel
-from hookwise.server.channels.slack import SlackChannel
-from hookwise.server.channels.telegram import TelegramChannel
-from hookwise.server.channels.whatsapp import WhatsAppChannel
+from ...engine.channels import ALIASES
+from ...engine.errors import ConfigError, ConfigIssue
+from .base import Channel
+from .discord import DiscordChannel
+from .imessage import IMessageChannel
+from .msteams import MSTeamsChannel
+from .signal import SignalChannel
+from .slack import SlackChannel
+from .telegram import TelegramChannel
+from .whatsapp import WhatsAppChannel
 
 ENTRY_POINT_GROUP = "hookwise.channels"
 

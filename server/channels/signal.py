@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 import httpx
 
-from hookwise.server.channels.base import (
+from .base import (
     ChannelBase,
     ConfigError,
     ConfigIssue,
@@ -41,7 +41,7 @@ from hookwise.server.channels.base import (
     send_parts,
     split_for,
 )
-from hookwise.server.channels.format import markdown_to_signal, signal_styled
+from .format import markdown_to_signal, signal_styled
 
 _E164 = re.compile(r"\+[1-9]\d{6,14}")
 _GROUP = re.compile(r"group\.[A-Za-z0-9+/=_-]{8,}")

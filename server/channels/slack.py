@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 import httpx
 
-from hookwise.server.channels.base import (
+from .base import (
     ChannelBase,
     SendResult,
     check_default_to,

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 import httpx
 
-from hookwise.server.channels.base import (
+from .base import (
     ChannelBase,
     DeliveryError,
     SendResult,
@@ -30,8 +30,8 @@ from hookwise.server.channels.base import (
     send_parts,
     split_for,
 )
-from hookwise.server.channels.format import telegram_length
-from hookwise.server.channels.markdown import telegram_plain_text
+from .format import telegram_length
+from .markdown import telegram_plain_text
 
 _CHAT = re.compile(r"(?:-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{3,31})")
 _TOPIC = re.compile(r"(?P<chat>-?\d{1,20}):topic:(?P<topic>\d{1,12})")

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import httpx
 
-from hookwise.server.channels.base import (
+from .base import (
     ChannelBase,
     ConfigError,
     ConfigIssue,

@@ -16,7 +16,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from litestar.contrib.jinja import JinjaTemplateEngine
 from litestar.template import TemplateConfig
 
-from hookwise.server.console.views import FILTERS
+from .views import FILTERS
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"

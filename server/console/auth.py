@@ -21,7 +21,7 @@ import attrs
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from litestar.connection import ASGIConnection
 
-from hookwise.server.auth import TokenCheck
+from ..ingress.auth import TokenCheck
 
 COOKIE = "hookwise_console"
 SESSION_SECONDS = 12 * 3600

@@ -15,10 +15,10 @@ from litestar.enums import RequestEncodingType
 from litestar.params import Body
 from litestar.response import Redirect, Template
 
-from hookwise.engine.errors import RequestError
-from hookwise.server.admin_query import filters
-from hookwise.server.console.auth import ConsoleAuth, Viewer
-from hookwise.server.store.listing import Filters
+from ...engine.errors import RequestError
+from ..admin.query import filters
+from ..store.listing import Filters
+from .auth import ConsoleAuth, Viewer
 
 PAGE = 50
 Form = Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)]

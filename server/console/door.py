@@ -11,10 +11,10 @@ from urllib.parse import quote, urlsplit
 from litestar import Request, Response, get, post
 from litestar.response import Redirect, Template
 
-from hookwise.engine.errors import RequestError
-from hookwise.server.auth import AuthThrottle, SharedAuthThrottle, client_key
-from hookwise.server.console.auth import COOKIE, SESSION_SECONDS
-from hookwise.server.console.common import (
+from ...engine.errors import RequestError
+from ..ingress.auth import AuthThrottle, SharedAuthThrottle, client_key
+from .auth import COOKIE, SESSION_SECONDS
+from .common import (
     Form,
     auth_of,
     render_page,

@@ -20,9 +20,9 @@ from litestar import Request, Router, get, post
 from litestar.response import Redirect, Template
 from litestar.static_files import create_static_files_router
 
-from hookwise.engine.errors import RequestError
-from hookwise.engine.request import InboundRequest
-from hookwise.server.admin_models import (
+from ...engine.errors import RequestError
+from ...engine.request import InboundRequest
+from ..admin.models import (
     Delivery,
     Event,
     Heartbeat,
@@ -32,12 +32,13 @@ from hookwise.server.admin_models import (
     Session,
     SessionTurn,
 )
-from hookwise.server.admin_query import DELIVERY_STATES, RUN_STATES
-from hookwise.server.admin_recover import RetryFilter, actor, retry_bulk, retry_one
-from hookwise.server.admin_replay import replay_request
-from hookwise.server.console import STATIC
-from hookwise.server.console.activity import overview_activity
-from hookwise.server.console.common import (
+from ..admin.query import DELIVERY_STATES, RUN_STATES
+from ..admin.recover import RetryFilter, actor, retry_bulk, retry_one
+from ..admin.replay import replay_request
+from ..store.listing import Filters
+from . import STATIC
+from .activity import overview_activity
+from .common import (
     PAGE,
     Form,
     back_to,
@@ -50,7 +51,7 @@ from hookwise.server.console.common import (
     seq_cursor,
     text_cursor,
 )
-from hookwise.server.console.door import (
+from .door import (
     check_request,
     login,
     login_form,
@@ -58,8 +59,7 @@ from hookwise.server.console.door import (
     refused_page,
     safe_next,
 )
-from hookwise.server.console.headers import secure_headers
-from hookwise.server.store.listing import Filters
+from .headers import secure_headers
 
 # -------------------------------------------------------------------------------- overview
 
@@ -358,8 +358,8 @@ async def rules_page(request: Request[Any, Any, Any]) -> Template:
 
 @post("/rules/test")
 async def rules_test(request: Request[Any, Any, Any], data: Form) -> Template:
-    from hookwise.server.payload import parse_payload
-    from hookwise.server.rules_cli import explain_with_validation_async
+    from ..ingress.explain import explain_with_validation_async
+    from ..ingress.payload import parse_payload
 
     gw = gateway_of(request)
     form = {k: data.get(k, "") for k in ("path", "headers", "query", "payload")}

@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
-from hookwise.server.gmail.cli import add_cli
-from hookwise.server.gmail.setup import SetupError, SetupReport, run_setup
-from hookwise.server.gmail.watcher import WatcherError, run_watcher
+from .cli import add_cli
+from .setup import SetupError, SetupReport, run_setup
+from .watcher import WatcherError, run_watcher
 
 __all__ = ["SetupError", "SetupReport", "WatcherError", "add_cli", "run_setup", "run_watcher"]

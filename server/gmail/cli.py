@@ -1,6 +1,6 @@
 """The `hookwise webhooks gmail setup|run` subcommands (argparse), registered by `add_cli`.
 
-`hookwise.server.cli` calls `add_cli(webhooks_subparsers)`: it adds `gmail` with `setup` and `run` under
+`hookwise.server.cli.main` calls `add_cli(webhooks_subparsers)`: it adds `gmail` with `setup` and `run` under
 the given subparsers action. Each leaf parser sets `func`, a handler taking the parsed namespace
 and returning the process exit status.
 """
@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hookwise.engine.gmail_config import GMAIL_IMAP_HOST
-from hookwise.server.cliargs import add_common_options
+from ...engine.gmail_config import GMAIL_IMAP_HOST
+from ..cli.args import add_common_options
 
 DEFAULT_PORT = 8787
 DEFAULT_STATE_DIR = ".hookwise"  # as `hookwise serve --state-dir`
@@ -133,7 +133,7 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _setup_command(args: argparse.Namespace) -> int:
-    from hookwise.server.gmail.setup import SetupError, run_setup
+    from .setup import SetupError, run_setup
 
     try:
         report = run_setup(
@@ -160,9 +160,9 @@ def _setup_command(args: argparse.Namespace) -> int:
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    from hookwise.engine.config import load_config
-    from hookwise.engine.errors import ConfigError
-    from hookwise.server.gmail.watcher import WatcherError, run_watcher
+    from ...engine.config import load_config
+    from ...engine.errors import ConfigError
+    from .watcher import WatcherError, run_watcher
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -27,8 +27,8 @@ import attrs
 from imapclient import IMAPClient
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError
 
-from hookwise.engine.gmail_config import GmailConfig
-from hookwise.server.gmail.secrets import Credential
+from ...engine.gmail_config import GmailConfig
+from .secrets import Credential
 
 SKIPPED_SPECIAL_USE = (b"\\Junk", b"\\Trash", b"\\Drafts", b"\\Sent")
 """RFC 6154 special-use flags of folders the watcher never watches."""

@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 import httpx
 
-from hookwise.server.retry import Backoff as RetryBackoff
-from hookwise.server.retry import retry_after_seconds
-from hookwise.server.version import USER_AGENT, outbound_client
+from ..retry import Backoff as RetryBackoff
+from ..retry import retry_after_seconds
+from ..version import USER_AGENT, outbound_client
 
 log = logging.getLogger("hookwise.gmail")
 

@@ -27,11 +27,11 @@ from typing import Any
 
 import attrs
 
-from hookwise.engine.convert import structure
-from hookwise.engine.errors import ConfigError
-from hookwise.engine.gmail_config import GMAIL_IMAP_HOST, GmailConfig
-from hookwise.server.gmail.imap import ImapError, Mailbox
-from hookwise.server.gmail.secrets import SecretError, resolve_credential
+from ...engine.convert import structure
+from ...engine.errors import ConfigError
+from ...engine.gmail_config import GMAIL_IMAP_HOST, GmailConfig
+from .imap import ImapError, Mailbox
+from .secrets import SecretError, resolve_credential
 
 _CREDENTIAL_KEYS = (
     "password",

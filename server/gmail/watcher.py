@@ -32,9 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from hookwise.engine.gmail_config import GmailConfig
-from hookwise.server.gmail.checkpoint import Checkpoint, CheckpointError, CheckpointStore, utcnow
-from hookwise.server.gmail.imap import (
+from ...engine.gmail_config import GmailConfig
+from .checkpoint import Checkpoint, CheckpointError, CheckpointStore, utcnow
+from .imap import (
     FetchedMessage,
     FolderState,
     ImapAuthError,
@@ -43,9 +43,9 @@ from hookwise.server.gmail.imap import (
     ImapFolderError,
     Mailbox,
 )
-from hookwise.server.gmail.parse import idempotency_key, message_id_of, parse_message
-from hookwise.server.gmail.poster import Backoff, Poster, Stopped, sleep_or_stop
-from hookwise.server.gmail.secrets import SecretError, resolve_credential
+from .parse import idempotency_key, message_id_of, parse_message
+from .poster import Backoff, Poster, Stopped, sleep_or_stop
+from .secrets import SecretError, resolve_credential
 
 log = logging.getLogger("hookwise.gmail")
 

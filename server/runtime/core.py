@@ -23,15 +23,15 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hookwise.engine.agents import Agent, Roster
-from hookwise.engine.config_models import Config
-from hookwise.server.runtime.deliveries import DeliveryWorker
-from hookwise.server.runtime.heartbeat import Heartbeats
-from hookwise.server.runtime.providers.registry import Providers
-from hookwise.server.runtime.routing import Router
-from hookwise.server.runtime.runs import RunWorkers
-from hookwise.server.store.base import NewEvent, NewRun
-from hookwise.server.store.records import Route
+from ...engine.agents import Agent, Roster
+from ...engine.config_models import Config
+from ..store.base import NewEvent, NewRun
+from ..store.records import Route
+from .deliveries import DeliveryWorker
+from .heartbeat import Heartbeats
+from .providers.registry import Providers
+from .routing import Router
+from .runs import RunWorkers
 
 log = logging.getLogger("hookwise.runtime")
 

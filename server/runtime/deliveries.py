@@ -22,11 +22,11 @@ from typing import Any
 
 import httpx
 
-from hookwise.server.channels.base import Channel, DeliveryError
-from hookwise.server.retry import Backoff
-from hookwise.server.runtime import report
-from hookwise.server.store.records import DeliveryRecord, Route
-from hookwise.server.version import outbound_client
+from ..channels.base import Channel, DeliveryError
+from ..retry import Backoff
+from ..store.records import DeliveryRecord, Route
+from ..version import outbound_client
+from . import report
 
 log = logging.getLogger("hookwise.deliveries")
 

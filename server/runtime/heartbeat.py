@@ -18,13 +18,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hookwise.engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
-from hookwise.server.ids import new_id
-from hookwise.server.runtime import report
-from hookwise.server.runtime.ack import is_ack
-from hookwise.server.runtime.prompts import MAIN_SYSTEM, heartbeat_prompt
-from hookwise.server.runtime.providers.base import ChatMessage, ProviderError
-from hookwise.server.store.records import HeartbeatOutcome, NewTurn
+from ...engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+from ..ids import new_id
+from ..store.records import HeartbeatOutcome, NewTurn
+from . import report
+from .ack import is_ack
+from .prompts import MAIN_SYSTEM, heartbeat_prompt
+from .providers.base import ChatMessage, ProviderError
 
 log = logging.getLogger("hookwise.heartbeat")
 

@@ -10,9 +10,9 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from hookwise.server.runtime.ack import TOKEN
-from hookwise.server.runtime.external import wrap_external
-from hookwise.server.store.base import EventRecord
+from ..store.base import EventRecord
+from .ack import TOKEN
+from .external import wrap_external
 
 RUN_SYSTEM = (
     "You are an AI agent handling an event that arrived through a webhook, in an isolated "

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 
-from hookwise.server import metrics
-from hookwise.server.logs import fields
-from hookwise.server.store.base import RunRecord
-from hookwise.server.store.records import DeliveryRecord, HeartbeatOutcome, RunOutcome
+from .. import metrics
+from ..logs import fields
+from ..store.base import RunRecord
+from ..store.records import DeliveryRecord, HeartbeatOutcome, RunOutcome
 
 log = logging.getLogger("hookwise.report")
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hookwise.engine.agents import DEFAULT_MAIN_SESSION
-from hookwise.engine.channels import LAST, PHONE_BASED
-from hookwise.server.ids import new_id
-from hookwise.server.store.records import NewDelivery
+from ...engine.agents import DEFAULT_MAIN_SESSION
+from ...engine.channels import LAST, PHONE_BASED
+from ..ids import new_id
+from ..store.records import NewDelivery
 
 
 class Router:

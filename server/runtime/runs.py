@@ -22,16 +22,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hookwise.engine.agents import DEFAULT_MAIN_SESSION
-from hookwise.server.ids import new_id
-from hookwise.server.runtime import report
-from hookwise.server.runtime.ack import is_ack
-from hookwise.server.runtime.external import wrap_external
-from hookwise.server.runtime.prompts import RUN_SYSTEM, safe_name, summary_line
-from hookwise.server.runtime.providers.base import ChatMessage, ProviderError, ProviderTimeout
-from hookwise.server.runtime.slots import Slots
-from hookwise.server.store.base import NewEvent, RunRecord
-from hookwise.server.store.records import NewDelivery, NewTurn, RunOutcome
+from ...engine.agents import DEFAULT_MAIN_SESSION
+from ..ids import new_id
+from ..store.base import NewEvent, RunRecord
+from ..store.records import NewDelivery, NewTurn, RunOutcome
+from . import report
+from .ack import is_ack
+from .external import wrap_external
+from .prompts import RUN_SYSTEM, safe_name, summary_line
+from .providers.base import ChatMessage, ProviderError, ProviderTimeout
+from .slots import Slots
 
 log = logging.getLogger("hookwise.runs")
 

@@ -1,6 +1,6 @@
 """The durable store: the interface the service uses, and its SQLite implementation."""
 
-from hookwise.server.store.base import (
+from .base import (
     Accepted,
     AcceptOp,
     EventRecord,

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 import attrs
 
-from hookwise.engine.names import DEFAULT_AGENT_ID
-from hookwise.server.ids import new_id
-from hookwise.server.store.records import (
+from ...engine.names import DEFAULT_AGENT_ID
+from ..ids import new_id
+from .records import (
     DeliveryRecord,
     HeartbeatOutcome,
     HeartbeatRecord,

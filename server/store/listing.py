@@ -17,9 +17,9 @@ from typing import Any
 
 import attrs
 
-from hookwise.server.store.base import Page
-from hookwise.server.store.records import HeartbeatRecord, RetryRequest, StoredPayload
-from hookwise.server.store.rows import (
+from .base import Page
+from .records import HeartbeatRecord, RetryRequest, StoredPayload
+from .rows import (
     DELIVERY_COLUMNS,
     EVENT_COLUMNS,
     HEARTBEAT_COLUMNS,

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hookwise.engine.names import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+from ...engine.names import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 
 if TYPE_CHECKING:
-    from hookwise.server.store.base import NewEvent
+    from .base import NewEvent
 
 # --- the runtime's records ---------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from hookwise.server.store.base import (
+from .base import (
     EventRecord,
     NewEvent,
     NewRun,
@@ -18,7 +18,7 @@ from hookwise.server.store.base import (
     RequestLogEntry,
     RunRecord,
 )
-from hookwise.server.store.records import (
+from .records import (
     DeliveryRecord,
     HeartbeatRecord,
     NewDelivery,

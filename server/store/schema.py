@@ -7,7 +7,7 @@ written, with a message that says what happened and what to do.
 
 from __future__ import annotations
 
-from hookwise.server.version import VERSION
+from ..version import VERSION
 
 
 class SchemaTooNew(Exception):

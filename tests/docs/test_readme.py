@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hookwise.server.cli import _parser
+from hookwise.server.cli.main import _parser
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text(encoding="utf-8")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hookwise.server.admin_cli import Progress
+from hookwise.server.cli.admin import Progress
 from tests.fakes.model_server import ModelServer
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, REPO, GatewayProcess
 from tests.support.wait import eventually
@@ -53,7 +53,7 @@ def hookwise(*args: str, token: str | None = ADMIN_TOKEN) -> subprocess.Complete
     if token is not None:
         env["HOOKWISE_ADMIN_TOKEN"] = token
     return subprocess.run(
-        [sys.executable, "-m", "hookwise.server.cli", *args],
+        [sys.executable, "-m", "hookwise.server.cli.main", *args],
         capture_output=True,
         text=True,
         env=env,

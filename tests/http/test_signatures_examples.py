@@ -172,7 +172,7 @@ def _cli(
     import os
 
     return subprocess.run(
-        [sys.executable, "-m", "hookwise.server.cli", *args],
+        [sys.executable, "-m", "hookwise.server.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=cwd,

@@ -1,6 +1,6 @@
 """A real hookwise process for tests: written config, own state dir, loopback port, real HTTP.
 
-`GatewayProcess` runs `python -m hookwise.server.cli serve` on 127.0.0.1 with port 0, reads the port from
+`GatewayProcess` runs `python -m hookwise.server.cli.main serve` on 127.0.0.1 with port 0, reads the port from
 the ready line, and offers small helpers for hook and admin requests. Its stderr goes to a file
 so tests can assert what was (and was not) logged.
 """
@@ -66,7 +66,7 @@ class GatewayProcess:
             [
                 sys.executable,
                 "-m",
-                "hookwise.server.cli",
+                "hookwise.server.cli.main",
                 "serve",
                 "--config",
                 str(self.config_path),

@@ -141,7 +141,7 @@ def test_models_allowlist_as_list_or_map() -> None:
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hookwise.server.cli", *args],
+        [sys.executable, "-m", "hookwise.server.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=cwd,

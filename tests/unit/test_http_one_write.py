@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from hookwise.server.http import _OneWrite
+from hookwise.server.ingress.http import _OneWrite
 
 HEAD = b"HTTP/1.1 200 OK\\r\\ncontent-length: 2\\r\\n\\r\\n"
 

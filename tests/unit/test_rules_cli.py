@@ -1,5 +1,5 @@
 """`hookwise rules test` and `hookwise rules check`, run as the command line, and the channel check
-`config check` shares (`hookwise.server.rules_cli.unconfigured_channel_issues`)."""
+`config check` shares (`hookwise.server.cli.rules.unconfigured_channel_issues`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from hookwise.engine.config import load_data
-from hookwise.server.rules_cli import unconfigured_channel_issues
+from hookwise.server.cli.rules import unconfigured_channel_issues
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "rules" / "examples"
@@ -22,7 +22,7 @@ TOKEN = "a-hook-token-that-is-long-enough-123"
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hookwise.server.cli", *args],
+        [sys.executable, "-m", "hookwise.server.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=cwd or REPO,

@@ -49,7 +49,7 @@ def test_every_example_config_validates_and_loads(path: Path, monkeypatch) -> No
     loaded = load_config(path)
     # the whole thing must also start: rules compile, channels and providers build
     from hookwise.server.channels.registry import load_channels
-    from hookwise.server.gateway import compile_rules
+    from hookwise.server.lifecycle.gateway import compile_rules
     from hookwise.server.runtime.providers.registry import Providers
 
     compile_rules(loaded).close()

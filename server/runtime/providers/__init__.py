@@ -3,7 +3,7 @@
 `registry.Providers` builds them from `models.providers` and resolves `<provider>/<model>`.
 """
 
-from hookwise.server.runtime.providers.base import (
+from .base import (
     THINKING_LEVELS,
     ChatMessage,
     Completion,
@@ -12,7 +12,7 @@ from hookwise.server.runtime.providers.base import (
     ProviderTimeout,
     Usage,
 )
-from hookwise.server.runtime.providers.registry import Providers
+from .registry import Providers
 
 __all__ = [
     "THINKING_LEVELS",

@@ -25,11 +25,11 @@ from collections.abc import Sequence
 
 import httpx
 
-from hookwise.engine.config_models import ProviderConfig
-from hookwise.server.runtime.providers.base import ChatMessage, Completion, Usage, check_thinking
-from hookwise.server.runtime.providers.http import HttpProvider
-from hookwise.server.runtime.providers.retry import RetryPolicy
-from hookwise.server.runtime.providers.transport import (
+from ....engine.config_models import ProviderConfig
+from .base import ChatMessage, Completion, Usage, check_thinking
+from .http import HttpProvider
+from .retry import RetryPolicy
+from .transport import (
     http_error,
     json_object,
     malformed,

@@ -27,15 +27,15 @@ import signal
 import time
 from collections.abc import Sequence
 
-from hookwise.engine.config_models import ProviderConfig
-from hookwise.server.runtime.providers.base import (
+from ....engine.config_models import ProviderConfig
+from .base import (
     ChatMessage,
     Completion,
     ProviderError,
     ProviderTimeout,
     check_thinking,
 )
-from hookwise.server.runtime.providers.transport import clip
+from .transport import clip
 
 _STDERR_LINES = 5
 _STDERR_CHARS = 500

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hookwise.server.runtime.external import unwrap_external
-from hookwise.server.runtime.providers.base import ChatMessage, Completion, Usage
+from ..external import unwrap_external
+from .base import ChatMessage, Completion, Usage
 
 HEARTBEAT_TOKEN = "HEARTBEAT_OK"
 EVENT_PREFIX = "System:"

@@ -9,11 +9,11 @@ from collections.abc import Mapping
 
 import httpx
 
-from hookwise.engine.config_models import ProviderConfig
-from hookwise.server.runtime.providers.base import Completion
-from hookwise.server.runtime.providers.retry import RetryPolicy
-from hookwise.server.runtime.providers.transport import post_json
-from hookwise.server.version import outbound_client
+from ....engine.config_models import ProviderConfig
+from ...version import outbound_client
+from .base import Completion
+from .retry import RetryPolicy
+from .transport import post_json
 
 
 class HttpProvider:

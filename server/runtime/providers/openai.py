@@ -14,17 +14,17 @@ from collections.abc import Sequence
 
 import httpx
 
-from hookwise.engine.config_models import ProviderConfig
-from hookwise.server.runtime.providers.base import (
+from ....engine.config_models import ProviderConfig
+from .base import (
     ChatMessage,
     Completion,
     ProviderError,
     Usage,
     check_thinking,
 )
-from hookwise.server.runtime.providers.http import HttpProvider
-from hookwise.server.runtime.providers.retry import RetryPolicy
-from hookwise.server.runtime.providers.transport import (
+from .http import HttpProvider
+from .retry import RetryPolicy
+from .transport import (
     http_error,
     json_object,
     malformed,

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import httpx
 
-from hookwise.engine.config_models import ModelsConfig, ProviderConfig
-from hookwise.engine.errors import ConfigError, ConfigIssue
-from hookwise.server.runtime.providers.anthropic import AnthropicProvider
-from hookwise.server.runtime.providers.base import Provider, ProviderError
-from hookwise.server.runtime.providers.command import CommandProvider
-from hookwise.server.runtime.providers.echo import EchoProvider
-from hookwise.server.runtime.providers.openai import OpenAIProvider
-from hookwise.server.runtime.providers.retry import RetryPolicy
-from hookwise.server.version import outbound_client
+from ....engine.config_models import ModelsConfig, ProviderConfig
+from ....engine.errors import ConfigError, ConfigIssue
+from ...version import outbound_client
+from .anthropic import AnthropicProvider
+from .base import Provider, ProviderError
+from .command import CommandProvider
+from .echo import EchoProvider
+from .openai import OpenAIProvider
+from .retry import RetryPolicy
 
 ECHO_ID = "echo"
 

@@ -18,8 +18,8 @@ from typing import TypeVar
 import attrs
 import tenacity
 
-from hookwise.server.retry import Backoff, retry_after_from_headers
-from hookwise.server.runtime.providers.base import ProviderError
+from ...retry import Backoff, retry_after_from_headers
+from .base import ProviderError
 
 T = TypeVar("T")
 

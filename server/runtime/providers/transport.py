@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 
 import httpx
 
-from hookwise.server import metrics
-from hookwise.server.runtime.providers.base import ProviderError, ProviderTimeout
-from hookwise.server.runtime.providers.retry import parse_retry_after
+from ... import metrics
+from .base import ProviderError, ProviderTimeout
+from .retry import parse_retry_after
 
 _MAX_MESSAGE_CHARS = 500
 

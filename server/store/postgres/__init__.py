@@ -5,7 +5,7 @@ statements), `admin` (the admin API's reads), `signals` (LISTEN/NOTIFY, leadersh
 (the schema), `writer` (group commit).
 """
 
-from hookwise.server.store.postgres.migrate import migrate, quote_ident
-from hookwise.server.store.postgres.store import PostgresStore
+from .migrate import migrate, quote_ident
+from .store import PostgresStore
 
 __all__ = ["PostgresStore", "migrate", "quote_ident"]

@@ -33,8 +33,8 @@ from typing import Any
 
 import asyncpg
 
-from hookwise.server.store.base import Accepted, AcceptOp, RequestLogEntry
-from hookwise.server.store.rows import LOG_COLUMNS, event_row, log_row, run_row
+from ..base import Accepted, AcceptOp, RequestLogEntry
+from ..rows import LOG_COLUMNS, event_row, log_row, run_row
 
 log = logging.getLogger("hookwise.store")
 

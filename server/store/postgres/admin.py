@@ -10,8 +10,8 @@ from typing import Any
 
 import asyncpg
 
-from hookwise.server.store.base import Page, RequestLogEntry, RunRecord
-from hookwise.server.store.listing import (
+from ..base import Page, RequestLogEntry, RunRecord
+from ..listing import (
     LISTINGS,
     PAYLOAD_COLUMNS,
     POSTGRES_WALK,
@@ -29,9 +29,8 @@ from hookwise.server.store.listing import (
     retry_update,
     sessions_query,
 )
-from hookwise.server.store.postgres.parts import PostgresParts
-from hookwise.server.store.records import RetryRecord, RetryRequest, SessionRecord, StoredPayload
-from hookwise.server.store.rows import (
+from ..records import RetryRecord, RetryRequest, SessionRecord, StoredPayload
+from ..rows import (
     LOG_COLUMNS,
     RETRY_COLUMNS,
     RUN_COLUMNS,
@@ -40,6 +39,7 @@ from hookwise.server.store.rows import (
     retry_record,
     run_record,
 )
+from .parts import PostgresParts
 
 P = postgres_placeholder
 

@@ -7,7 +7,7 @@ from importlib import resources
 
 import asyncpg
 
-from hookwise.server.store.schema import refuse_newer
+from ..schema import refuse_newer
 
 # 'hookwise' as a big-endian int64: outside hashtext()'s int4 range, so the migration lock never
 # collides with a leadership lock.

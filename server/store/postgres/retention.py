@@ -9,8 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from hookwise.server.store.postgres.parts import PostgresParts
-from hookwise.server.store.retention import Target, boundary
+from ..retention import Target, boundary
+from .parts import PostgresParts
 
 
 class PostgresRetention(PostgresParts):

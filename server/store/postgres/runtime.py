@@ -12,16 +12,16 @@ import json
 
 import asyncpg
 
-from hookwise.server.store.base import Limit, resolve_limit
-from hookwise.server.store.postgres.accept import columns
-from hookwise.server.store.records import HeartbeatOutcome, NewDelivery, NewTurn, Route, RunOutcome
-from hookwise.server.store.rows import (
+from ..base import Limit, resolve_limit
+from ..records import HeartbeatOutcome, NewDelivery, NewTurn, Route, RunOutcome
+from ..rows import (
     DELIVERY_COLUMNS,
     HEARTBEAT_COLUMNS,
     RUN_COLUMNS,
     delivery_row,
     event_row,
 )
+from .accept import columns
 
 
 async def insert_turns(conn: asyncpg.Connection, turns: tuple[NewTurn, ...], now: float) -> None:

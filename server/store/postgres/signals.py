@@ -12,8 +12,8 @@ from typing import Any
 
 import asyncpg
 
-from hookwise.server.store.postgres.accept import CONNECTION_LOST
-from hookwise.server.store.postgres.writer import RECONNECT_DELAY
+from .accept import CONNECTION_LOST
+from .writer import RECONNECT_DELAY
 
 log = logging.getLogger("hookwise.store")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from hookwise.server.store.postgres.parts import PostgresParts
+from .parts import PostgresParts
 
 PROBE_TIMEOUT = 2.0
 

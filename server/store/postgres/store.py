@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from hookwise.server.store.base import (
+from ..base import (
     Accepted,
     AcceptOp,
     EventRecord,
@@ -31,16 +31,16 @@ from hookwise.server.store.base import (
     RequestLogEntry,
     RunRecord,
 )
-from hookwise.server.store.postgres import runtime as rt
-from hookwise.server.store.postgres.accept import AcceptLane, insert_log
-from hookwise.server.store.postgres.admin import PostgresAdminReads
-from hookwise.server.store.postgres.migrate import migrate, quote_ident
-from hookwise.server.store.postgres.retention import PostgresRetention
-from hookwise.server.store.postgres.signals import Leadership, Notifier
-from hookwise.server.store.postgres.stats import PostgresStats
-from hookwise.server.store.postgres.writer import GroupCommitWriter, Job
-from hookwise.server.store.records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
-from hookwise.server.store.rows import EVENT_COLUMNS, delivery_record, event_record, run_record
+from ..records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
+from ..rows import EVENT_COLUMNS, delivery_record, event_record, run_record
+from . import runtime as rt
+from .accept import AcceptLane, insert_log
+from .admin import PostgresAdminReads
+from .migrate import migrate, quote_ident
+from .retention import PostgresRetention
+from .signals import Leadership, Notifier
+from .stats import PostgresStats
+from .writer import GroupCommitWriter, Job
 
 T = TypeVar("T")
 log = logging.getLogger("hookwise.store")

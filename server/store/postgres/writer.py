@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 import asyncpg
 
-from hookwise.server.store.postgres.accept import CONNECTION_LOST, MAX_RETRIES, RETRYABLE
+from .accept import CONNECTION_LOST, MAX_RETRIES, RETRYABLE
 
 T = TypeVar("T")
 log = logging.getLogger("hookwise.store")

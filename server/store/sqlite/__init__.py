@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hookwise.server.store.sqlite.migrate import migrate
-    from hookwise.server.store.sqlite.store import SQLiteStore, StoreInUse
+    from .migrate import migrate
+    from .store import SQLiteStore, StoreInUse
 
 __all__ = ["SQLiteStore", "StoreInUse", "migrate"]
 
@@ -19,11 +19,11 @@ __all__ = ["SQLiteStore", "StoreInUse", "migrate"]
 def __getattr__(name: str) -> Any:
     # loaded when first asked for: the writer process imports only what it runs
     if name == "migrate":
-        from hookwise.server.store.sqlite.migrate import migrate
+        from .migrate import migrate
 
         return migrate
     if name in ("SQLiteStore", "StoreInUse"):
-        from hookwise.server.store.sqlite import store
+        from . import store
 
         return getattr(store, name)
     raise AttributeError(name)

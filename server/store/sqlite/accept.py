@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 
-from hookwise.server.store.base import Accepted, AcceptOp, RequestLogEntry
-from hookwise.server.store.rows import LOG_COLUMNS, event_row, log_row, run_row
-from hookwise.server.store.sqlite.inserts import InsertInto
-from hookwise.server.store.sqlite.writer import Rows
+from ..base import Accepted, AcceptOp, RequestLogEntry
+from ..rows import LOG_COLUMNS, event_row, log_row, run_row
+from .inserts import InsertInto
+from .writer import Rows
 
 EVENTS = InsertInto("events", "event_id, session, text, source, mode, trusted, created_at")
 RUNS = InsertInto(

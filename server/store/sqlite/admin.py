@@ -11,8 +11,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from hookwise.server.store.base import Page, RequestLogEntry, RunRecord
-from hookwise.server.store.listing import (
+from ..base import Page, RequestLogEntry, RunRecord
+from ..listing import (
     LISTINGS,
     PAYLOAD_COLUMNS,
     AttemptRecord,
@@ -29,8 +29,8 @@ from hookwise.server.store.listing import (
     sessions_query,
     sqlite_placeholder,
 )
-from hookwise.server.store.records import RetryRecord, RetryRequest, SessionRecord, StoredPayload
-from hookwise.server.store.rows import (
+from ..records import RetryRecord, RetryRequest, SessionRecord, StoredPayload
+from ..rows import (
     LOG_COLUMNS,
     RETRY_COLUMNS,
     RUN_COLUMNS,
@@ -39,8 +39,8 @@ from hookwise.server.store.rows import (
     retry_record,
     run_record,
 )
-from hookwise.server.store.sqlite import writes
-from hookwise.server.store.sqlite.parts import SQLiteParts
+from . import writes
+from .parts import SQLiteParts
 
 P = sqlite_placeholder
 

@@ -14,10 +14,10 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from hookwise.server.store.sqlite import runtime as rt
-from hookwise.server.store.sqlite.accept import EVENTS, REQUEST_LOG, RUNS
-from hookwise.server.store.sqlite.inserts import BatchWrite
-from hookwise.server.store.sqlite.migrate import migrate
+from . import runtime as rt
+from .accept import EVENTS, REQUEST_LOG, RUNS
+from .inserts import BatchWrite
+from .migrate import migrate
 
 #: the hot writes of a whole batch in one statement (see `inserts`): accepted requests, log
 #: lines and finished runs; updates after the inserts

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from importlib import resources
 
-from hookwise.server.store.schema import refuse_newer
+from ..schema import refuse_newer
 
 
 def _migrations() -> list[tuple[int, str]]:

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from hookwise.server.store.retention import Target, boundary
-from hookwise.server.store.sqlite import writes
-from hookwise.server.store.sqlite.parts import SQLiteParts
+from ..retention import Target, boundary
+from . import writes
+from .parts import SQLiteParts
 
 
 class SQLiteRetention(SQLiteParts):

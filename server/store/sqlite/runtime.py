@@ -10,8 +10,8 @@ import json
 import sqlite3
 from typing import Any
 
-from hookwise.server.store.base import Limit, resolve_limit
-from hookwise.server.store.records import (
+from ..base import Limit, resolve_limit
+from ..records import (
     HeartbeatOutcome,
     NewDelivery,
     NewTurn,
@@ -19,16 +19,16 @@ from hookwise.server.store.records import (
     RunOutcome,
     Turn,
 )
-from hookwise.server.store.rows import (
+from ..rows import (
     DELIVERY_COLUMNS,
     HEARTBEAT_COLUMNS,
     RUN_COLUMNS,
     delivery_row,
     event_row,
 )
-from hookwise.server.store.sqlite.accept import EVENTS
-from hookwise.server.store.sqlite.inserts import InsertInto, UpdateWhere
-from hookwise.server.store.sqlite.writer import Rows
+from .accept import EVENTS
+from .inserts import InsertInto, UpdateWhere
+from .writer import Rows
 
 TURNS = InsertInto("turns", "session_key, role, content, run_id, created_at")
 DELIVERIES = InsertInto(

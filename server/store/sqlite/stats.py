@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
-from hookwise.server.store.sqlite.parts import SQLiteParts
+from .parts import SQLiteParts
 
 PROBE_TIMEOUT = 2.0
 

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hookwise.server.store.base import (
+from ..base import (
     Accepted,
     AcceptOp,
     EventRecord,
@@ -30,17 +30,17 @@ from hookwise.server.store.base import (
     RequestLogEntry,
     RunRecord,
 )
-from hookwise.server.store.records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
-from hookwise.server.store.rows import EVENT_COLUMNS, delivery_record, event_record, run_record
-from hookwise.server.store.sqlite import runtime as rt
-from hookwise.server.store.sqlite import writes
-from hookwise.server.store.sqlite.accept import accept, accept_rows, log_rows
-from hookwise.server.store.sqlite.admin import SQLiteAdminReads
-from hookwise.server.store.sqlite.connect import BATCH, WriteLock, connect, connect_writer
-from hookwise.server.store.sqlite.retention import SQLiteRetention
-from hookwise.server.store.sqlite.stats import SQLiteStats
-from hookwise.server.store.sqlite.writer import GroupCommitWriter, Late
-from hookwise.server.store.sqlite.writer_process import ProcessWriter
+from ..records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
+from ..rows import EVENT_COLUMNS, delivery_record, event_record, run_record
+from . import runtime as rt
+from . import writes
+from .accept import accept, accept_rows, log_rows
+from .admin import SQLiteAdminReads
+from .connect import BATCH, WriteLock, connect, connect_writer
+from .retention import SQLiteRetention
+from .stats import SQLiteStats
+from .writer import GroupCommitWriter, Late
+from .writer_process import ProcessWriter
 
 T = TypeVar("T")
 

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from hookwise.server.store.sqlite.inserts import BatchWrite, Sink, UpdateWhere
+from .inserts import BatchWrite, Sink, UpdateWhere
 
 T = TypeVar("T")
 log = logging.getLogger("hookwise.store")

@@ -18,15 +18,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hookwise.server.store.sqlite.inserts import SINKS
-from hookwise.server.store.sqlite.writer import MAX_BATCH, GroupCommitWriter, Job, Result
-from hookwise.server.store.sqlite.writer_wire import (
+from .inserts import SINKS
+from .writer import MAX_BATCH, GroupCommitWriter, Job, Result
+from .writer_wire import (
     NO_FRAME,
     round_trips,
     take_frame,
     unpickle_call,
 )
-from hookwise.server.store.sqlite.writer_wire import frame as frame_of
+from .writer_wire import frame as frame_of
 
 log = logging.getLogger("hookwise.store")
 
@@ -127,7 +127,7 @@ def _jobs(frame: Any, answers: _Answers) -> list[Job[Any]]:
 
 def main(argv: list[str]) -> int:
     """The writer process: `<database> <synchronous> alone|shared`."""
-    from hookwise.server.store.sqlite.connect import BATCH, WriteLock, connect_writer
+    from .connect import BATCH, WriteLock, connect_writer
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

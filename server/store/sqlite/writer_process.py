@@ -30,8 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hookwise.server.store.sqlite.writer import Rows
-from hookwise.server.store.sqlite.writer_wire import (
+from .writer import Rows
+from .writer_wire import (
     LENGTH,
     NO_FRAME,
     WriterGone,

@@ -19,7 +19,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from hookwise.server.store.sqlite.writer import Late
+from .writer import Late
 
 LENGTH = struct.Struct(">I")
 

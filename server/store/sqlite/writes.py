@@ -11,8 +11,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from hookwise.server.store.listing import PAYLOAD_COLUMNS
-from hookwise.server.store.records import RetryRequest
+from ..listing import PAYLOAD_COLUMNS
+from ..records import RetryRequest
 
 
 def count(cur: sqlite3.Cursor, sql: str, args: Sequence[Any]) -> int:

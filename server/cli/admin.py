@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from hookwise.server.admin_client import DEFAULT_URL, URL_ENV, AdminClient, AdminError, find_token
+from .client import DEFAULT_URL, URL_ENV, AdminClient, AdminError, find_token
 
 BULK_STEP = 200
 COLUMN_WIDTH = 48

@@ -31,11 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hookwise.engine.config import load_config
-from hookwise.engine.config_models import LoadedConfig
-from hookwise.engine.errors import ConfigError
-from hookwise.server.logs import say
-from hookwise.server.version import VERSION
+from ...engine.config import load_config
+from ...engine.config_models import LoadedConfig
+from ...engine.errors import ConfigError
+from ..logs import say
+from ..version import VERSION
 
 log = logging.getLogger("hookwise")
 
@@ -52,7 +52,7 @@ def print_problems(what: str, error: ConfigError) -> None:
 
 def load(path: str) -> LoadedConfig | None:
     """Load and validate a config file, printing every problem (None when invalid)."""
-    from hookwise.server.cliargs import missing_config_hint
+    from ..cli.args import missing_config_hint
 
     hint = missing_config_hint(path)
     if hint:
@@ -74,7 +74,7 @@ _args: argparse.Namespace | None = None  # the `serve` arguments, once `serve` h
 
 def _apply_log_format(loaded: LoadedConfig) -> None:
     """`logging.format` from the config, unless `--log-format` was given (serve only)."""
-    from hookwise.server import logs
+    from .. import logs
 
     if _args is not None and _args.log_format is None:
         _args.log_format = loaded.config.logging.format
@@ -121,7 +121,7 @@ def _shown(sock: socket.socket) -> tuple[str, int]:
 
 def serve(args: argparse.Namespace) -> int:
     """`hookwise serve`."""
-    from hookwise.server import logs
+    from .. import logs
 
     global _args
     _args = args
@@ -138,7 +138,7 @@ def serve(args: argparse.Namespace) -> int:
 def uvicorn_options(gw: Any) -> dict[str, Any]:
     """How hookwise runs uvicorn (everything but the app) for the gateway settings `gw`; the
     ingest bench runs its ceiling app with the same, so that the two compare like for like."""
-    from hookwise.server.http import JsonHttpProtocol
+    from ..ingress.http import JsonHttpProtocol
 
     return {
         "loop": "uvloop",
@@ -161,14 +161,14 @@ def _run_process(args: argparse.Namespace) -> int:
     import uvicorn
     import uvloop
 
-    from hookwise.server.app import create_app
-    from hookwise.server.gateway import Gateway
-    from hookwise.server.store.sqlite import StoreInUse
+    from ..app import create_app
+    from ..store.sqlite import StoreInUse
+    from .gateway import Gateway
 
     loaded = load(args.config)
     if loaded is None:
         return 1
-    from hookwise.server.proxies import TrustedProxies, parse_networks
+    from ..ingress.proxies import TrustedProxies, parse_networks
 
     gw = loaded.config.gateway
     try:
@@ -205,7 +205,7 @@ def _run_process(args: argparse.Namespace) -> int:
         loop.add_signal_handler(signal.SIGHUP, gateway.reload_in_background)
         watcher = None
         if args.watch:
-            from hookwise.server.watch import watch
+            from .watch import watch
 
             watcher = asyncio.create_task(watch(gateway), name="hookwise-watch")
         serving = asyncio.create_task(server.serve(sockets=[sock]))
@@ -311,7 +311,7 @@ class _Worker:
         cmd = [
             sys.executable,
             "-m",
-            "hookwise.server.cli",
+            "hookwise.server.cli.main",
             "serve",
             "--config",
             args.config,
@@ -358,7 +358,7 @@ def _supervise(args: argparse.Namespace) -> int:
     if loaded is None:
         return 1
     if loaded.config.hooks.enabled:
-        from hookwise.server.gateway import compile_rules
+        from .gateway import compile_rules
 
         try:
             compile_rules(loaded).close()
@@ -368,7 +368,7 @@ def _supervise(args: argparse.Namespace) -> int:
     sock = bind(args.host, args.port)
     metrics_dir = None
     if loaded.config.gateway.metrics.enabled:  # the workers' shared metric files
-        from hookwise.server import metrics
+        from .. import metrics
 
         metrics_dir = metrics.multiprocess_dir(Path(args.state_dir))
         os.environ[metrics.ENV] = str(metrics_dir)

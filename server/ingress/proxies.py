@@ -16,7 +16,7 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
-from hookwise.engine.errors import ConfigError, ConfigIssue
+from ...engine.errors import ConfigError, ConfigIssue
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 

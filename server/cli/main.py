@@ -1,7 +1,7 @@
 """The `hookwise` command line: init, serve, config check, rules test/check, webhooks gmail.
 
 Every subcommand has a complete `--help` and takes `-c/--config` (default `$HOOKWISE_CONFIG`,
-else `hookwise.yaml`; see `hookwise.server.cliargs`). Errors in configuration are printed one per
+else `hookwise.yaml`; see `hookwise.server.cli.args`). Errors in configuration are printed one per
 line with their key path. Exit status: 2 for a usage error only, 1 for every other failure; an
 unexpected error is one line (`--debug` shows the traceback).
 """
@@ -15,22 +15,22 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from hookwise.engine.config_models import LoadedConfig
-from hookwise.engine.errors import ConfigError
-from hookwise.server.cliargs import EXIT_FAILURE, EXIT_USAGE, add_common_options
-from hookwise.server.version import VERSION
+from ...engine.config_models import LoadedConfig
+from ...engine.errors import ConfigError
+from ..version import VERSION
+from .args import EXIT_FAILURE, EXIT_USAGE, add_common_options
 
 log = logging.getLogger("hookwise")
 
 
 def _load(path: str) -> LoadedConfig | None:
-    from hookwise.server.serve import load
+    from ..lifecycle.serve import load
 
     return load(path)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from hookwise.server.serve import serve
+    from ..lifecycle.serve import serve
 
     if args.workers < 1:
         print("hookwise: --workers must be at least 1", file=sys.stderr)
@@ -40,7 +40,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_init(args: argparse.Namespace) -> int:
     """Write a commented starter config with fresh tokens; never overwrite."""
-    from hookwise.server.starter import StarterExists, write_starter
+    from .starter import StarterExists, write_starter
 
     try:
         write_starter(Path(args.config))
@@ -60,14 +60,14 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_config_check(args: argparse.Namespace) -> int:
     """Everything `serve` would check at start-up, without starting: the config, the channels,
     the model providers and allowlist, the rules, and rules naming unconfigured channels."""
-    from hookwise.engine.config import check_config
-    from hookwise.engine.models import ModelPolicy
-    from hookwise.server.channels.registry import load_channels
-    from hookwise.server.cliargs import missing_config_hint
-    from hookwise.server.gateway import compile_rules, provider_ids
-    from hookwise.server.rules_cli import rule_warnings, unconfigured_channel_issues
-    from hookwise.server.runtime.providers.registry import Providers
-    from hookwise.server.serve import print_problems
+    from ...engine.config import check_config
+    from ...engine.models import ModelPolicy
+    from ..channels.registry import load_channels
+    from ..lifecycle.gateway import compile_rules, provider_ids
+    from ..lifecycle.serve import print_problems
+    from ..runtime.providers.registry import Providers
+    from .args import missing_config_hint
+    from .rules import rule_warnings, unconfigured_channel_issues
 
     hint = missing_config_hint(args.config)
     if hint:
@@ -214,12 +214,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_optional_commands(sub: Any) -> None:
     try:
-        from hookwise.server.rules_cli import add_cli as add_rules
+        from .rules import add_cli as add_rules
     except ImportError:
         pass
     else:
         add_rules(sub)
-    from hookwise.server.signatures_cli import add_cli as add_sign
+    from .signatures import add_cli as add_sign
 
     webhooks = sub.add_parser(
         "webhooks",
@@ -229,13 +229,13 @@ def _add_optional_commands(sub: Any) -> None:
     providers = webhooks.add_subparsers(dest="provider", metavar="PROVIDER", required=True)
     add_sign(providers)
     try:
-        from hookwise.server.admin_cli import add_cli as add_admin
+        from .admin import add_cli as add_admin
     except ImportError:
         pass
     else:
         add_admin(sub)
     try:
-        from hookwise.server.gmail.cli import add_cli as add_gmail
+        from ..gmail.cli import add_cli as add_gmail
     except ImportError:
         pass
     else:
@@ -245,7 +245,7 @@ def _add_optional_commands(sub: Any) -> None:
 def _default_config() -> str:
     import os
 
-    from hookwise.server.cliargs import CONFIG_ENV, DEFAULT_CONFIG
+    from .args import CONFIG_ENV, DEFAULT_CONFIG
 
     return os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import attrs
 
-from hookwise.engine.actions import Action, AgentAction, WakeAction
-from hookwise.engine.mapping import RespondConfig
-from hookwise.server.asgi import encode_json
-from hookwise.server.ids import new_id
-from hookwise.server.store.base import Accepted, AcceptOp, NewEvent, NewRun, RequestLogEntry, Store
+from ...engine.actions import Action, AgentAction, WakeAction
+from ...engine.mapping import RespondConfig
+from ..ids import new_id
+from ..store.base import Accepted, AcceptOp, NewEvent, NewRun, RequestLogEntry, Store
+from .asgi import encode_json
 
 log = logging.getLogger("hookwise.dispatch")
 

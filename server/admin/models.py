@@ -11,8 +11,8 @@ from typing import Any
 
 import msgspec
 
-from hookwise.server.store.base import EventRecord, RequestLogEntry, RunRecord
-from hookwise.server.store.records import (
+from ..store.base import EventRecord, RequestLogEntry, RunRecord
+from ..store.records import (
     DeliveryRecord,
     HeartbeatRecord,
     RetryRecord,

@@ -28,21 +28,23 @@ from urllib.parse import parse_qsl, unquote, urlencode
 import attrs
 from litestar.types import Receive, Scope, Send
 
-from hookwise.engine.actions import (
+from ...engine.actions import (
     Action,
     ValidationPolicy,
     validate_action,
     validate_agent,
     validate_wake,
 )
-from hookwise.engine.errors import RequestError
-from hookwise.engine.request import BUILT_IN_HOOKS, InboundRequest
-from hookwise.engine.sessions import mapping_source
-from hookwise.engine.signatures import HandshakeRefused, SignatureError, answer, answers_get
-from hookwise.engine.signatures.door import Door
-from hookwise.server import metrics
-from hookwise.server.asgi import content_length, read_body, send_error, send_json
-from hookwise.server.auth import (
+from ...engine.errors import RequestError
+from ...engine.request import BUILT_IN_HOOKS, InboundRequest
+from ...engine.sessions import mapping_source
+from ...engine.signatures import HandshakeRefused, SignatureError, answer, answers_get
+from ...engine.signatures.door import Door
+from .. import metrics
+from ..logs import escape_control
+from ..store.records import StoredPayload
+from .asgi import content_length, read_body, send_error, send_json
+from .auth import (
     TOKEN_HEADER,
     AuthThrottle,
     SharedAuthThrottle,
@@ -50,10 +52,8 @@ from hookwise.server.auth import (
     client_key,
     presented_token,
 )
-from hookwise.server.dispatch import Dispatcher, RequestMeta, respond_body
-from hookwise.server.logs import escape_control
-from hookwise.server.payload import content_type, parse_payload, takes_arrays
-from hookwise.server.store.records import StoredPayload
+from .dispatch import Dispatcher, RequestMeta, respond_body
+from .payload import content_type, parse_payload, takes_arrays
 
 log = logging.getLogger("hookwise.hooks")
 

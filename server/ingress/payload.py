@@ -20,8 +20,8 @@ from urllib.parse import parse_qsl
 
 import msgspec
 
-from hookwise.engine.errors import RequestError
-from hookwise.engine.request import BUILT_IN_HOOKS
+from ...engine.errors import RequestError
+from ...engine.request import BUILT_IN_HOOKS
 
 _decode = msgspec.json.Decoder().decode
 

@@ -16,13 +16,13 @@ import attrs
 from litestar import Controller, Request, delete, post
 from litestar.params import Parameter
 
-from hookwise.engine.actions import WakeAction
-from hookwise.engine.convert import camel
-from hookwise.engine.errors import RequestError
-from hookwise.server.admin import admin_guard, store_of
-from hookwise.server.admin_models import PayloadDeleted, ReplayAction, Replayed, ReplayPreview
-from hookwise.server.dispatch import RequestMeta
-from hookwise.server.payload import content_type, parse_payload, takes_arrays
+from ...engine.actions import WakeAction
+from ...engine.convert import camel
+from ...engine.errors import RequestError
+from ..ingress.dispatch import RequestMeta
+from ..ingress.payload import content_type, parse_payload, takes_arrays
+from .api import admin_guard, store_of
+from .models import PayloadDeleted, ReplayAction, Replayed, ReplayPreview
 
 NOT_KEPT = (
     "no payload is kept for this request (hooks.retainPayloads is off, or it was pruned or deleted)"

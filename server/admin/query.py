@@ -13,8 +13,8 @@ from typing import Any
 
 from litestar.params import Parameter
 
-from hookwise.engine.errors import RequestError
-from hookwise.server.store.listing import Filters
+from ...engine.errors import RequestError
+from ..store.listing import Filters
 
 RUN_STATES = ("queued", "running", "succeeded", "failed", "timed_out")
 RETRYABLE_RUN_STATES = ("failed", "timed_out")

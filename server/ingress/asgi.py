@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 from litestar.types import Receive, Send
 
-from hookwise.engine.errors import RequestError
+from ...engine.errors import RequestError
 
 _JSON = (b"content-type", b"application/json")
 encode_json = msgspec.json.Encoder().encode

@@ -17,14 +17,14 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from hookwise.engine.actions import ValidationPolicy
-from hookwise.engine.config import load_config
-from hookwise.engine.config_models import Config, LoadedConfig
-from hookwise.engine.errors import ConfigError, ConfigIssue
-from hookwise.server.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
-from hookwise.server.dispatch import Dispatcher
-from hookwise.server.hooks import HookEndpoint, HookSettings
-from hookwise.server.store.sqlite import SQLiteStore
+from ...engine.actions import ValidationPolicy
+from ...engine.config import load_config
+from ...engine.config_models import Config, LoadedConfig
+from ...engine.errors import ConfigError, ConfigIssue
+from ..ingress.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
+from ..ingress.dispatch import Dispatcher
+from ..ingress.hooks import HookEndpoint, HookSettings
+from ..store.sqlite import SQLiteStore
 
 log = logging.getLogger("hookwise")
 
@@ -37,8 +37,8 @@ def compile_rules(loaded: LoadedConfig) -> Any:
     """Compile the mapped-hook rules of a configuration (custom mappings, rule files, presets)."""
     import os
 
-    from hookwise.engine.rules import RuleSet
-    from hookwise.engine.transforms import TransformLimits
+    from ...engine.rules import RuleSet
+    from ...engine.transforms import TransformLimits
 
     hooks = loaded.config.hooks
     limits = hooks.transform_limits
@@ -47,7 +47,7 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         transforms_dir = Path(hooks.transforms_dir)
         if not transforms_dir.is_absolute():
             transforms_dir = loaded.base_dir / transforms_dir
-    from hookwise.server.metrics import time_transform
+    from ..metrics import time_transform
 
     ruleset = RuleSet.compile(
         hooks.mappings,
@@ -78,7 +78,7 @@ def provider_ids(config: Config) -> frozenset[str]:
 def _session_policy(config: Config) -> Any:
     """The session policy rules are checked against; None (the built-in one) when the agents
     themselves are broken: the config check reports those."""
-    from hookwise.engine.sessions import SessionPolicy
+    from ...engine.sessions import SessionPolicy
 
     try:
         return SessionPolicy.from_config(config)
@@ -91,11 +91,11 @@ def validation_policy(
 ) -> ValidationPolicy:
     """What request validation needs: the model allowlist, the configured channels, the agents
     and the session-key policy (fresh keys are `hook:<uuid>`)."""
-    from hookwise.engine.agents import Roster
-    from hookwise.engine.models import ModelPolicy
-    from hookwise.engine.sessions import GENERATED_PREFIX, SessionPolicy
-    from hookwise.server.channels.registry import load_channels
-    from hookwise.server.ids import new_id
+    from ...engine.agents import Roster
+    from ...engine.models import ModelPolicy
+    from ...engine.sessions import GENERATED_PREFIX, SessionPolicy
+    from ..channels.registry import load_channels
+    from ..ids import new_id
 
     if channels is None:
         channels = load_channels(config.channels)
@@ -124,7 +124,7 @@ def open_store(
     """The store a URL names: `postgresql://...`, `sqlite:///path`, or None for
     `<state dir>/hookwise.db` (`synchronous` and `writer` are SQLite's)."""
     if url and url.startswith(("postgres://", "postgresql://")):
-        from hookwise.server.store.postgres import PostgresStore
+        from ..store.postgres import PostgresStore
 
         return PostgresStore(url)
     if url and url.startswith("sqlite:///"):
@@ -151,7 +151,7 @@ class Gateway:
         self.config = loaded.config
         self.state_dir = Path(state_dir)
         hooks = self.config.hooks
-        from hookwise.server.channels.registry import load_channels
+        from ..channels.registry import load_channels
 
         self.channels = load_channels(self.config.channels)
         url = store_url or self.config.store.url
@@ -198,7 +198,7 @@ class Gateway:
         self.listen_port: int | None = None
         #: why the lifespan's start-up failed (the store unreachable, ...), for one clear line
         self.startup_error: BaseException | None = None
-        from hookwise.server.runtime.core import Runtime
+        from ..runtime.core import Runtime
 
         self.runtime = Runtime(
             self.config,
@@ -296,8 +296,8 @@ class Gateway:
         if self.listen_port is None and not gmail.hook_url:
             log.warning("mail watcher not started: the listening port is unknown")
             return
-        from hookwise.server.gmail.leader import run_as_leader
-        from hookwise.server.gmail.watcher import run_watcher
+        from ..gmail.leader import run_as_leader
+        from ..gmail.watcher import run_watcher
 
         async def watch() -> None:
             try:
@@ -322,7 +322,7 @@ class Gateway:
         """Open the store and start background work; undo it all on exit."""
         await self.store.open()
         self._tasks.append(asyncio.create_task(self._prune_forever(), name="hookwise-prune"))
-        from hookwise.server.retention import Retention
+        from .retention import Retention
 
         retention = Retention(self.store, self.config.retention, shared=self.shared)
         self._tasks.append(asyncio.create_task(retention.run_forever(), name="hookwise-retention"))

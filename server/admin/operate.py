@@ -18,9 +18,9 @@ from typing import Any
 
 from litestar import Request, Response, get
 
-from hookwise.server import metrics
-from hookwise.server.admin import admin_guard
-from hookwise.server.version import version_info
+from .. import metrics
+from ..version import version_info
+from .api import admin_guard
 
 
 def _alive(task: asyncio.Task[Any] | None) -> bool:

@@ -19,12 +19,12 @@ from typing import Any
 
 import attrs
 
-from hookwise.engine.convert import structure
-from hookwise.engine.errors import ConfigError
-from hookwise.engine.mapping import VerifyConfig
-from hookwise.engine.request import InboundRequest
-from hookwise.engine.signatures import NAMES, Verifier, compile_verifier
-from hookwise.engine.signatures.sign import SignError, sign
+from ...engine.convert import structure
+from ...engine.errors import ConfigError
+from ...engine.mapping import VerifyConfig
+from ...engine.request import InboundRequest
+from ...engine.signatures import NAMES, Verifier, compile_verifier
+from ...engine.signatures.sign import SignError, sign
 
 _EPILOG = """\
 example:

@@ -19,18 +19,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import attrs
+from ...engine.channels import LAST, canonical_channel, unknown_channel_hint
+from ...engine.config_models import LoadedConfig
+from ...engine.errors import ConfigError, ConfigIssue, RequestError
+from ...engine.mapping import MappingConfig
+from ...engine.request import InboundRequest
+from ..ingress.explain import explain_with_validation
+from .args import add_common_options
 
-from hookwise.engine.actions import Action, ValidationPolicy, validate_action
-from hookwise.engine.channels import LAST, canonical_channel, unknown_channel_hint
-from hookwise.engine.config_models import LoadedConfig
-from hookwise.engine.errors import ConfigError, ConfigIssue, RequestError
-from hookwise.engine.mapping import MappingConfig
-from hookwise.engine.request import InboundRequest
-from hookwise.engine.sessions import mapping_source
-from hookwise.server.cliargs import add_common_options
-
-__all__ = ["add_cli", "explain_with_validation", "unconfigured_channel_issues"]
+__all__ = ["add_cli", "unconfigured_channel_issues"]
 
 _TEST_EPILOG = """\
 The JSON printed has these keys:
@@ -70,7 +67,7 @@ with its file, rule id and key path).
 
 
 def _load(path: str) -> LoadedConfig | None:
-    from hookwise.server.serve import load
+    from ..lifecycle.serve import load
 
     return load(path)
 
@@ -81,79 +78,7 @@ def _print_issues(what: str, issues: Sequence[ConfigIssue | str]) -> None:
         print(f"  {issue}", file=sys.stderr)
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
-def _action_json(action: Action) -> dict[str, Any]:
-    return {_camel(k): v for k, v in attrs.asdict(action).items()}
-
-
 # ------------------------------------------------------------------------------ rules test
-
-
-def explain_with_validation(
-    ruleset: Any, request: InboundRequest, policy: ValidationPolicy
-) -> dict[str, Any]:
-    """`hookwise.engine.ruletool.explain` plus what the hook endpoint does next: validate every action
-    (as a mapping's, `internal=True`) and work out the status the server would answer with."""
-    from hookwise.engine.ruletool import explain
-
-    return _validated(ruleset, explain(ruleset, request), policy)
-
-
-async def explain_with_validation_async(
-    ruleset: Any, request: InboundRequest, policy: ValidationPolicy
-) -> dict[str, Any]:
-    """`explain_with_validation` for callers inside an event loop (the web console)."""
-    from hookwise.engine.ruletool import explain_async
-
-    return _validated(ruleset, await explain_async(ruleset, request), policy)
-
-
-def _validated(ruleset: Any, report: dict[str, Any], policy: ValidationPolicy) -> dict[str, Any]:
-    rule = next((r for r in ruleset.rules if r.id == report["matched"]), None)
-    source = mapping_source(rule.config) if rule is not None else "mapping"
-    actions: list[dict[str, Any]] = []
-    for entry in report["actions"]:
-        item: dict[str, Any] = {
-            "kind": entry["kind"],
-            "rendered": entry["fields"],
-            "validated": None,
-            "error": None,
-        }
-        try:
-            item["validated"] = _action_json(
-                validate_action(
-                    entry["kind"], entry["fields"], policy, internal=True, source=source
-                )
-            )
-        except RequestError as e:
-            e = attrs.evolve(
-                e,
-                message=f"rule {report['matched']!r} produced an invalid action: {e.message}",
-                rule_id=report["matched"],
-            )
-            item["error"] = {"status": e.status, **e.to_body()}
-            if report["error"] is None:
-                report["error"] = item["error"]
-        actions.append(item)
-    report["actions"] = actions
-    report["status"] = _status(report)
-    return report
-
-
-def _status(report: dict[str, Any]) -> int:
-    if report["matched"] is None:
-        return 404
-    if report["error"] is not None:
-        return int(report["error"]["status"])
-    if report["skipped"]:
-        return 204
-    if report["respond"] is not None:
-        return int(report["respond"]["status"])
-    return 202 if any(a["kind"] == "agent" for a in report["actions"]) else 200
 
 
 def _pairs(values: Iterable[str], sep: str, what: str) -> dict[str, str]:
@@ -167,7 +92,7 @@ def _pairs(values: Iterable[str], sep: str, what: str) -> dict[str, str]:
 
 
 def _request(args: argparse.Namespace) -> InboundRequest:
-    from hookwise.server.payload import parse_payload
+    from ..ingress.payload import parse_payload
 
     headers = {k.lower(): v for k, v in _pairs(args.header, ":", "--header").items()}
     query = _pairs(args.query, "=", "--query")
@@ -191,7 +116,7 @@ def _request(args: argparse.Namespace) -> InboundRequest:
 
 
 def cmd_rules_test(args: argparse.Namespace) -> int:
-    from hookwise.server.gateway import compile_rules, validation_policy
+    from ..lifecycle.gateway import compile_rules, validation_policy
 
     loaded = _load(args.config)
     if loaded is None:
@@ -205,7 +130,7 @@ def cmd_rules_test(args: argparse.Namespace) -> int:
         return 1
     try:
         if args.sign:
-            from hookwise.server.signatures_cli import rules_test_sign
+            from .signatures import rules_test_sign
 
             request = rules_test_sign(ruleset, request, args.url)
         report = explain_with_validation(ruleset, request, policy)
@@ -255,7 +180,7 @@ def unconfigured_channel_issues(loaded: LoadedConfig, *, ruleset: Any = None) ->
     if ruleset is not None:
         locations = _rule_locations(ruleset)
     else:
-        from hookwise.server.gateway import compile_rules
+        from ..lifecycle.gateway import compile_rules
 
         try:
             compiled = compile_rules(loaded)
@@ -293,9 +218,9 @@ def unconfigured_channel_issues(loaded: LoadedConfig, *, ruleset: Any = None) ->
 
 
 def cmd_rules_check(args: argparse.Namespace) -> int:
-    from hookwise.engine.config import check_config
-    from hookwise.server.cliargs import missing_config_hint
-    from hookwise.server.gateway import compile_rules
+    from ...engine.config import check_config
+    from ..lifecycle.gateway import compile_rules
+    from .args import missing_config_hint
 
     hint = missing_config_hint(args.config)
     if hint:
@@ -353,7 +278,7 @@ def rule_warnings(ruleset: Any) -> list[str]:
     every request they match. `rules check` and `config check` print them; finding the
     shadowed rules compares every pair of rules on a path (about a second for 1,000 rules on
     one path), so `serve` does not."""
-    from hookwise.engine.ruleindex import shadowed
+    from ...engine.ruleindex import shadowed
 
     return [*ruleset.warnings] + [
         f"rule {rule.id!r} ({rule.origin}) can never match: rule {first.id!r} "

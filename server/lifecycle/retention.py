@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hookwise.engine.config_models import RetentionConfig
-from hookwise.server.logs import fields
-from hookwise.server.store.retention import TARGETS
+from ...engine.config_models import RetentionConfig
+from ..logs import fields
+from ..store.retention import TARGETS
 
 log = logging.getLogger("hookwise.retention")
 

@@ -19,9 +19,9 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from hookwise.engine.config import load_config
-from hookwise.engine.config_models import LoadedConfig
-from hookwise.engine.errors import ConfigError
+from ...engine.config import load_config
+from ...engine.config_models import LoadedConfig
+from ...engine.errors import ConfigError
 
 log = logging.getLogger("hookwise.watch")
 

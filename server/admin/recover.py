@@ -18,17 +18,17 @@ import msgspec
 from litestar import Controller, Request, post
 from litestar.params import Parameter
 
-from hookwise.engine.errors import RequestError
-from hookwise.server.admin import admin_guard
-from hookwise.server.admin_models import RetriedDelivery, RetriedRun, RetryCount
-from hookwise.server.admin_query import (
+from ...engine.errors import RequestError
+from ..store.records import RetryRequest
+from .api import admin_guard
+from .models import RetriedDelivery, RetriedRun, RetryCount
+from .query import (
     MAX_FILTER_LENGTH,
     RETRYABLE_DELIVERY_STATES,
     RETRYABLE_RUN_STATES,
     check_choice,
     filters,
 )
-from hookwise.server.store.records import RetryRequest
 
 MAX_BULK = 100_000
 _ACTOR_UNSAFE = re.compile(r"[^\w .@:+-]")

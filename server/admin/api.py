@@ -18,8 +18,10 @@ from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 from litestar.params import Parameter
 
-from hookwise.engine.errors import RequestError
-from hookwise.server.admin_models import (
+from ...engine.errors import RequestError
+from ..ingress.auth import TokenCheck
+from ..store.listing import Filters
+from .models import (
     Delivery,
     DeliveryPage,
     Event,
@@ -39,7 +41,7 @@ from hookwise.server.admin_models import (
     SessionTurn,
     TurnPage,
 )
-from hookwise.server.admin_query import (
+from .query import (
     CURSOR,
     DELIVERY_STATES,
     HEARTBEAT_STATES,
@@ -53,8 +55,6 @@ from hookwise.server.admin_query import (
     state_parameter,
     text_parameter,
 )
-from hookwise.server.auth import TokenCheck
-from hookwise.server.store.listing import Filters
 
 
 def admin_guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:
