@@ -177,8 +177,8 @@ converter.register_structure_hook_factory(_is_dict, _dict_hook_factory)
 
 
 def _attrs_hook_factory(cl: type) -> Any:
-    overrides = {a.name: override(rename=data_key(a)) for a in attrs.fields(cl)}
-    inner = make_dict_structure_fn(cl, converter, _cattrs_forbid_extra_keys=True, **overrides)
+    overrides: dict[str, Any] = {a.name: override(rename=data_key(a)) for a in attrs.fields(cl)}
+    inner: Any = make_dict_structure_fn(cl, converter, _cattrs_forbid_extra_keys=True, **overrides)
 
     def structure_attrs(value: object, tp: type) -> Any:
         if not isinstance(value, dict):

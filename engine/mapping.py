@@ -186,7 +186,7 @@ _DEDUPE = Literal["off", "provider"] | DedupeConfig | None
 
 def _structure_dedupe(value: object, _: object) -> str | DedupeConfig | None:
     if value is None or value in ("off", "provider"):
-        return value  # type: ignore[return-value]
+        return value
     if not isinstance(value, dict):
         raise ValueError("must be off, provider, {header: NAME} or {jsonpath: $.PATH}")
     return _structure_dedupe_mapping(value, DedupeConfig)

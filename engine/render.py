@@ -229,7 +229,7 @@ def _render_plain(parts: tuple[_Part, ...], variables: Mapping[str, Any]) -> str
         if part.__class__ is str:
             out.append(part)
             continue
-        value = variables.get(part[0], _MISSING)  # type: ignore[index]
+        value = variables.get(part[0], _MISSING)  # type: ignore[arg-type]
         if len(part) > 1:
             for key in part[1:]:
                 if isinstance(key, int):
@@ -241,7 +241,7 @@ def _render_plain(parts: tuple[_Part, ...], variables: Mapping[str, Any]) -> str
                 if not found:
                     value = _MISSING
                     break
-                value = value[key]  # type: ignore[index]
+                value = value[key]
         if value.__class__ is str:
             out.append(value)
         elif value is not _MISSING:
@@ -271,7 +271,7 @@ class Template:
             context = new_context(
                 _ENV, compiled.name, compiled.blocks, {**_GLOBALS, **variables}, True, _GLOBALS
             )
-            return _ENV.concat(compiled.root_render_func(context))  # type: ignore[attr-defined]
+            return _ENV.concat(compiled.root_render_func(context))
         except _Required as exc:
             raise MissingValueError(exc.what) from None
         except jinja2.exceptions.SecurityError:

@@ -50,13 +50,13 @@ def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
             options.append({"type": "null"})
         return options[0] if len(options) == 1 else {"anyOf": options}
     if origin in (tuple, list):
-        args = get_args(tp)
-        return {"type": "array", "items": _type_schema(args[0] if args else Any, defs)}
+        items = get_args(tp)
+        return {"type": "array", "items": _type_schema(items[0] if items else Any, defs)}
     if origin is dict or tp is dict:
-        args = get_args(tp)
+        kv = get_args(tp)
         return {
             "type": "object",
-            "additionalProperties": _type_schema(args[1] if args else Any, defs),
+            "additionalProperties": _type_schema(kv[1] if kv else Any, defs),
         }
     if attrs.has(tp):
         name = tp.__name__
@@ -75,8 +75,8 @@ def _class_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
         schema = _type_schema(hints[field.name], defs)
         if field.default is attrs.NOTHING:
             required.append(data_key(field))
-        elif not isinstance(field.default, attrs.Factory) and field.default is not None:
-            default = field.default
+        elif not isinstance(field.default, attrs.Factory) and field.default is not None:  # type: ignore[arg-type]
+            default: Any = field.default
             if isinstance(default, tuple):
                 default = list(default)
             schema = {**schema, "default": default}

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -190,7 +191,7 @@ class HttpMetrics:
         self._app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or _metrics is None:
+        if scope["type"] != ScopeType.HTTP or _metrics is None:
             await self._app(scope, receive, send)
             return
         started = time.perf_counter()

@@ -61,17 +61,17 @@ def compile_doors(
             doors[path] = Door(compile_verifier(block, base_dir, where), None, True)
         except ConfigError as exc:
             issues.extend(exc.issues)
-    for rule_id, path, verifier in rules:
-        if verifier is None or path is None:
+    for rule_id, rule_path, verifier in rules:
+        if verifier is None or rule_path is None:
             continue
-        if path not in doors:
-            doors[path] = Door(verifier, rule_id, False)
-        elif verifier.signature_auth and doors[path].verifier is not verifier:
+        if rule_path not in doors:
+            doors[rule_path] = Door(verifier, rule_id, False)
+        elif verifier.signature_auth and doors[rule_path].verifier is not verifier:
             # a later block cannot change how the path authenticates
             issues.append(
                 ConfigIssue(
                     f"{verifier.where}.auth",
-                    f"auth: signature must be on the block that guards the path {path!r} "
+                    f"auth: signature must be on the block that guards the path {rule_path!r} "
                     "(its hooks.verify block, or the first rule on it with verify)",
                     rule_id=rule_id,
                 )

@@ -73,9 +73,14 @@ class Channel(Protocol):
     which `send` splits a message; `default_to` the configured `defaultTo` recipient, if any.
     """
 
-    id: str
-    max_chars: int
-    default_to: str | None
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def max_chars(self) -> int: ...
+
+    @property
+    def default_to(self) -> str | None: ...
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], path: str) -> Channel:
@@ -248,7 +253,6 @@ class ChannelBase:
     id: ClassVar[str]
     max_chars: ClassVar[int]
     recipient_hint: ClassVar[str]
-    default_to: str | None
 
     def _normalize(self, to: str) -> Any:
         raise NotImplementedError

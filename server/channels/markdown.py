@@ -297,7 +297,8 @@ class Renderer:
 
     def __init__(self, dialect: Dialect) -> None:
         self.d = dialect
-        self._plain = Plain()
+        # an image's alt text is rendered as plain text, whatever the dialect
+        self._plain = self if isinstance(dialect, Plain) else Renderer(Plain())
 
     def __call__(self, source: str) -> str:
         root = SyntaxTreeNode(_PARSER.parse(source.replace("\x00", "")))

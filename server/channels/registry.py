@@ -132,7 +132,7 @@ def _channel_class(spec: ChannelSpec, cid: str, path: str) -> Any:
         message = f"the plugin {spec.entry_point} does not provide a channel class"
         raise ConfigError([ConfigIssue(path, message)])
     if getattr(cls, "id", None) != cid:
-        message = f"the plugin {spec.entry_point} names its channel {cls.id!r}, not {cid!r}"
+        message = f"the plugin {spec.entry_point} names its channel {getattr(cls, 'id', None)!r}, not {cid!r}"
         raise ConfigError([ConfigIssue(path, message)])
     return cls
 

@@ -109,7 +109,8 @@ class TelegramChannel(ChannelBase):
         if response.is_success and isinstance(data, dict) and data.get("ok"):
             return str(data["result"]["message_id"])
         data = data if isinstance(data, dict) else {}
-        params = data.get("parameters") if isinstance(data.get("parameters"), dict) else {}
+        params = data.get("parameters")
+        params = params if isinstance(params, dict) else {}
         detail = data.get("description")
         if "migrate_to_chat_id" in params:
             detail = f"{detail} (the group is now chat {params['migrate_to_chat_id']})"

@@ -163,7 +163,7 @@ def _rule_locations(ruleset: Any) -> list[tuple[str, str | None, str, MappingCon
 
 
 def _inline_locations(loaded: LoadedConfig) -> list[tuple[str, str | None, str, MappingConfig]]:
-    out = []
+    out: list[tuple[str, str | None, str, MappingConfig]] = []
     for i, mapping in enumerate(loaded.config.hooks.mappings):
         rule_id = (mapping.id or "").strip() or f"mapping-{i + 1}"
         out.append((rule_id, None, f"hooks.mappings[{i}]", mapping))

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 log = logging.getLogger("hookwise.gmail")
@@ -29,7 +29,7 @@ LEAD_EVERY = 2.0
 
 async def run_as_leader(
     store: Any,
-    watch: Callable[[], Awaitable[None]],
+    watch: Callable[[], Coroutine[Any, Any, None]],
     *,
     name: str = LEADERSHIP,
     every: float = LEAD_EVERY,

@@ -42,7 +42,11 @@ def resolve_credential(
     """The credential `config` names, read now. Raises `SecretError`."""
     env = os.environ if env is None else env
     base = base_dir or Path.cwd()
-    for kind, prefix in (("password", "password"), ("oauth2", "oauth2Token")):
+    kinds: tuple[tuple[Literal["password", "oauth2"], str], ...] = (
+        ("password", "password"),
+        ("oauth2", "oauth2Token"),
+    )
+    for kind, prefix in kinds:
         attr = "password" if kind == "password" else "oauth2_token"
         inline = getattr(config, attr)
         path = getattr(config, f"{attr}_file")

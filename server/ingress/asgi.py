@@ -29,12 +29,12 @@ async def send_json(
 ) -> int:
     """Send a complete response; `body=None` sends no body and no content type (204). Returns
     `status`, for the caller to record."""
-    hdrs = list(headers)
+    hdrs: list[tuple[bytes, bytes]] = list(headers)
     if body is not None:
         hdrs.append(_JSON)
         hdrs.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": hdrs})
-    await send({"type": "http.response.body", "body": body or b""})
+    await send({"type": "http.response.body", "body": body or b"", "more_body": False})
     return status
 
 

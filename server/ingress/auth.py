@@ -63,9 +63,9 @@ def presented_token(headers: list[tuple[bytes, bytes]], query_string: bytes) -> 
         elif name in TOKEN_HEADERS:
             found.append(value.strip())
     if query_string and b"token=" in query_string:
-        for key, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        for key, text in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
             if key == "token":
-                found.append(value.encode("latin-1"))
+                found.append(text.encode("latin-1"))
     if not found:
         return Presented(None, "a hook token is required")
     if len(found) > 1:

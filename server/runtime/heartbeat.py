@@ -121,7 +121,7 @@ class Heartbeats:
         prompt = heartbeat_prompt(events, reason, started)
         messages = [
             ChatMessage("system", self._system),
-            *(ChatMessage(t.role, t.content) for t in history),  # type: ignore[arg-type]
+            *(ChatMessage(t.role, t.content) for t in history),
             ChatMessage("user", prompt),
         ]
         reply = error = model_used = None

@@ -70,11 +70,19 @@ def event_record(row: Any) -> EventRecord:
 
 def request_record(row: Any) -> RequestLogEntry:
     """A request log row (`LOG_COLUMNS`) -> its entry, the links as tuples."""
-    r = list(row)
+    at, path, status, client, size, action, rule_id, code, request_id, events, runs = row
     return RequestLogEntry(
-        *r[:9],
-        event_ids=tuple(json.loads(r[9])) if r[9] else (),
-        run_ids=tuple(json.loads(r[10])) if r[10] else (),
+        at,
+        path,
+        status,
+        client,
+        size,
+        action,
+        rule_id,
+        code,
+        request_id,
+        event_ids=tuple(json.loads(events)) if events else (),
+        run_ids=tuple(json.loads(runs)) if runs else (),
     )
 
 

@@ -193,3 +193,24 @@ def test_render_parts_splits_again_when_escaping_lengthens_a_part():
 def test_markdown_special_characters_in_text_are_escaped_for_discord():
     assert markdown_to_discord("a\\*b\\* and snake_case") == "a\\*b\\* and snake\\_case"
     assert markdown_to_discord("see https://e.com/_a_b_") == "see https://e.com/_a_b_"
+
+
+@pytest.mark.parametrize(
+    ("convert", "expected"),
+    [
+        (markdown_to_telegram_html, 'see <a href="http://x/y.png">a diagram</a> here'),
+        (markdown_to_slack, "see <http://x/y.png|a diagram> here"),
+        (markdown_to_plain, "see a diagram (http://x/y.png) here"),
+    ],
+)
+def test_an_image_becomes_a_link_labelled_with_its_alt_text_in_plain_words(convert, expected):
+    # a model's reply with an image (its alt text styled) crashed every dialect's renderer
+    assert convert("see ![a **diagram**](http://x/y.png) here") == expected
+
+
+@pytest.mark.parametrize(
+    "convert",
+    [markdown_to_discord, markdown_to_mattermost, markdown_to_whatsapp, markdown_to_plain],
+)
+def test_an_image_keeps_its_address_in_every_dialect(convert):
+    assert "http://x/y.png" in convert("![chart](http://x/y.png)")

@@ -49,14 +49,11 @@ class RetryPolicy:
             retry_after = error.retry_after if isinstance(error, ProviderError) else None
             return self.backoff(state.attempt_number - 1, retry_after)
 
-        def past_deadline(state: tenacity.RetryCallState) -> bool:
-            return time.monotonic() + (state.upcoming_sleep or 0.0) >= deadline
-
         retrying = tenacity.AsyncRetrying(
             retry=tenacity.retry_if_exception(
                 lambda e: isinstance(e, ProviderError) and e.retryable
             ),
-            stop=tenacity.stop_after_attempt(self.max_retries + 1) | past_deadline,
+            stop=tenacity.stop_after_attempt(self.max_retries + 1) | _PastDeadline(deadline),
             wait=wait,
             sleep=self.sleep,
             reraise=True,
@@ -67,3 +64,13 @@ class RetryPolicy:
 def parse_retry_after(headers: object, *, now: float | None = None) -> float | None:
     """Seconds to wait from `retry-after-ms` or `Retry-After` (seconds or an HTTP date)."""
     return retry_after_from_headers(headers, now=now)
+
+
+class _PastDeadline(tenacity.stop.stop_base):
+    """Stop when the next wait would end past the deadline (a `time.monotonic()` instant)."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return time.monotonic() + (retry_state.upcoming_sleep or 0.0) >= self.deadline

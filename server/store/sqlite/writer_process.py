@@ -232,7 +232,7 @@ class ProcessWriter:
         if not self._unsent or self._transport is None:
             return
         jobs, self._unsent = self._unsent, []
-        sent = []
+        sent: list[tuple[int, Any, Any, bool]] = []
         waiting = self._waiting
         for job_id, rows, fn, one_statement, fut, value in jobs:
             if rows is not None:

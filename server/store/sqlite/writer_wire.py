@@ -94,4 +94,4 @@ def unpickle_call(data: bytes) -> Callable[[Any], Any]:
     """The writer process's side of `pickle_call` (a `Late` argument arrives as its value)."""
     unpickler = pickle.Unpickler(io.BytesIO(data))
     unpickler.persistent_load = lambda pid: pid[1]  # type: ignore[method-assign]
-    return unpickler.load()  # type: ignore[no-any-return]
+    return unpickler.load()
