@@ -19,6 +19,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)\s]*)?\)")
+ANCHORED = re.compile(r"\]\(([^)\s#]*)#([^)\s]+)\)")
+HEADING = re.compile(r"^#+ (.+)$", re.M)
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 
 
@@ -71,6 +73,28 @@ def test_every_page_is_reached_from_the_readme() -> None:
 def test_every_relative_link_names_a_file_of_the_repository(path: str) -> None:
     missing = [t for t in _links(REPO / path) if not (REPO / t).exists()]
     assert not missing, f"{path} links to files that do not exist: {missing}"
+
+
+def _github_slug(heading: str) -> str:
+    """The anchor GitHub gives a heading (MkDocs' toc gives the same for the headings used here)."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+@pytest.mark.parametrize("path", ["README.md", *sorted(f"docs/{p}" for p in _pages())])
+def test_every_anchor_names_a_heading_of_its_page(path: str) -> None:
+    """What the strict build checks for the pages, for the README too, with GitHub's anchors."""
+    source = REPO / path
+    text = FENCE.sub("", source.read_text(encoding="utf-8"))
+    broken = []
+    for target, anchor in ANCHORED.findall(text):
+        page = (source.parent / target).resolve() if target else source
+        if page.suffix != ".md" or not page.exists():
+            continue
+        headings = HEADING.findall(FENCE.sub("", page.read_text(encoding="utf-8")))
+        if anchor not in {_github_slug(h) for h in headings}:
+            broken.append(f"{target}#{anchor}")
+    assert not broken, f"{path} links to anchors no heading has: {broken}"
 
 
 @pytest.mark.skipif(
