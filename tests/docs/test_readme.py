@@ -1,6 +1,7 @@
-"""The README works as written: its shell blocks marked `<!-- runnable -->` run, in order,
-against a started server (the quick start's), with `hookwise` on PATH as the quick start puts
-it there; every `hookwise ...` command line anywhere in its shell blocks parses."""
+"""The README and the manual work as written: in each of them (README.md and every page under
+docs/), the shell blocks marked `<!-- runnable -->` run, in order, against a started server (the
+quick start's), with `hookwise` on PATH as the quick start puts it there, each file in a fresh
+directory of its own; every `hookwise ...` command line anywhere in their shell blocks parses."""
 
 from __future__ import annotations
 
@@ -19,24 +20,37 @@ import pytest
 from hookwise.server.cli.main import _parser
 
 REPO = Path(__file__).resolve().parents[2]
-README = (REPO / "README.md").read_text(encoding="utf-8")
+DOCS = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")])
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 RUNNABLE = re.compile(r"^<!-- runnable.*?-->\n```sh\n(.*?)^```", re.S | re.M)
 VENV_BIN = str(Path(sys.executable).parent)
 
 
-def runnable_blocks() -> list[str]:
-    return RUNNABLE.findall(README)
+def _name(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
 
 
-def hookwise_lines() -> list[str]:
+def runnable_blocks(path: Path) -> list[str]:
+    return RUNNABLE.findall(path.read_text(encoding="utf-8"))
+
+
+def hookwise_lines() -> list[tuple[str, str]]:
+    """(file, line) for every `hookwise ...` line of a shell block in the README and the docs."""
     lines = []
-    for lang, body in BLOCK.findall(README):
-        if lang not in ("sh", "bash", "console"):
-            continue
-        joined = body.replace("\\\n", " ")
-        lines += [x.strip() for x in joined.splitlines() if x.strip().startswith("hookwise ")]
+    for path in DOCS:
+        for lang, body in BLOCK.findall(path.read_text(encoding="utf-8")):
+            if lang not in ("sh", "bash", "console"):
+                continue
+            joined = body.replace("\\\n", " ")
+            lines += [
+                (_name(path), x.strip())
+                for x in joined.splitlines()
+                if x.strip().startswith("hookwise ")
+            ]
     return lines
+
+
+RUNNABLE_FILES = [p for p in DOCS if runnable_blocks(p)]
 
 
 @pytest.fixture
@@ -76,20 +90,25 @@ def quickstart_server(tmp_path: Path) -> Iterator[str]:
         proc.stdout.close()
 
 
-def test_the_readme_marks_its_walkthrough_runnable() -> None:
-    blocks = runnable_blocks()
-    assert len(blocks) >= 3
-    assert any("curl" in b for b in blocks) and any("hookwise init" in b for b in blocks)
+def test_the_quick_start_and_the_first_steps_are_marked_runnable() -> None:
+    readme = runnable_blocks(REPO / "README.md")
+    assert readme and any("curl" in b and "/hooks/wake" in b for b in readme)
+    first_steps = runnable_blocks(REPO / "docs" / "getting-started.md")
+    assert any("hookwise init" in b for b in first_steps)
+    assert any("hookwise rules test" in b for b in first_steps)
 
 
-def test_the_runnable_blocks_run_as_written(quickstart_server: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("path", RUNNABLE_FILES, ids=_name)
+def test_the_runnable_blocks_run_as_written(
+    path: Path, quickstart_server: str, tmp_path: Path
+) -> None:
     env = {
         **{k: v for k, v in os.environ.items() if k != "HOOKWISE_CONFIG"},
         "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",  # what `. .venv/bin/activate` does
     }
-    # an HTTP error answer fails the block (the README shows `curl -s` for readable output)
+    # an HTTP error answer fails the block (the docs show `curl -s` for readable output)
     prelude = 'curl() { command curl --fail-with-body --max-time 20 "$@"; }\n'
-    for block in runnable_blocks():
+    for block in runnable_blocks(path):
         script = block.replace("localhost:8787", quickstart_server).replace(
             "127.0.0.1:8787", quickstart_server
         )
@@ -102,16 +121,16 @@ def test_the_runnable_blocks_run_as_written(quickstart_server: str, tmp_path: Pa
             timeout=120,
         )
         assert r.returncode == 0, (
-            f"README block failed:\n{block}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+            f"{_name(path)}: block failed:\n{block}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
         )
 
 
-@pytest.mark.parametrize("line", hookwise_lines())
-def test_every_hookwise_command_line_in_the_readme_parses(line: str) -> None:
+@pytest.mark.parametrize(("path", "line"), hookwise_lines())
+def test_every_hookwise_command_line_in_the_docs_parses(path: str, line: str) -> None:
     argv = shlex.split(line, comments=True)[1:]
     try:
         args = _parser().parse_args(argv)
     except SystemExit as e:  # --version and --help exit 0; a usage error exits 2
-        assert e.code == 0, f"`{line}` is not a valid command line"
+        assert e.code == 0, f"{path}: `{line}` is not a valid command line"
         return
     assert callable(args.func)
