@@ -56,7 +56,7 @@ agents:
 # session:
 #   lastRoute: {{channel: telegram, to: "-1001234567890"}}
 # For production (PostgreSQL, several workers, a proxy in front) see examples/production.yaml
-# and the README's "Deployment" section.
+# and the manual's deployment page (docs/deployment.md).
 """
 
 

@@ -2,7 +2,7 @@
 
 Playwright's own browser download does not work on this machine class, so the browser is the
 system's `chromium` (`.ci/run` installs it). When `HOOKWISE_SCREENSHOTS` names a folder, the tests
-save their screenshots there (the README's pictures in `docs/console/` come from such a run).
+save their screenshots there (the manual's pictures in `docs/console/` come from such a run).
 """
 
 from __future__ import annotations

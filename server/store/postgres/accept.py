@@ -4,7 +4,7 @@ An accepted request is answered only once its rows are committed. The lane write
 requests as a group with ONE statement that commits on its own (autocommit: one round trip, one
 implicit transaction, one WAL flush for the whole group), on a connection of its own; whatever
 arrives meanwhile forms the next group. One group at a time measured faster than two in flight
-(bigger groups cost less per request; see the README's figures). The runtime's writes (claims,
+(bigger groups cost less per request; see docs/performance.md). The runtime's writes (claims,
 run endings, heartbeats, deliveries) go through the group-commit writer on another connection and
 never delay a `202`.
 

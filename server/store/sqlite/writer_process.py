@@ -6,7 +6,7 @@ Why a process: in the gateway, the writer thread needs the GIL around every stat
 and after every batch it commits, and under load the event loop holds the GIL; each batch then
 waits up to a switch interval for it, twice, and the loop sits idle while its requests wait for
 that commit. In a process of its own the writer never waits for the gateway's GIL: `/hooks/wake`
-took 26-30% more requests per second here (see the README's performance section).
+took 26-30% more requests per second here (see docs/performance.md).
 
 The two talk in frames over the process's stdin and stdout (`writer_wire`); the process's
 side is `writer_child`.
