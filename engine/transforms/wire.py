@@ -12,90 +12,52 @@ order: `["ok", value]` or `["err", kind, reason, detail]` where kind is `failed`
 
 from __future__ import annotations
 
-import os
 import pickle
-import struct
 from typing import Any
 
 import msgspec
 
-_HEADER = struct.Struct(">I")
+from ..frames import NO_FRAME, Closed, frame, read_frame, take_frame, write_all
+
 MAX_FRAME = 64 * 1024 * 1024
 
 _encode = msgspec.msgpack.Encoder(enc_hook=str).encode
 _decode = msgspec.msgpack.Decoder().decode
 
-
-class WireClosed(EOFError):
-    """The other side closed its end (a worker that died, or a gateway that went away)."""
-
-
-def _frame(body: bytes) -> bytes:
-    return _HEADER.pack(len(body)) + body
+#: the other side closed its end (a worker that died, or a gateway that went away), or sent
+#: something that is not a frame we take
+WireClosed = Closed
 
 
 def request_frame(message: Any) -> bytes:
-    return _frame(pickle.dumps(message, protocol=5))
+    return frame(pickle.dumps(message, protocol=5))
 
 
 def write_reply(fd: int, message: Any) -> None:
     """Send a reply (worker side). Raises `OverflowError`/`TypeError` for a value msgpack cannot
     carry (an integer beyond 64 bits)."""
-    write_all(fd, _frame(_encode(message)))
-
-
-def write_all(fd: int, frame: bytes) -> None:
-    data = memoryview(frame)
-    while data:
-        n = os.write(fd, data)
-        data = data[n:]
-
-
-def _read_exact(fd: int, n: int) -> bytes:
-    chunks: list[bytes] = []
-    while n:
-        chunk = os.read(fd, min(n, 1 << 20))
-        if not chunk:
-            raise WireClosed("the other side closed the pipe")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def _read_frame(fd: int) -> bytes:
-    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
-    if size > MAX_FRAME:
-        raise WireClosed(f"a message of {size} bytes is larger than the {MAX_FRAME} byte limit")
-    return _read_exact(fd, size)
+    write_all(fd, frame(_encode(message)))
 
 
 def read_request(fd: int) -> Any:
     """The next request (worker side)."""
-    return pickle.loads(_read_frame(fd))
+    return pickle.loads(read_frame(fd, limit=MAX_FRAME))
 
 
-def take_reply(buffer: bytearray) -> Any:
-    """The first complete reply in `buffer` (removed from it), or None when there is none yet;
-    `WireClosed` when the buffer holds something that is not a reply."""
-    if len(buffer) < _HEADER.size:
-        return None
-    (size,) = _HEADER.unpack_from(buffer)
-    if size > MAX_FRAME:
-        raise WireClosed(f"a message of {size} bytes is larger than the {MAX_FRAME} byte limit")
-    end = _HEADER.size + size
-    if len(buffer) < end:
-        return None
-    body = bytes(buffer[_HEADER.size : end])
-    del buffer[:end]
+def _reply(body: memoryview | bytes) -> Any:
     try:
         return _decode(body)
     except msgspec.DecodeError as exc:
         raise WireClosed(f"unreadable reply: {exc}") from None
 
 
+def take_reply(buffer: bytearray) -> Any:
+    """The first complete reply in `buffer` (removed from it), or None when there is none yet;
+    `WireClosed` when the buffer holds something that is not a reply."""
+    reply = take_frame(buffer, _reply, limit=MAX_FRAME)
+    return None if reply is NO_FRAME else reply
+
+
 def read_reply(fd: int) -> Any:
     """The next reply (gateway side); `WireClosed` when the worker is gone or sent garbage."""
-    try:
-        return _decode(_read_frame(fd))
-    except msgspec.DecodeError as exc:
-        raise WireClosed(f"unreadable reply: {exc}") from None
+    return _reply(read_frame(fd, limit=MAX_FRAME))

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import pickle
 import subprocess
 import sys
 import time
@@ -31,15 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .writer import Rows
-from .writer_wire import (
-    LENGTH,
-    NO_FRAME,
-    WriterGone,
-    frame,
-    pickle_call,
-    read_exactly,
-    take_frame,
-)
+from .writer_wire import NO_FRAME, WriterGone, frame, pickle_call, read_frame, take_frame
 
 T = TypeVar("T")
 log = logging.getLogger("hookwise.store")
@@ -340,8 +331,7 @@ def _first_answer(fd: int) -> tuple[str, Any]:
     exactly its frames, nothing past them)."""
     while True:
         try:
-            (size,) = LENGTH.unpack(read_exactly(fd, LENGTH.size))
-            kind, data = pickle.loads(read_exactly(fd, size))
+            kind, data = read_frame(fd)
         except EOFError:
             return ("failed", "it exited before it was ready")
         if kind == "log":

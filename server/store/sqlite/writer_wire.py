@@ -1,5 +1,5 @@
-"""The frames between the gateway and SQLite's writer process (see `writer_process`): a 4-byte
-big-endian length, then a pickle, over the process's stdin and stdout.
+"""The frames between the gateway and SQLite's writer process (see `writer_process`): pickles in
+the child processes' one framing (`engine/frames.py`), over the process's stdin and stdout.
 
 Gateway to writer: a list of jobs `(id, rows, call, one_statement)`, sent once per turn of the
 event loop: `id` 0 for a job nobody awaits, `rows` as `(sink key, row)` pairs (`inserts.SINKS`),
@@ -13,39 +13,32 @@ the gateway writes as its own.
 from __future__ import annotations
 
 import io
-import os
 import pickle
-import struct
 from collections.abc import Callable
 from typing import Any
 
+from ....engine import frames
+from ....engine.frames import NO_FRAME
 from .writer import Late
 
-LENGTH = struct.Struct(">I")
-
-
-#: what `take_frame` returns when no whole frame is there yet
-NO_FRAME = object()
+__all__ = ["NO_FRAME", "WriterGone", "frame", "pickle_call", "read_frame", "take_frame"]
 
 
 def frame(obj: Any) -> bytes:
     """`obj` as one frame."""
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    return LENGTH.pack(len(data)) + data
+    return frames.frame(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def take_frame(buf: bytearray) -> Any:
     """The first whole frame in `buf`, unpickled and taken out of it; `NO_FRAME` if there is
     none yet."""
-    if len(buf) < LENGTH.size:
-        return NO_FRAME
-    (size,) = LENGTH.unpack_from(buf)
-    end = LENGTH.size + size
-    if len(buf) < end:
-        return NO_FRAME
-    obj = pickle.loads(memoryview(buf)[LENGTH.size : end])
-    del buf[:end]
-    return obj
+    return frames.take_frame(buf, pickle.loads)
+
+
+def read_frame(fd: int) -> Any:
+    """The next frame from the blocking file descriptor `fd`, unpickled; `EOFError`
+    (`frames.Closed`) if the stream ends first."""
+    return pickle.loads(frames.read_frame(fd))
 
 
 class WriterGone(RuntimeError):
@@ -67,17 +60,6 @@ def pickle_call(fn: Callable[[Any], Any]) -> bytes:
     buf = io.BytesIO()
     _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(fn)
     return buf.getvalue()
-
-
-def read_exactly(fd: int, size: int) -> bytes:
-    """`size` bytes from `fd`, waiting for them; EOFError if the stream ends first."""
-    out = bytearray()
-    while len(out) < size:
-        chunk = os.read(fd, size - len(out))
-        if not chunk:
-            raise EOFError("the writer process ended its output")
-        out += chunk
-    return bytes(out)
 
 
 def round_trips(value: Any) -> bool:
