@@ -65,6 +65,7 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         env=dict(os.environ),  # `${NAME}` in rule files; read once, here, not in the engine
         verify=hooks.verify,
         sessions=_session_policy(loaded.config),
+        tool_servers=frozenset(loaded.config.tools.mcp_servers),
     )
     ruleset.observe_transform = time_transform
     return ruleset
