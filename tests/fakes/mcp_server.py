@@ -11,8 +11,10 @@ process served, to prove a call was not repeated). It writes a line to stderr on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
+from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -55,10 +57,8 @@ async def grow(ctx: Context) -> str:
 
     server.add_tool(extra, name="extra", description="Added at run time.")
     await ctx.notify_tools_changed()
-    try:
+    with contextlib.suppress(Exception):  # a 2026-07-28 connection has no legacy notification
         await ctx.request_context.session.send_tool_list_changed()
-    except Exception:  # a 2026-07-28 connection has no legacy session notification
-        pass
     return "grown"
 
 
@@ -82,6 +82,59 @@ def main(argv: list[str]) -> None:
     else:
         port = int(argv[1])
         asyncio.run(server.run_streamable_http_async(host="127.0.0.1", port=port))
+
+
+class HttpServer:
+    """The server above over Streamable HTTP, in a child process on a free loopback port."""
+
+    def __init__(self) -> None:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.proc: Any = None
+
+    def __enter__(self) -> HttpServer:
+        import socket
+        import subprocess
+        import time
+        from pathlib import Path
+
+        repo = Path(__file__).resolve().parents[2]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.fakes.mcp_server", "http", str(self.port)],
+            cwd=repo,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.__exit__()
+        raise RuntimeError("the MCP test server did not start")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+def stdio_command() -> dict[str, Any]:
+    """The `tools.mcpServers` entry that runs the server above over stdio."""
+    from pathlib import Path
+
+    return {
+        "command": sys.executable,
+        "args": ["-m", "tests.fakes.mcp_server", "stdio"],
+        "cwd": str(Path(__file__).resolve().parents[2]),
+    }
 
 
 if __name__ == "__main__":
