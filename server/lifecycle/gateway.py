@@ -209,6 +209,9 @@ class Gateway:
             shared=self.shared,
         )
         self.dispatcher.subscribe(self.runtime.on_accepted)
+        self.runtime.rule_tools = lambda rule_id: (
+            self.rules.tools_of(rule_id) if self.rules is not None else ()
+        )
 
     @property
     def admin_token(self) -> str | None:
