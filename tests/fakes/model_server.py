@@ -466,7 +466,11 @@ class _OpenAI(_Api):
                     param=f"messages[{i}].role",
                     code="invalid_value",
                 )
-            if not isinstance(m.get("content"), (str, list)):
+            # "Required unless tool_calls or function_call is specified" (openai_tools.json)
+            optional = role == "assistant" and m.get("tool_calls")
+            if not isinstance(m.get("content"), (str, list)) and not (
+                optional and m.get("content") is None
+            ):
                 raise _ApiError(
                     400,
                     f"Missing required parameter: 'messages[{i}].content'.",
