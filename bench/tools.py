@@ -86,7 +86,7 @@ async def overhead(calls: int, recorder: Any) -> dict[str, Any]:
             await client.call_tool("echo", {"text": "hello"})
             t1 = time.perf_counter()
             tools = RunTools(host, grant, recorder, f"bench-{time.time_ns()}-{i}")
-            completion, made = await converse(
+            _completion, made = await converse(
                 provider,
                 "echo",
                 messages,
