@@ -57,8 +57,8 @@ class NoRecorder:
     async def record(self, calls: Sequence[ToolCallRecord]) -> None:
         return None
 
-    async def previous(self, run_id: str) -> int:
-        return 0
+    async def previous(self, run_id: str) -> tuple[int, int]:
+        return 0, 0
 
 
 def _ms(values: list[float]) -> dict[str, float]:

@@ -57,8 +57,9 @@ class ToolRecorder(Protocol):
 
     async def record(self, calls: Sequence[ToolCallRecord]) -> None: ...
 
-    async def previous(self, run_id: str) -> int:
-        """How many calls earlier attempts of the run made (or began)."""
+    async def previous(self, run_id: str) -> tuple[int, int]:
+        """The calls the run's earlier attempts made (or began): all of them, and those since
+        the operator last retried it (a retry starts over on purpose)."""
         ...
 
 
@@ -112,7 +113,7 @@ async def converse(
         offered = await tools.host.offered(tools.grant)
     if not offered or tools is None:
         return await provider.complete(model, messages, thinking=thinking, deadline=deadline), []
-    earlier = await tools.recorder.previous(tools.run_id)
+    recorded, earlier = await tools.recorder.previous(tools.run_id)
     if earlier:
         # never repeat a call silently: a run cut off after calling tools ends here, visibly
         raise ProviderError(
@@ -155,7 +156,7 @@ async def converse(
                 raw=completion.raw,
             )
         )
-        results = await _answer(completion.tool_calls, by_wire, tools, records, limit)
+        results = await _answer(completion.tool_calls, by_wire, tools, records, limit, recorded)
         conversation.append(ChatMessage("tool", "", tool_results=tuple(results)))
 
 
@@ -165,6 +166,7 @@ async def _answer(
     tools: RunTools,
     records: list[ToolCallRecord],
     limit: int,
+    seq_base: int = 0,
 ) -> list[ToolResult]:
     """Results for every call of one answer; the ones allowed are made, in parallel."""
     results: list[ToolResult | None] = [None] * len(calls)
@@ -191,7 +193,7 @@ async def _answer(
             args_text = arguments_json(call.arguments)
             record = ToolCallRecord(
                 run_id=tools.run_id,
-                seq=len(records) + len(to_make) + 1,
+                seq=seq_base + len(records) + len(to_make) + 1,
                 server=target.server,
                 tool=target.name,
                 outcome="started",
@@ -241,8 +243,13 @@ class StoreRecorder:
     async def record(self, calls: Sequence[ToolCallRecord]) -> None:
         await self._store.record_tool_calls(calls)
 
-    async def previous(self, run_id: str) -> int:
-        return len(await self._store.tool_calls(run_id))
+    async def previous(self, run_id: str) -> tuple[int, int]:
+        calls = await self._store.tool_calls(run_id)
+        if not calls:
+            return 0, 0
+        retried = max((r.at for r in await self._store.list_retries(run_id)), default=None)
+        since = [c for c in calls if retried is None or c.started_at > retried]
+        return len(calls), len(since)
 
 
 class LaneTools:

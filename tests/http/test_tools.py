@@ -125,3 +125,52 @@ def test_the_calls_are_counted_in_the_metrics(gw: GatewayProcess) -> None:
     assert r.status_code == 200
     assert 'hookwise_tool_calls_total{outcome="ok",server="t",tool="echo"}' in r.text
     assert "hookwise_tool_call_duration_seconds_bucket" in r.text
+
+
+def test_a_run_interrupted_in_a_tool_call_fails_visibly_and_is_not_repeated(
+    start_gateway: Callable[..., GatewayProcess],
+) -> None:
+    config = {
+        "hooks": {
+            "enabled": True,
+            "token": HOOK_TOKEN,
+            # a short run timeout: on PostgreSQL a dead process's run is taken back only once
+            # its lease (the run's timeout plus leaseGraceSeconds) has expired
+            "mappings": [_mapping("slow", tools=["t.sleep", "t.echo"], timeoutSeconds=15)],
+        },
+        "gateway": {"auth": {"token": ADMIN_TOKEN}},
+        "agents": {"defaults": {"leaseGraceSeconds": 1}},
+        "tools": {"mcpServers": {"t": stdio_command()}, "callTimeoutSeconds": 60},
+    }
+    gw = start_gateway(config, name="recovery")
+    r = gw.hook("slow", {"text": 'call t.sleep {"seconds": 6}'})
+    run_id = r.json()["runId"]
+    eventually(
+        lambda: [c["outcome"] for c in get_run(gw, run_id)["toolCalls"]] == ["started"],
+        timeout=60,
+        what="the call to start",
+    )
+    gw.kill()  # no shutdown: the run is left `running`, its call `started`
+    gw.start()
+    run = eventually(lambda: (x := get_run(gw, run_id))["state"] == "failed" and x, timeout=60)
+    assert "interrupted after it had called tools (1 call(s) recorded)" in run["error"]
+    assert [(c["seq"], c["tool"], c["outcome"]) for c in run["toolCalls"]] == [
+        (1, "sleep", "started")
+    ]
+    # the operator's retry starts over on purpose; the new call is recorded after the old one
+    assert gw.client is not None
+    retried = gw.client.post(
+        f"/api/runs/{run_id}/retry", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
+    assert retried.status_code == 202, retried.text
+    run = eventually(
+        lambda: (
+            (x := get_run(gw, run_id))["state"] in ("succeeded", "failed")
+            and x["attempts"]
+            and x["finishedAt"]
+            and x["state"] == "succeeded"
+            and x
+        ),
+        timeout=90,
+    )
+    assert [(c["seq"], c["outcome"]) for c in run["toolCalls"]] == [(1, "started"), (2, "ok")]

@@ -38,8 +38,8 @@ class Recorder:
     async def record(self, calls: Sequence[ToolCallRecord]) -> None:
         self.writes.append(list(calls))
 
-    async def previous(self, run_id: str) -> int:
-        return self.earlier
+    async def previous(self, run_id: str) -> tuple[int, int]:
+        return self.earlier, self.earlier
 
 
 @pytest.fixture(scope="module")
