@@ -211,3 +211,42 @@ def test_the_fakes_tool_calls_follow_the_api_descriptions(models: ModelServer) -
     assert answer["stop_reason"] == "tool_use"
     check("anthropic", "#/response_schema", answer)
     check("anthropic_tools", "#/response/content_block_tool_use", answer["content"][1])
+
+
+def test_arguments_and_results_are_kept_only_where_payloads_are(
+    models: ModelServer, mcp: HttpServer
+) -> None:
+    def calls(keep: bool) -> list[ToolCallRecord]:
+        models.reset()
+        models.enqueue(ToolCalls((("t__echo", {"text": "kept?"}),)))
+        models.reply("done")
+        recorder = Recorder()
+
+        async def go() -> list[ToolCallRecord]:
+            host = ToolHost(
+                ToolsConfig(mcp_servers={"t": McpServerConfig(url=mcp.url)}), base_dir=REPO
+            )
+            provider = _provider("openai", models)
+            try:
+                _, made = await converse(
+                    provider,
+                    "gpt-4o",
+                    [ChatMessage("user", "go")],
+                    thinking=None,
+                    deadline=time.monotonic() + 30,
+                    tools=RunTools(host, Grant.parse(["t.echo"]), recorder, "run-2", keep),
+                )
+                return made
+            finally:
+                await provider.aclose()
+                await host.aclose()
+
+        return asyncio.run(go())
+
+    [kept] = calls(True)
+    assert (kept.arguments, kept.result) == ('{"text":"kept?"}', "kept?")
+    [digested] = calls(False)
+    assert (digested.arguments, digested.result) == (None, None)
+    assert digested.arguments_bytes == len('{"text":"kept?"}')
+    assert digested.arguments_digest == kept.arguments_digest
+    assert digested.result_digest == kept.result_digest and digested.result_bytes == 5
