@@ -43,6 +43,8 @@ class Agent:
     heartbeat: HeartbeatConfig
     timeout_seconds: float
     max_concurrent_runs: int
+    #: the tools of its `/agent` runs and heartbeats (`server.tool`, `server.*`)
+    tools: tuple[str, ...] = ()
 
     @property
     def default_model(self) -> str:
@@ -162,6 +164,7 @@ class Roster:
                     ),
                     timeout_seconds=entry.timeout_seconds or agent.timeout_seconds,
                     max_concurrent_runs=entry.max_concurrent_runs or agent.max_concurrent_runs,
+                    tools=entry.tools if entry.tools is not None else agent.tools,
                 )
             )
         if issues:
@@ -182,4 +185,5 @@ def _agent(
         heartbeat=defaults.heartbeat,
         timeout_seconds=defaults.timeout_seconds,
         max_concurrent_runs=defaults.max_concurrent_runs,
+        tools=defaults.tools,
     )

@@ -27,6 +27,7 @@ from .config_models import (
 from .convert import structure
 from .envrefs import resolve_env
 from .errors import ConfigError, ConfigIssue
+from .grants import SERVER_NAME, check_grant
 from .yamlfile import YamlSyntaxError, load_yaml
 
 # ---------------------------------------------------------------------------------------------
@@ -168,8 +169,7 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
                 )
             seen_ids[m.id] = i
 
-    if config.session.last_route is None:
-        pass
+    _check_tools(config, issues, warnings)
 
     config = attrs.evolve(
         config,
@@ -180,6 +180,38 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
         ),
     )
     return config, issues, warnings
+
+
+def _check_tools(config: Config, issues: list[ConfigIssue], warnings: list[str]) -> None:
+    """`tools.*` and the agents' grants (the mappings' are checked with the rules)."""
+    tools = config.tools
+    for name, server in tools.mcp_servers.items():
+        where = f"tools.mcpServers.{name}"
+        if not SERVER_NAME.fullmatch(name):
+            issues.append(
+                ConfigIssue(where, "a server name is 1 to 32 letters, digits, '-' or '_'")
+            )
+        if (server.command is None) == (server.url is None):
+            issues.append(ConfigIssue(where, "give command (stdio) or url (Streamable HTTP)"))
+        elif server.url is not None:
+            if not server.url.startswith(("http://", "https://")):
+                issues.append(ConfigIssue(f"{where}.url", "must be an http:// or https:// URL"))
+            for key in ("args", "env", "cwd"):
+                if getattr(server, key):
+                    issues.append(ConfigIssue(f"{where}.{key}", "applies to a stdio server only"))
+        elif server.headers:
+            issues.append(ConfigIssue(f"{where}.headers", "applies to an HTTP server only"))
+    for key in ("max_calls_per_run", "call_timeout_seconds", "max_result_bytes"):
+        if getattr(tools, key) <= 0:
+            camel = key.split("_")[0] + "".join(w.title() for w in key.split("_")[1:])
+            issues.append(ConfigIssue(f"tools.{camel}", "must be positive"))
+    servers = tools.mcp_servers.keys()
+    grants = [("agents.defaults.tools", config.agents.defaults.tools)]
+    grants += [(f"agents.list[{i}].tools", a.tools) for i, a in enumerate(config.agents.list)]
+    for where, entries in grants:
+        more, notes = check_grant(entries, where, servers)
+        issues.extend(more)
+        warnings.extend(notes)
 
 
 def _channel_secret_files(

@@ -126,6 +126,8 @@ class AgentDefaults:
     lease_grace_seconds: float = 60
     heartbeat: HeartbeatConfig = attrs.field(factory=HeartbeatConfig)
     fallback_channel: str | None = None
+    #: the tools (`server.tool`, `server.*`) of an `/agent` run and of heartbeats; none if unset
+    tools: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -141,6 +143,7 @@ class AgentEntry:
     heartbeat: HeartbeatOverride | None = None
     timeout_seconds: float | None = None
     max_concurrent_runs: int | None = None
+    tools: tuple[str, ...] | None = None
 
 
 @attrs.frozen
@@ -275,6 +278,38 @@ class LoggingConfig:
 
 
 @attrs.frozen
+class McpServerConfig:
+    """`tools.mcpServers.<name>`: one MCP server, named as MCP clients name them.
+
+    stdio: `command` (with `args`, `env` added to the gateway's environment, `cwd` relative to
+    the config file's folder); Streamable HTTP: `url` (with `headers`). `${NAME}` references are
+    resolved at load, like everywhere in the file.
+    """
+
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = attrs.field(factory=dict, repr=False)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = attrs.field(factory=dict, repr=False)
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "http" if self.url else "stdio"
+
+
+@attrs.frozen
+class ToolsConfig:
+    """`tools.*`: the MCP servers whose tools runs may be granted, and the limits of the run
+    loop (tool calls per run, one call's timeout, the bytes of a result the model sees)."""
+
+    mcp_servers: dict[str, McpServerConfig] = attrs.field(factory=dict)
+    max_calls_per_run: int = 8
+    call_timeout_seconds: float = 30
+    max_result_bytes: int = 65536
+
+
+@attrs.frozen
 class Config:
     """The whole configuration file."""
 
@@ -288,6 +323,7 @@ class Config:
     delivery: DeliveryConfig = attrs.field(factory=DeliveryConfig)
     logging: LoggingConfig = attrs.field(factory=LoggingConfig)
     retention: RetentionConfig = attrs.field(factory=RetentionConfig)
+    tools: ToolsConfig = attrs.field(factory=ToolsConfig)
 
 
 @attrs.frozen

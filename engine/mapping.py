@@ -165,6 +165,9 @@ class MappingConfig:
     # Deduplication of provider retries: off, provider (the scheme's delivery id, the
     # default), or {header: ...} / {jsonpath: ...}.
     dedupe: Literal["off", "provider"] | DedupeConfig | None = None
+    # The MCP tools its runs may use (`server.tool`, `server.*`); none when unset, never the
+    # agent's (see hookwise.engine.grants).
+    tools: tuple[str, ...] = ()
 
 
 _structure_extract_mapping = converter.get_structure_hook(ExtractConfig)

@@ -17,6 +17,7 @@ import attrs
 from .conditions import Condition, compile_when
 from .errors import ConfigError, ConfigIssue
 from .extract import JsonPath, JsonPathError, compile_jsonpath
+from .grants import check_grant
 from .mapping import ExtractConfig, MappingConfig
 from .render import (
     RESERVED_NAMES,
@@ -113,9 +114,14 @@ def compile_rule(
     base_dir: Path,
     sessions: SessionPolicy | None = None,
     warnings: list[str] | None = None,
+    tool_servers: frozenset[str] | None = None,
 ) -> CompiledRule:
     issues: list[ConfigIssue] = []
     prefix = f"{where}." if where else ""
+    more_issues, notes = check_grant(config.tools, prefix + "tools", tool_servers)
+    issues.extend(more_issues)
+    if warnings is not None:
+        warnings.extend(f"rule {rule_id!r}: {n}" for n in notes)
     if sessions is not None:
         more, notes = sessions.check_mapping(config, where)
         issues.extend(more)

@@ -165,6 +165,7 @@ class RuleSet:
         warnings: Sequence[str] = (),
     ) -> None:
         self._rules = tuple(rules)
+        self._by_id = {r.id: r for r in self._rules}
         self._host = host
         self._doors = dict(doors or {})
         #: what loaded but deserves a word (an unknown `agentId` falls back to the default agent)
@@ -193,6 +194,7 @@ class RuleSet:
         env: Mapping[str, str] | None = None,
         verify: Mapping[str, VerifyConfig] | None = None,
         sessions: SessionPolicy | None = None,
+        tool_servers: frozenset[str] | None = None,
     ) -> RuleSet:
         """Compile everything at once; raise `ConfigError` with every problem found (file, rule
         id, key path). `rule_files` (files or globs) and a relative `transforms_dir` are relative
@@ -239,6 +241,7 @@ class RuleSet:
                         entry.folder,
                         policy,
                         warnings,
+                        tool_servers,
                     )
                     if entry.file:
                         rule = attrs.evolve(rule, origin=f"{entry.file}{entry.where}")
@@ -258,6 +261,11 @@ class RuleSet:
             host.close()
             raise ConfigError(issues)
         return cls(rules, host, doors, warnings)
+
+    def tools_of(self, rule_id: str) -> tuple[str, ...]:
+        """The tool grant of rule `rule_id` (none for a rule that is not, or no longer, there)."""
+        rule = self._by_id.get(rule_id)
+        return rule.config.tools if rule is not None else ()
 
     def door(self, path: str) -> Door | None:
         """The verify block guarding a mapped path, if any."""

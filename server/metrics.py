@@ -88,6 +88,17 @@ class _Metrics:
         self.heartbeats = counter(
             "hookwise_heartbeats", "Heartbeats ended, by outcome", ("agent", "outcome")
         )
+        self.tool_calls = counter(
+            "hookwise_tool_calls",
+            "MCP tool calls of runs, by outcome",
+            ("server", "tool", "outcome"),
+        )
+        self.tool_call_duration = histogram(
+            "hookwise_tool_call_duration_seconds",
+            "MCP tool call duration, from request to result",
+            ("server", "tool"),
+            _DURATION_BUCKETS,
+        )
         self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def http_children(self, route: str, status: int) -> tuple[Any, Any]:
@@ -132,6 +143,12 @@ def run_ended(agent: str, state: str, duration: float | None) -> None:
 def delivery(channel: str | None, state: str) -> None:
     if _metrics is not None:
         _metrics.deliveries.labels(channel or "none", state).inc()
+
+
+def tool_call(server: str, tool: str, outcome: str, seconds: float) -> None:
+    if _metrics is not None:
+        _metrics.tool_calls.labels(server, tool, outcome).inc()
+        _metrics.tool_call_duration.labels(server, tool).observe(max(0.0, seconds))
 
 
 def provider_request(provider: str, status: int | str) -> None:

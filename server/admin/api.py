@@ -39,6 +39,7 @@ from .models import (
     Session,
     SessionPage,
     SessionTurn,
+    ToolCall,
     TurnPage,
 )
 from .query import (
@@ -134,7 +135,7 @@ class AdminController(Controller):
         page = await store_of(request).admin_list("runs", found, limit=limit, cursor=cursor)
         return RunPage(items=[Run.of(r) for r in page.items], next_cursor=page.next_cursor)
 
-    @get("/runs/{run_id:str}", summary="One run, with its deliveries and retries")
+    @get("/runs/{run_id:str}", summary="One run, with its deliveries, retries and tool calls")
     async def run(self, request: Request, run_id: str) -> RunAnswer:
         store = store_of(request)
         record = await store.get_run(run_id)
@@ -148,6 +149,7 @@ class AdminController(Controller):
             **Run.fields_of(record),  # type: ignore[arg-type]
             deliveries=[Delivery.of(d) for d in deliveries.items],
             retries=[Retry.of(r) for r in retries],
+            tool_calls=[ToolCall.of(c) for c in await store.tool_calls(run_id)],
         )
         return RunAnswer(run=detail)
 

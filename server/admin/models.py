@@ -19,6 +19,7 @@ from ..store.records import (
     SessionRecord,
     TurnRecord,
 )
+from ..store.toolcalls import ToolCallRecord
 
 
 def iso(t: float) -> str:
@@ -174,11 +175,51 @@ class Retry(Model, kw_only=True):
         )
 
 
+class ToolCall(Model, kw_only=True):
+    """One MCP tool call of a run, in order. `outcome` is `ok`, `error`, `timeout`, or
+    `started` for a call the run was interrupted in. `arguments` and `result` are present only
+    where payloads are kept (`hooks.retainPayloads`); their size and SHA-256 digest always."""
+
+    seq: int
+    server: str
+    tool: str
+    outcome: str
+    started_at: str
+    duration_ms: float | None
+    result_bytes: int | None
+    truncated: bool
+    arguments_bytes: int
+    arguments_digest: str
+    result_digest: str | None
+    arguments: str | None = None
+    result: str | None = None
+
+    @classmethod
+    def of(cls, c: ToolCallRecord) -> ToolCall:
+        return cls(
+            seq=c.seq,
+            server=c.server,
+            tool=c.tool,
+            outcome=c.outcome,
+            started_at=iso(c.started_at),
+            duration_ms=c.duration_ms,
+            result_bytes=c.result_bytes,
+            truncated=c.truncated,
+            arguments_bytes=c.arguments_bytes,
+            arguments_digest=c.arguments_digest,
+            result_digest=c.result_digest,
+            arguments=c.arguments,
+            result=c.result,
+        )
+
+
 class RunDetail(Run, kw_only=True):
-    """A run with its deliveries and the retries that sent it back to the queue."""
+    """A run with its deliveries, the retries that sent it back to the queue, and its tool
+    calls."""
 
     deliveries: list[Delivery]
     retries: list[Retry]
+    tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
 
 
 class Heartbeat(Model, kw_only=True):

@@ -103,6 +103,15 @@ REQUEST_COLUMNS = [
     ("EVENTS", "eventIds"),
 ]
 RETRY_COLUMNS = [("RETRIED", "at"), ("BY", "by"), ("FROM", "fromState"), ("ERROR", "error")]
+TOOL_CALL_COLUMNS = [
+    ("#", "seq"),
+    ("SERVER", "server"),
+    ("TOOL", "tool"),
+    ("OUTCOME", "outcome"),
+    ("MS", "durationMs"),
+    ("RESULT BYTES", "resultBytes"),
+    ("TRUNCATED", "truncated"),
+]
 
 # --- commands ------------------------------------------------------------------------------------
 
@@ -143,12 +152,14 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
 
     def show(out: TextIO) -> None:
         for key, value in run.items():
-            if key not in ("deliveries", "retries"):
+            if key not in ("deliveries", "retries", "toolCalls"):
                 print(f"{key:>15}: {_cell(value) if key != 'message' else value}", file=out)
         print("\ndeliveries:", file=out)
         table(run["deliveries"], DELIVERY_COLUMNS, out)
         print("\nretries:", file=out)
         table(run["retries"], RETRY_COLUMNS, out)
+        print("\ntool calls:", file=out)
+        table(run.get("toolCalls", []), TOOL_CALL_COLUMNS, out)
 
     _emit(args, run, show)
     return 0

@@ -108,6 +108,10 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     if issues:
         print_problems(f"{args.config}: the configuration", ConfigError(issues))
         return 1
+    from .tools import server_lines
+
+    for line in server_lines(config.tools):
+        print(f"hookwise: {line}")
     print(f"hookwise: {args.config}: the configuration is valid")
     return 0
 
@@ -220,6 +224,9 @@ def _add_optional_commands(sub: Any) -> None:
     else:
         add_rules(sub)
     from .signatures import add_cli as add_sign
+    from .tools import add_cli as add_tools
+
+    add_tools(sub)
 
     webhooks = sub.add_parser(
         "webhooks",

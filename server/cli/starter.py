@@ -35,6 +35,12 @@ hooks:
       action: wake
       wakeMode: now
       textTemplate: "Alert from {{{{service | required}}}}: {{{{summary}}}}"
+    # An agent run that may use tools (MCP, see tools: below). A mapping's runs get exactly
+    # the tools its `tools:` grants (none without it), whatever the payload asks for:
+    # - id: triage
+    #   match: {{path: triage}}
+    #   messageTemplate: "Triage: {{{{summary}}}}"
+    #   tools: [monitoring.*, github.get_pull_request]   # server.tool, or server.* for all
 gateway:
   auth:
     # The admin API (/api/*) token; it must differ from the hook token.
@@ -55,6 +61,14 @@ agents:
 #   telegram: {{botToken: "${{TELEGRAM_BOT_TOKEN}}", defaultTo: "-1001234567890"}}
 # session:
 #   lastRoute: {{channel: telegram, to: "-1001234567890"}}
+# tools:
+#   # MCP servers whose tools runs may be granted (hookwise tools list shows them):
+#   mcpServers:
+#     github: {{command: github-mcp, args: [stdio], env: {{GITHUB_TOKEN: "${{GITHUB_TOKEN}}"}}}}
+#     monitoring: {{url: "http://127.0.0.1:9400/mcp", headers: {{Authorization: "Bearer ${{MON_TOKEN}}"}}}}
+#   maxCallsPerRun: 8          # calls past it are not made; the run still replies
+#   callTimeoutSeconds: 30     # one call; the run's timeoutSeconds bounds the whole loop
+#   maxResultBytes: 65536      # a longer result is cut, with a marker the model sees
 # For production (PostgreSQL, several workers, a proxy in front) see examples/production.yaml
 # and the manual's deployment page (docs/deployment.md).
 """

@@ -31,6 +31,7 @@ from ..admin.models import (
     Run,
     Session,
     SessionTurn,
+    ToolCall,
 )
 from ..admin.query import DELIVERY_STATES, RUN_STATES
 from ..admin.recover import RetryFilter, actor, retry_bulk, retry_one
@@ -239,6 +240,7 @@ async def run_page(request: Request[Any, Any, Any], run_id: str) -> Template:
         deliveries=[Delivery.of(d) for d in deliveries.items],
         attempts=attempts,
         retries=[Retry.of(r) for r in retries],
+        tool_calls=[ToolCall.of(c) for c in await store.tool_calls(run_id)],
         turns=mine,
         summary=Event.of(summary.items[0]) if summary.items else None,
         nav="runs",

@@ -65,6 +65,7 @@ def compile_rules(loaded: LoadedConfig) -> Any:
         env=dict(os.environ),  # `${NAME}` in rule files; read once, here, not in the engine
         verify=hooks.verify,
         sessions=_session_policy(loaded.config),
+        tool_servers=frozenset(loaded.config.tools.mcp_servers),
     )
     ruleset.observe_transform = time_transform
     return ruleset
@@ -208,6 +209,9 @@ class Gateway:
             shared=self.shared,
         )
         self.dispatcher.subscribe(self.runtime.on_accepted)
+        self.runtime.rule_tools = lambda rule_id: (
+            self.rules.tools_of(rule_id) if self.rules is not None else ()
+        )
 
     @property
     def admin_token(self) -> str | None:

@@ -21,6 +21,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ...engine.agents import Agent, Roster
@@ -32,6 +33,7 @@ from .heartbeat import Heartbeats
 from .providers.registry import Providers
 from .routing import Router
 from .runs import RunWorkers
+from .toolloop import LaneTools, StoreRecorder
 
 log = logging.getLogger("hookwise.runtime")
 
@@ -71,6 +73,12 @@ class Runtime:
         self.providers = Providers.from_config(config.models, base_dir=base_dir)
         self.router = Router(store, channels, defaults.fallback_channel)
         self.roster = Roster.from_config(config)
+        from ..tools.host import ToolHost
+
+        #: the MCP servers of this process (connected on first use)
+        self.tool_host = ToolHost(config.tools, base_dir=Path(base_dir or os.getcwd()))
+        #: a mapping's tool grant by rule id (the gateway points it at its live rules)
+        self.rule_tools: Any = lambda rule_id: ()
         several = len(self.roster.agents) > 1
         #: each agent's heartbeat and run lane, by agent id
         self.heartbeats: dict[str, Heartbeats] = {}
@@ -104,6 +112,13 @@ class Runtime:
                 agent_id=agent.id if several else None,
                 main_session=agent.main_session,
                 system_prompt=agent.system_prompt,
+                tools_for=LaneTools(
+                    self.tool_host,
+                    StoreRecorder(store),
+                    agent_tools=agent.tools,
+                    rule_tools=lambda rule_id: self.rule_tools(rule_id),
+                    keep_payloads=config.hooks.retain_payloads is not None,
+                ),
             )
         self._topics = {
             a.id: "heartbeat" if a.default else f"heartbeat_{i}"
@@ -271,3 +286,4 @@ class Runtime:
             await self._store.requeue_runs(interrupted)
             log.info("%d run(s) in flight went back to the queue", len(interrupted))
         await self.providers.aclose()
+        await self.tool_host.aclose()

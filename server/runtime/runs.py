@@ -32,6 +32,7 @@ from .external import wrap_external
 from .prompts import RUN_SYSTEM, safe_name, summary_line
 from .providers.base import ChatMessage, ProviderError, ProviderTimeout
 from .slots import Slots
+from .toolloop import RunTools, converse
 
 log = logging.getLogger("hookwise.runs")
 
@@ -59,7 +60,10 @@ class RunWorkers:
         agent_id: str | None = None,
         main_session: str = DEFAULT_MAIN_SESSION,
         system_prompt: str | None = None,
+        tools_for: Callable[[RunRecord], RunTools | None] = lambda run: None,
     ) -> None:
+        #: the tools a run may use (its grant, the host, where calls are recorded)
+        self._tools_for = tools_for
         #: the agent whose runs this pool claims (None: every run, when there is one agent)
         self.agent_id = agent_id
         self._main_session = main_session
@@ -173,9 +177,15 @@ class RunWorkers:
                 *(ChatMessage(t.role, t.content) for t in history),  # type: ignore[arg-type]
                 ChatMessage("user", content),
             ]
+            tools = self._tools_for(run)
             async with asyncio.timeout(timeout):
-                completion = await provider.complete(
-                    model, messages, thinking=run.thinking, deadline=time.monotonic() + timeout
+                completion, _calls = await converse(
+                    provider,
+                    model,
+                    messages,
+                    thinking=run.thinking,
+                    deadline=time.monotonic() + timeout,
+                    tools=tools,
                 )
             reply = completion.text
             model_used = f"{model_ref.split('/', 1)[0]}/{completion.model}"

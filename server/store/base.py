@@ -28,6 +28,7 @@ from .records import (
     RunOutcome,
     Turn,
 )
+from .toolcalls import ToolCallRecord
 
 
 @attrs.frozen
@@ -274,6 +275,12 @@ class Store(Protocol):
         ...
 
     async def finish_run(self, outcome: RunOutcome) -> None: ...
+
+    async def record_tool_calls(self, calls: Sequence[ToolCallRecord]) -> None:
+        """Write (or rewrite) tool-call rows of runs (see `store.toolcalls`)."""
+        ...
+
+    async def tool_calls(self, run_id: str) -> list[ToolCallRecord]: ...
 
     async def has_queued_runs(self) -> bool: ...
 

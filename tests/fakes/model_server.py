@@ -9,6 +9,13 @@ One threaded stdlib HTTP server on 127.0.0.1 (random port) serves
   `max_tokens`, `messages`, no `system` role, `thinking` budget rules), success body and error
   body `{"type": "error", "error": {type, message}, "request_id"}`.
 
+Tool calling follows the API descriptions (`api_specs/openai_tools.json`,
+`api_specs/anthropic_tools.json`): a `ToolCalls` action answers with OpenAI `message.tool_calls`
+(`content: null`, `arguments` a JSON string, `finish_reason: tool_calls`) or Anthropic `tool_use`
+blocks (`stop_reason: tool_use`); requests are checked against the tool schemas (`tools`,
+`tool_choice`, tool messages and `tool_use`/`tool_result` blocks) and the follow-up rules (every
+call answered before the conversation goes on; Anthropic's results first in one user message).
+
 Every request is recorded (`requests`). What a request gets is scripted: `enqueue` actions are
 consumed one per valid request (`Reply`, `Fail`, `Slow`, `Raw`); when the queue is empty the
 answer is `default_text`. Token counts are word counts. The messages quoted in errors are those
@@ -77,7 +84,15 @@ class Raw:
     content_type: str = "application/json"
 
 
-Action = Reply | Fail | Slow | Raw
+@attrs.frozen
+class ToolCalls:
+    """Ask for these tool calls (wire name, arguments object), with an optional text first."""
+
+    calls: tuple[tuple[str, dict[str, Any]], ...]
+    text: str | None = None
+
+
+Action = Reply | Fail | Slow | Raw | ToolCalls
 
 
 @attrs.frozen
@@ -323,6 +338,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if isinstance(action, Fail):
                 raise api.scripted_error(action)
+            if isinstance(action, ToolCalls):
+                self._send(200, api.tool_calls(request, action, self.fake._next_id()))
+                return
             self._send(200, api.success(request, action, self.fake._next_id()))
         except _ApiError as e:
             self._send(e.status, api.error_body(e), e.headers)
@@ -348,6 +366,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Api:
+    @staticmethod
+    def tool_calls(request: dict[str, Any], action: ToolCalls, n: int) -> dict[str, Any]:
+        raise NotImplementedError
+
     @staticmethod
     def validate(headers: dict[str, str], raw: bytes, api_key: str) -> dict[str, Any]:
         raise NotImplementedError
@@ -444,7 +466,11 @@ class _OpenAI(_Api):
                     param=f"messages[{i}].role",
                     code="invalid_value",
                 )
-            if not isinstance(m.get("content"), (str, list)):
+            # "Required unless tool_calls or function_call is specified" (openai_tools.json)
+            optional = role == "assistant" and m.get("tool_calls")
+            if not isinstance(m.get("content"), (str, list)) and not (
+                optional and m.get("content") is None
+            ):
                 raise _ApiError(
                     400,
                     f"Missing required parameter: 'messages[{i}].content'.",
@@ -467,6 +493,7 @@ class _OpenAI(_Api):
             raise _ApiError(
                 400, found[0], kind="invalid_request_error", code="invalid_request_error"
             )
+        _openai_tool_rules(body)
         return body
 
     @staticmethod
@@ -509,6 +536,123 @@ class _OpenAI(_Api):
     @staticmethod
     def error_body(e: _ApiError) -> dict[str, Any]:
         return {"error": {"message": e.message, "type": e.kind, "param": e.param, "code": e.code}}
+
+    @staticmethod
+    def tool_calls(request: dict[str, Any], action: ToolCalls, n: int) -> dict[str, Any]:
+        calls = [
+            {
+                "id": f"call_fake{n:04d}{i}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+            for i, (name, args) in enumerate(action.calls)
+        ]
+        prompt = sum(_words(m.get("content")) for m in request["messages"])
+        message = {
+            "role": "assistant",
+            "content": action.text,
+            "refusal": None,
+            "tool_calls": calls,
+        }
+        return {
+            "id": f"chatcmpl-fake{n:06d}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request["model"],
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls"}
+            ],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5},
+        }
+
+
+def _openai_tool_rules(body: dict[str, Any]) -> None:
+    """The follow-up rules of `openai_tools.json`: each tool call answered by a `tool` message
+    (matched by id) before the next assistant or user message; tools' names by the pattern."""
+    open_ids: set[str] = set()
+    for i, m in enumerate(body["messages"]):
+        role = m.get("role")
+        if role == "tool":
+            if m.get("tool_call_id") not in open_ids:
+                raise _ApiError(
+                    400,
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'.",
+                    kind="invalid_request_error",
+                    param=f"messages.[{i}].role",
+                )
+            open_ids.discard(m["tool_call_id"])
+            continue
+        if open_ids:
+            raise _ApiError(
+                400,
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(sorted(open_ids))}",
+                kind="invalid_request_error",
+                param="messages",
+            )
+        if role == "assistant":
+            open_ids = {c["id"] for c in m.get("tool_calls") or ()}
+    for t in body.get("tools") or ():
+        name = (t.get("function") or {}).get("name", "")
+        if not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", name):
+            raise _ApiError(
+                400,
+                f"Invalid 'tools[].function.name': string does not match pattern. Expected a "
+                f"string that matches the pattern '^[a-zA-Z0-9_-]+$'. ({name!r})",
+                kind="invalid_request_error",
+            )
+
+
+def _anthropic_tool_rules(body: dict[str, Any]) -> None:
+    """`anthropic_tools.json`: tools, tool_choice, tool_use and tool_result blocks by their
+    schemas; every tool_use answered in the next user message, results first."""
+
+    def invalid(message: str) -> _ApiError:
+        return _ApiError(400, message, kind="invalid_request_error")
+
+    for i, t in enumerate(body.get("tools") or ()):
+        found = problems("anthropic_tools", "#/request/tools/items", t)
+        if found:
+            raise invalid(f"tools.{i}: {found[0]}")
+        if not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", t.get("name", "")):
+            raise invalid(f"tools.{i}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'")
+    if "tool_choice" in body:
+        found = problems("anthropic_tools", "#/request/tool_choice", body["tool_choice"])
+        if found:
+            raise invalid(f"tool_choice: {found[0]}")
+    pending: set[str] = set()
+    for i, m in enumerate(body["messages"]):
+        blocks = m["content"] if isinstance(m["content"], list) else []
+        if m["role"] == "user":
+            results = [b for b in blocks if b.get("type") == "tool_result"]
+            for b in results:
+                found = problems("anthropic_tools", "#/follow_up/tool_result", b)
+                if found:
+                    raise invalid(f"messages.{i}.content: {found[0]}")
+            answered = {b["tool_use_id"] for b in results}
+            if pending - answered:
+                raise invalid(
+                    f"messages.{i}: `tool_use` ids were found without `tool_result` blocks "
+                    f"immediately after: {', '.join(sorted(pending - answered))}. Each "
+                    "`tool_use` block must have a corresponding `tool_result` block in the "
+                    "next message."
+                )
+            if results and blocks[: len(results)] != results:
+                raise invalid(
+                    f"messages.{i}: tool_result blocks must come first in the user message"
+                )
+            pending = set()
+        else:
+            uses = [b for b in blocks if b.get("type") == "tool_use"]
+            for b in uses:
+                found = problems("anthropic_tools", "#/response/content_block_tool_use", b)
+                if found:
+                    raise invalid(f"messages.{i}.content: {found[0]}")
+            if uses and not body.get("tools"):
+                raise invalid("Requests which include `tool_use` blocks must define tools.")
+            pending = {b["id"] for b in uses}
 
 
 def _claude_version(model: str) -> tuple[int, int] | None:
@@ -602,6 +746,7 @@ class _Anthropic(_Api):
         found = problems("anthropic", "#/request_schema", body)
         if found:
             raise invalid(found[0])
+        _anthropic_tool_rules(body)
         return body
 
     @staticmethod
@@ -635,6 +780,26 @@ class _Anthropic(_Api):
             "stop_reason": "end_turn",
             "stop_sequence": None,
             "usage": {"input_tokens": tokens_in, "output_tokens": sum(_words(t) for t in texts)},
+        }
+
+    @staticmethod
+    def tool_calls(request: dict[str, Any], action: ToolCalls, n: int) -> dict[str, Any]:
+        content: list[dict[str, Any]] = []
+        if action.text:
+            content.append({"type": "text", "text": action.text})
+        content.extend(
+            {"type": "tool_use", "id": f"toolu_fake{n:04d}{i}", "name": name, "input": args}
+            for i, (name, args) in enumerate(action.calls)
+        )
+        return {
+            "id": f"msg_fake{n:06d}",
+            "type": "message",
+            "role": "assistant",
+            "model": request["model"],
+            "content": content,
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
         }
 
     @staticmethod

@@ -14,6 +14,11 @@ are `low`, medium `medium`, high `high`); Claude Opus 4.7 and later refuse the o
 by N so the answer keeps its room. `thinkingMode` (`adaptive` or `budget`) overrides the choice
 (for a proxy's model aliases, whose names say nothing). `off` sends nothing. The reply is the `text` blocks of
 `content[]` joined (thinking blocks are skipped); usage is `usage.input_tokens/output_tokens`.
+With tools, they are sent as `tools: [{name, description, input_schema}]` (and `tool_choice:
+{type: none}` once no more calls may be made); the answer's `tool_use` blocks are the calls (a
+`tool_use` cut short by `max_tokens` is not made: the run fails); the assistant message goes back
+exactly as received (its content array, thinking blocks included) and the results as one user
+message of `tool_result` blocks, with `is_error` for a failed call.
 Errors are read from `{"type": "error", "error": {"type", "message"}}`; 429, 5xx and 529
 (overloaded) are retried.
 """
@@ -22,11 +27,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import httpx
 
 from ....engine.config_models import ProviderConfig
-from .base import ChatMessage, Completion, Usage, check_thinking
+from .base import ChatMessage, Completion, ToolCall, ToolSpec, Usage, check_thinking
 from .http import HttpProvider
 from .retry import RetryPolicy
 from .transport import (
@@ -59,6 +65,8 @@ def thinking_style(model: str, mode: str = "auto") -> str:
 class AnthropicProvider(HttpProvider):
     """A Messages endpoint. Owns its `httpx.AsyncClient` unless one is given."""
 
+    supports_tools = True
+
     def __init__(
         self,
         provider_id: str,
@@ -90,9 +98,7 @@ class AnthropicProvider(HttpProvider):
         body: dict[str, object] = {
             "model": model,
             "max_tokens": self._max_tokens,
-            "messages": [
-                {"role": m.role, "content": m.content} for m in messages if m.role != "system"
-            ],
+            "messages": [_wire(m) for m in messages if m.role != "system"],
         }
         if system:
             body["system"] = system
@@ -115,8 +121,21 @@ class AnthropicProvider(HttpProvider):
         *,
         thinking: str | None,
         deadline: float,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: str = "auto",
     ) -> Completion:
         body = self.request_body(model, messages, thinking)
+        if tools:
+            body["tools"] = [
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "input_schema": t.parameters or {"type": "object", "properties": {}},
+                }
+                for t in tools
+            ]
+            if tool_choice == "none":
+                body["tool_choice"] = {"type": "none"}
         return await self._call(body, model, deadline=deadline)
 
     def _parse(self, response: httpx.Response, model: str) -> Completion:
@@ -146,6 +165,30 @@ class AnthropicProvider(HttpProvider):
             and isinstance(block.get("text"), str)
         ]
         stop_reason = data.get("stop_reason")
+        calls = tuple(
+            ToolCall(
+                id=str(block.get("id")),
+                name=block["name"],
+                arguments=block.get("input") if isinstance(block.get("input"), dict) else None,
+            )
+            for block in content
+            if isinstance(block, dict)
+            and block.get("type") == "tool_use"
+            and isinstance(block.get("name"), str)
+        )
+        if calls:
+            if stop_reason == "max_tokens":
+                raise malformed(self.provider_id, "a tool call was cut short by max_tokens")
+            answered_model = data.get("model")
+            return Completion(
+                text="".join(texts),
+                model=answered_model
+                if isinstance(answered_model, str) and answered_model
+                else model,
+                usage=_usage(data.get("usage")),
+                tool_calls=calls,
+                raw=content,
+            )
         if not texts and stop_reason != "end_turn":
             raise malformed(self.provider_id, f"no text in the answer (stop_reason {stop_reason})")
         answered_model = data.get("model")
@@ -154,6 +197,32 @@ class AnthropicProvider(HttpProvider):
             model=answered_model if isinstance(answered_model, str) and answered_model else model,
             usage=_usage(data.get("usage")),
         )
+
+
+def _wire(m: ChatMessage) -> dict[str, Any]:
+    if m.role == "tool":
+        return {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": r.call_id,
+                    "content": r.content,
+                    **({"is_error": True} if r.is_error else {}),
+                }
+                for r in m.tool_results
+            ],
+        }
+    if m.role == "assistant" and m.tool_calls:
+        blocks = m.raw or [
+            *([{"type": "text", "text": m.content}] if m.content else []),
+            *(
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments or {}}
+                for c in m.tool_calls
+            ),
+        ]
+        return {"role": "assistant", "content": blocks}
+    return {"role": m.role, "content": m.content}
 
 
 def _usage(raw: object) -> Usage | None:

@@ -9,22 +9,59 @@ provider and what went wrong, and never contains the API key or the prompt.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import attrs
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
 
 THINKING_LEVELS: tuple[str, ...] = ("off", "minimal", "low", "medium", "high")
 """The `thinking` values a provider accepts; `off` (or None) means no reasoning parameter."""
 
 
 @attrs.frozen
+class ToolSpec:
+    """A tool offered to the model: `name` is the wire name (`^[a-zA-Z0-9_-]{1,64}$`, as both
+    APIs require), `title` the operator's `server.tool`, `parameters` its JSON Schema."""
+
+    name: str
+    title: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@attrs.frozen
+class ToolCall:
+    """A call the model asked for. `arguments` is None when the model's arguments were not a
+    JSON object (the call is then answered with an error, not made); `raw_arguments` is the text
+    as the model wrote it (sent back unchanged to an OpenAI-compatible API)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    raw_arguments: str = ""
+
+
+@attrs.frozen
+class ToolResult:
+    """The answer to one `ToolCall`, as the model will read it."""
+
+    call_id: str
+    content: str
+    is_error: bool = False
+
+
+@attrs.frozen
 class ChatMessage:
-    """One message of a conversation."""
+    """One message of a conversation. An assistant message may carry the tool calls it made
+    (`raw`: the provider's own form of it, sent back unchanged where the API wants that); a
+    `tool` message carries the results of those calls."""
 
     role: Role
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
+    raw: Any = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen
@@ -42,6 +79,10 @@ class Completion:
     text: str
     model: str
     usage: Usage | None
+    #: the tools the model asked to call (none: `text` is the final reply)
+    tool_calls: tuple[ToolCall, ...] = ()
+    #: the provider's own form of the assistant message, to send back with the results
+    raw: Any = attrs.field(default=None, eq=False, repr=False)
 
 
 class ProviderError(Exception):
@@ -81,7 +122,9 @@ class ProviderTimeout(ProviderError):
 
 
 class Provider(Protocol):
-    """What the runtime needs from a model provider."""
+    """What the runtime needs from a model provider. A provider that can offer tools also has
+    `supports_tools = True` and takes `tools` (and `tool_choice`: `auto`, or `none` once the run
+    may make no more calls) as keyword arguments of `complete`."""
 
     async def complete(
         self,

@@ -4,13 +4,20 @@
 configured, as local servers need none) and the configured extra headers. `thinking` becomes
 `reasoning_effort` (`minimal|low|medium|high`; omitted for `off`). The reply is
 `choices[0].message.content`; usage is `usage.prompt_tokens` / `usage.completion_tokens`.
+With tools, they are sent as `tools: [{type: function, function: {name, description,
+parameters}}]` with `tool_choice` (`auto`, or `none` once no more calls may be made); the
+answer's `message.tool_calls` (whatever `finish_reason` says) are the calls, their `arguments` a
+JSON text parsed here; the assistant message goes back with its `tool_calls` and each result as a
+`{role: tool, tool_call_id, content}` message (text only; an error is said in the text).
 Errors are read from the API's body, `{"error": {"message", "type", "code"}}`; 429 (except
 `insufficient_quota`) and 5xx are retried.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
 import httpx
 
@@ -19,6 +26,8 @@ from .base import (
     ChatMessage,
     Completion,
     ProviderError,
+    ToolCall,
+    ToolSpec,
     Usage,
     check_thinking,
 )
@@ -36,6 +45,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 class OpenAIProvider(HttpProvider):
     """A Chat Completions endpoint. Owns its `httpx.AsyncClient` unless one is given."""
+
+    supports_tools = True
 
     def __init__(
         self,
@@ -60,11 +71,26 @@ class OpenAIProvider(HttpProvider):
         *,
         thinking: str | None,
         deadline: float,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: str = "auto",
     ) -> Completion:
         body: dict[str, object] = {
             "model": model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": [w for m in messages for w in _wire(m)],
         }
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters or {"type": "object", "properties": {}},
+                    },
+                }
+                for t in tools
+            ]
+            body["tool_choice"] = tool_choice
         effort = check_thinking(self.provider_id, thinking)
         if effort is not None:
             body["reasoning_effort"] = effort
@@ -81,6 +107,15 @@ class OpenAIProvider(HttpProvider):
             raise malformed(self.provider_id, "no choices[0]")
         message = choices[0].get("message")
         content = message.get("content") if isinstance(message, dict) else None
+        calls = _tool_calls(message.get("tool_calls") if isinstance(message, dict) else None)
+        if calls:
+            answered = data.get("model")
+            return Completion(
+                text=content if isinstance(content, str) else "",
+                model=answered if isinstance(answered, str) and answered else model,
+                usage=_usage(data.get("usage")),
+                tool_calls=calls,
+            )
         if not isinstance(content, str):
             refusal = message.get("refusal") if isinstance(message, dict) else None
             if isinstance(refusal, str) and refusal:
@@ -112,6 +147,58 @@ class OpenAIProvider(HttpProvider):
             retryable=retryable,
             secrets=[self._api_key],
         )
+
+
+def _wire(m: ChatMessage) -> list[dict[str, Any]]:
+    if m.role == "tool":
+        return [
+            {"role": "tool", "tool_call_id": r.call_id, "content": r.content}
+            for r in m.tool_results
+        ]
+    if m.role == "assistant" and m.tool_calls:
+        return [
+            {
+                "role": "assistant",
+                "content": m.content or None,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.raw_arguments or "{}"},
+                    }
+                    for c in m.tool_calls
+                ],
+            }
+        ]
+    return [{"role": m.role, "content": m.content}]
+
+
+def _tool_calls(raw: object) -> tuple[ToolCall, ...]:
+    if not isinstance(raw, list):
+        return ()
+    calls = []
+    for item in raw:
+        if not isinstance(item, dict) or item.get("type", "function") != "function":
+            continue
+        fn = item.get("function")
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            continue
+        text = fn.get("arguments")
+        text = text if isinstance(text, str) else ""
+        try:
+            parsed = json.loads(text) if text.strip() else {}
+        except ValueError:
+            parsed = None
+        call_id = item.get("id")
+        calls.append(
+            ToolCall(
+                id=call_id if isinstance(call_id, str) else f"call_{len(calls)}",
+                name=fn["name"],
+                arguments=parsed if isinstance(parsed, dict) else None,
+                raw_arguments=text,
+            )
+        )
+    return tuple(calls)
 
 
 def _usage(raw: object) -> Usage | None:

@@ -40,6 +40,7 @@ from .migrate import migrate, quote_ident
 from .retention import PostgresRetention
 from .signals import Leadership, Notifier
 from .stats import PostgresStats
+from .toolcalls import PostgresToolCalls
 from .writer import GroupCommitWriter, Job
 
 T = TypeVar("T")
@@ -58,7 +59,7 @@ async def _no_session_state(_conn: asyncpg.Connection) -> None:
     own), so asyncpg's default reset would cost a round trip per use for nothing."""
 
 
-class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention):
+class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention, PostgresToolCalls):
     """The `Store` on a PostgreSQL database (optionally in its own `schema`)."""
 
     def __init__(self, url: str, *, schema: str | None = None, pool_size: int = 10) -> None:

@@ -39,6 +39,7 @@ from .admin import SQLiteAdminReads
 from .connect import BATCH, WriteLock, connect, connect_writer
 from .retention import SQLiteRetention
 from .stats import SQLiteStats
+from .toolcalls import SQLiteToolCalls
 from .writer import GroupCommitWriter, Late
 from .writer_process import ProcessWriter
 
@@ -53,7 +54,7 @@ class StoreInUse(Exception):
     """The SQLite file is used by another hookwise process that does not share it with us."""
 
 
-class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
+class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention, SQLiteToolCalls):
     """The `Store` on one SQLite file."""
 
     def __init__(

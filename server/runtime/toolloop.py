@@ -1,0 +1,282 @@
+"""The run loop with tools: offer the granted tools, make the calls the model asks for, send the
+results back, and repeat until the model replies.
+
+Limits (`tools.*`): at most `maxCallsPerRun` calls per run (a call past it is not made: the model
+gets an error result saying the limit was reached, and the next request allows no more calls, so
+the run still ends with a reply); each call bounded by `callTimeoutSeconds` and its result capped
+at `maxResultBytes` (in `hookwise.server.tools.host`); the whole loop inside the run's
+`timeoutSeconds` (the caller's deadline). Several calls in one answer run in parallel. A tool's
+failure is an error result for the model, never a failed run. Results are untrusted content,
+wrapped with the same boundary as hook text.
+
+Names: a tool is offered under a wire name that both APIs accept (`<server>__<tool>`, cut to
+`[a-zA-Z0-9_-]{1,64}`, numbered where two would collide) and mapped back here; a name the model
+invents, or a tool outside the grant, is never called.
+
+Every call made is recorded through `ToolRecorder`: a `started` row before it is made (so a run
+interrupted mid-call is known to have called tools) and its outcome after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from ...engine.grants import Grant
+from ..store.toolcalls import ToolCallRecord
+from ..tools.connection import ToolInfo
+from ..tools.host import ToolHost, arguments_json
+from .external import wrap_external
+from .providers.base import (
+    ChatMessage,
+    Completion,
+    Provider,
+    ProviderError,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+
+log = logging.getLogger("hookwise.runs")
+
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+#: answers in a row that ask for calls after the limit, before the run fails
+EXTRA_ROUNDS = 2
+
+
+class ToolRecorder(Protocol):
+    """Where a run's calls are written (the store, in the gateway)."""
+
+    async def record(self, calls: Sequence[ToolCallRecord]) -> None: ...
+
+    async def previous(self, run_id: str) -> tuple[int, int]:
+        """The calls the run's earlier attempts made (or began): all of them, and those since
+        the operator last retried it (a retry starts over on purpose)."""
+        ...
+
+
+@attrs.frozen
+class RunTools:
+    """What a run needs to use tools: the host, its grant, whether to keep payloads."""
+
+    host: ToolHost
+    grant: Grant
+    recorder: ToolRecorder
+    run_id: str
+    keep_payloads: bool = False
+
+
+def wire_names(tools: Sequence[ToolInfo]) -> dict[str, ToolInfo]:
+    """Each tool by a wire name both APIs accept."""
+    names: dict[str, ToolInfo] = {}
+    for i, tool in enumerate(tools):
+        base = _UNSAFE.sub("_", f"{tool.server}__{tool.name}")[:64]
+        name = base if base not in names else f"t{i}_{base}"[:64]
+        names[name] = tool
+    return names
+
+
+def _digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _usage_sum(a: Usage | None, b: Usage | None) -> Usage | None:
+    if a is None or b is None:
+        return b or a
+
+    def add(x: int | None, y: int | None) -> int | None:
+        return None if x is None and y is None else (x or 0) + (y or 0)
+
+    return Usage(add(a.input_tokens, b.input_tokens), add(a.output_tokens, b.output_tokens))
+
+
+async def converse(
+    provider: Provider,
+    model: str,
+    messages: Sequence[ChatMessage],
+    *,
+    thinking: str | None,
+    deadline: float,
+    tools: RunTools | None,
+) -> tuple[Completion, list[ToolCallRecord]]:
+    """The model's final answer to `messages`, calling granted tools on the way; the calls made."""
+    offered: list[ToolInfo] = []
+    if tools is not None and tools.grant and getattr(provider, "supports_tools", False):
+        offered = await tools.host.offered(tools.grant)
+    if not offered or tools is None:
+        return await provider.complete(model, messages, thinking=thinking, deadline=deadline), []
+    recorded, earlier = await tools.recorder.previous(tools.run_id)
+    if earlier:
+        # never repeat a call silently: a run cut off after calling tools ends here, visibly
+        raise ProviderError(
+            f"the run was interrupted after it had called tools ({earlier} call(s) recorded);"
+            " it is not run again so that no tool call is repeated"
+        )
+    by_wire = wire_names(offered)
+    specs = [
+        ToolSpec(name, t.qualified, t.description, t.input_schema) for name, t in by_wire.items()
+    ]
+    limit = tools.host.limits.max_calls_per_run
+    conversation = list(messages)
+    records: list[ToolCallRecord] = []
+    usage: Usage | None = None
+    refused_rounds = 0
+    while True:
+        choice = "auto" if len(records) < limit else "none"
+        completion = await provider.complete(  # type: ignore[call-arg]
+            model,
+            conversation,
+            thinking=thinking,
+            deadline=deadline,
+            tools=specs,
+            tool_choice=choice,
+        )
+        usage = _usage_sum(usage, completion.usage)
+        if not completion.tool_calls:
+            return attrs.evolve(completion, usage=usage), records
+        if choice == "none":
+            refused_rounds += 1
+            if refused_rounds > EXTRA_ROUNDS:
+                raise ProviderError(
+                    f"the model kept asking for tools after the limit of {limit} calls per run"
+                )
+        conversation.append(
+            ChatMessage(
+                "assistant",
+                completion.text,
+                tool_calls=completion.tool_calls,
+                raw=completion.raw,
+            )
+        )
+        results = await _answer(completion.tool_calls, by_wire, tools, records, limit, recorded)
+        conversation.append(ChatMessage("tool", "", tool_results=tuple(results)))
+
+
+async def _answer(
+    calls: Sequence[ToolCall],
+    by_wire: dict[str, ToolInfo],
+    tools: RunTools,
+    records: list[ToolCallRecord],
+    limit: int,
+    seq_base: int = 0,
+) -> list[ToolResult]:
+    """Results for every call of one answer; the ones allowed are made, in parallel."""
+    results: list[ToolResult | None] = [None] * len(calls)
+    to_make: list[tuple[int, ToolInfo, dict[str, Any], ToolCallRecord]] = []
+    now = time.time()
+    for i, call in enumerate(calls):
+        target = by_wire.get(call.name)
+        if target is None:
+            log.info("run %s: the model asked for a tool it was not offered", tools.run_id)
+            results[i] = ToolResult(call.id, f"there is no tool named {call.name!r}", True)
+        elif call.arguments is None:
+            results[i] = ToolResult(
+                call.id, "the arguments were not a JSON object; the tool was not called", True
+            )
+        elif len(records) + len(to_make) >= limit:
+            log.info("run %s: a tool call past the limit of %d was not made", tools.run_id, limit)
+            results[i] = ToolResult(
+                call.id,
+                f"not called: this run reached its limit of {limit} tool calls. Answer now with"
+                " what you have.",
+                True,
+            )
+        else:
+            args_text = arguments_json(call.arguments)
+            record = ToolCallRecord(
+                run_id=tools.run_id,
+                seq=seq_base + len(records) + len(to_make) + 1,
+                server=target.server,
+                tool=target.name,
+                outcome="started",
+                started_at=now,
+                arguments=args_text if tools.keep_payloads else None,
+                arguments_bytes=len(args_text.encode("utf-8")),
+                arguments_digest=_digest(args_text),
+            )
+            to_make.append((i, target, call.arguments, record))
+    if not to_make:
+        return [r for r in results if r is not None]
+    started = [record for *_, record in to_make]
+    # durable before the first call is made: a run interrupted now is known to have called
+    await tools.recorder.record(started)
+    outcomes = await asyncio.gather(
+        *(tools.host.call(target.server, target.name, args) for _, target, args, _ in to_make)
+    )
+    done: list[ToolCallRecord] = []
+    for (i, target, _, record), outcome in zip(to_make, outcomes, strict=True):
+        finished = attrs.evolve(
+            record,
+            outcome=outcome.outcome,
+            duration_ms=round(outcome.duration * 1000, 3),
+            result=outcome.text if tools.keep_payloads else None,
+            result_bytes=outcome.result_bytes,
+            result_digest=_digest(outcome.text),
+            truncated=outcome.truncated,
+        )
+        done.append(finished)
+        text = outcome.text if outcome.outcome == "ok" else f"error: {outcome.text}"
+        results[i] = ToolResult(
+            calls[i].id,
+            wrap_external(text, source=f"tool {target.qualified}"),
+            outcome.outcome != "ok",
+        )
+    await tools.recorder.record(done)
+    records.extend(done)
+    return [r for r in results if r is not None]
+
+
+class StoreRecorder:
+    """A `ToolRecorder` writing to the store."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    async def record(self, calls: Sequence[ToolCallRecord]) -> None:
+        await self._store.record_tool_calls(calls)
+
+    async def previous(self, run_id: str) -> tuple[int, int]:
+        calls = await self._store.tool_calls(run_id)
+        if not calls:
+            return 0, 0
+        retried = max((r.at for r in await self._store.list_retries(run_id)), default=None)
+        since = [c for c in calls if retried is None or c.started_at > retried]
+        return len(calls), len(since)
+
+
+class LaneTools:
+    """For one agent's run lane: the `RunTools` of each run. A run from a mapping gets exactly
+    the mapping's grant (looked up when it runs: a reload that takes a grant away applies at
+    once); a run without one (an `/agent` request) gets the agent's."""
+
+    def __init__(
+        self,
+        host: ToolHost,
+        recorder: ToolRecorder,
+        *,
+        agent_tools: Sequence[str],
+        rule_tools: Any,
+        keep_payloads: bool,
+    ) -> None:
+        self._host = host
+        self._recorder = recorder
+        self._agent_grant = Grant.parse(agent_tools)
+        self._rule_tools = rule_tools
+        self._keep = keep_payloads
+
+    def __call__(self, run: Any) -> RunTools | None:
+        if not self._host.connections:
+            return None
+        rule_id = getattr(run, "rule_id", None)
+        grant = Grant.parse(self._rule_tools(rule_id)) if rule_id is not None else self._agent_grant
+        if not grant:
+            return None
+        return RunTools(self._host, grant, self._recorder, run.run_id, self._keep)

@@ -1,0 +1,247 @@
+"""One MCP server's session in this process: connected on first use, supervised, its tools cached.
+
+A supervisor task owns the session (the SDK's `Client`, entered and left in that one task): it
+connects, then keeps a `subscriptions/listen` stream open (2026-07-28 servers) so that it learns
+when the tool list changes and when the server goes away; handshake-era servers announce list
+changes with `notifications/tools/list_changed`, which the message handler catches. When the
+session ends (a stdio server crashed or exited, an HTTP server stopped answering) the supervisor
+reconnects after a back-off (1 s, doubling, at most 30 s); calls meanwhile fail at once with the
+reason, which the model sees as an error result.
+
+A stdio server gets the SDK's minimal environment (HOME, PATH, USER, ... , not the gateway's
+secrets) plus its `env`; its stderr goes to the log, line by line, control characters escaped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import mcp_types
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from ...engine.config_models import McpServerConfig
+from ..logs import escape_control
+
+log = logging.getLogger("hookwise.tools")
+
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 30.0
+CONNECT_TIMEOUT = 10.0
+MAX_PAGES = 100
+
+
+@attrs.frozen
+class ToolInfo:
+    """One tool of one server, as the server lists it."""
+
+    server: str
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.server}.{self.name}"
+
+
+class ServerDown(Exception):
+    """The server is not connected; the message says why (never a secret)."""
+
+
+class McpConnection:
+    """The session with one configured MCP server."""
+
+    def __init__(self, name: str, config: McpServerConfig, *, base_dir: Path) -> None:
+        self.name = name
+        self._config = config
+        self._base_dir = base_dir
+        self._client: Client | None = None
+        self._tools: tuple[ToolInfo, ...] | None = None
+        self._lost = asyncio.Event()
+        self._attempted = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._listing = asyncio.Lock()
+        #: why the last connection attempt failed or the session ended (None while connected)
+        self.error: str | None = None
+        #: how many times the session was (re)established
+        self.connects = 0
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    async def client(self, timeout: float = CONNECT_TIMEOUT) -> Client:
+        """The live session, connecting first if this is the first use; `ServerDown` if not."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._supervise(), name=f"hookwise-mcp-{self.name}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._attempted.wait(), timeout)
+        if self._client is None:
+            raise ServerDown(
+                f"MCP server {self.name!r} is not connected: {self.error or 'still connecting'}"
+            )
+        return self._client
+
+    async def tools(self) -> tuple[ToolInfo, ...]:
+        """The server's tools, listed once and again after it said the list changed."""
+        client = await self.client()
+        async with self._listing:
+            if self._tools is None:
+                self._tools = await self._list(client)
+            return self._tools
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
+        """`tools/call`; the caller bounds it in time. A lost session is noticed here too."""
+        client = await self.client()
+        try:
+            return await client.call_tool(tool, arguments)
+        except (OSError, EOFError, asyncio.IncompleteReadError, ConnectionError):
+            self._lost.set()
+            raise
+        except Exception as e:
+            if "closed" in str(e).lower():
+                self._lost.set()
+            raise
+
+    async def aclose(self) -> None:
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    # the supervisor ----------------------------------------------------------------------------
+
+    async def _supervise(self) -> None:
+        delay = BACKOFF_FIRST
+        while not self._closing:
+            try:
+                async with self._session() as client:
+                    self._client, self._tools, self.error = client, None, None
+                    self.connects += 1
+                    self._attempted.set()
+                    delay = BACKOFF_FIRST
+                    log.info("MCP server %s connected (%s)", self.name, client.protocol_version)
+                    await self._watch(client)
+                    self.error = "the session ended"
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:  # an ExceptionGroup from the SDK's task groups, too
+                self.error = _describe(e)
+            finally:
+                self._client = None
+            self._attempted.set()
+            if self._closing:
+                break
+            log.warning("MCP server %s: %s; reconnecting in %.0f s", self.name, self.error, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_MAX)
+
+    async def _watch(self, client: Client) -> None:
+        """Until the session ends: list changes mark the cached list stale."""
+        self._lost.clear()
+        lost = asyncio.create_task(self._lost.wait())
+        listening = asyncio.create_task(self._listen(client))
+        try:
+            await asyncio.wait({lost, listening}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (lost, listening):
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    async def _listen(self, client: Client) -> None:
+        try:
+            async with client.listen(tools_list_changed=True) as sub:
+                async for _event in sub:
+                    self._tools = None
+        except Exception as e:
+            if type(e).__name__ != "ListenNotSupportedError":
+                return  # the stream ended: the session is gone
+            await asyncio.Event().wait()  # a handshake-era server: notifications only
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self._tools = None
+
+    @contextlib.asynccontextmanager
+    async def _session(self) -> AsyncIterator[Client]:
+        config = self._config
+        if config.url is not None:
+            http = create_mcp_http_client(headers=dict(config.headers) or None)
+            async with http:
+                transport = streamable_http_client(config.url, http_client=http)
+                async with self._client_for(transport) as client:
+                    yield client
+            return
+        assert config.command is not None
+        cwd = Path(config.cwd) if config.cwd else None
+        params = StdioServerParameters(
+            command=config.command,
+            args=list(config.args),
+            env=dict(config.env) or None,
+            cwd=str(cwd if cwd is None or cwd.is_absolute() else self._base_dir / cwd)
+            if cwd
+            else str(self._base_dir),
+        )
+        read_fd, write_fd = os.pipe()
+        threading.Thread(
+            target=_log_lines, args=(self.name, read_fd), daemon=True, name=f"mcp-{self.name}"
+        ).start()
+        errlog = os.fdopen(write_fd, "w")
+        try:
+            async with self._client_for(stdio_client(params, errlog=errlog)) as client:
+                errlog.close()  # the child holds its own copy: EOF when it exits
+                yield client
+        finally:
+            errlog.close()
+
+    def _client_for(self, transport: Any) -> Client:
+        return Client(
+            transport,
+            message_handler=self._on_message,
+            cache=None,
+            read_timeout_seconds=None,
+            client_info=mcp_types.Implementation(name="hookwise", version="1"),
+        )
+
+    async def _list(self, client: Client) -> tuple[ToolInfo, ...]:
+        tools: list[ToolInfo] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await asyncio.wait_for(client.list_tools(cursor=cursor), CONNECT_TIMEOUT)
+            tools.extend(
+                ToolInfo(self.name, t.name, t.description or "", dict(t.input_schema or {}))
+                for t in page.tools
+            )
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tuple(tools)
+
+
+def _log_lines(server: str, fd: int) -> None:
+    with os.fdopen(fd, "rb") as stream:
+        for raw in stream:
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            if line:
+                log.info("MCP server %s stderr: %s", server, escape_control(line))
+
+
+def _describe(e: BaseException) -> str:
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {text}"[:300] if text else type(e).__name__
