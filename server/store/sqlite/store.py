@@ -272,12 +272,14 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
     async def finish_heartbeat(self, outcome: HeartbeatOutcome) -> None:
         await self._writer.submit(partial(rt.finish_heartbeat, o=outcome))
 
-    async def pending_events(self, session: str, *, limit: int) -> list[EventRecord]:
+    async def pending_events(
+        self, session: str, *, limit: int, after: int = 0
+    ) -> list[EventRecord]:
         def fn(conn: sqlite3.Connection) -> list[EventRecord]:
             rows = conn.execute(
                 f"SELECT {EVENT_COLUMNS} FROM events WHERE session = ? AND consumed_at IS NULL"
-                " ORDER BY seq LIMIT ?",
-                (session, limit),
+                " AND seq > ? ORDER BY seq LIMIT ?",
+                (session, after, limit),
             ).fetchall()
             return [event_record(r) for r in rows]
 
