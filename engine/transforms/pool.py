@@ -24,6 +24,13 @@ into every worker, and sends each call to a worker:
   meanwhile go to the others (or wait).
   Every death is logged with the worker's pid, how it ended and the transform's name (never the
   payload).
+- **Recycling.** V8 does not give memory back: under steady load a worker's resident memory grows
+  by about a kilobyte a call and stays there when the load stops (measured with `bench/soak.py`).
+  So a worker that has taken `recycle_calls` calls, or whose resident memory has grown
+  `recycle_mb` MiB past what it was when it became ready (checked every `_RSS_EVERY` calls), is
+  replaced: a fresh worker is started beside it (on a thread), and once it serves, the old one
+  takes no new calls, finishes the ones it holds, and is stopped. No call fails for it, and the
+  pool never runs short of a worker during the swap.
 """
 
 from __future__ import annotations
@@ -67,6 +74,8 @@ PIPELINE_MAX = 256 * 1024
 START_TIMEOUT_S = 30.0
 LOAD_TIMEOUT_S = 60.0
 _WATCH_S = 0.02
+_RSS_EVERY = 1000
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 _READ_SIZE = 256 * 1024
 _PIPE_SIZE = 1024 * 1024
 _F_SETPIPE_SZ = 1031
@@ -107,6 +116,18 @@ class _Worker:
         self.buried = False
         self.buffer = bytearray()  # replies read but not yet taken
         self.loop: asyncio.AbstractEventLoop | None = None  # where its replies are read
+        self.calls = 0  # calls sent to it
+        self.ready_rss = 0  # its resident memory when it became ready, in bytes
+        self.renewing = False  # a replacement is being started
+        self.retired = False  # its replacement serves: it takes no new calls
+
+    def rss(self) -> int:
+        """Resident memory now, in bytes (0 if it cannot be read)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/statm", encoding="ascii") as statm:
+                return int(statm.read().split()[1]) * _PAGE
+        except (OSError, ValueError, IndexError):
+            return 0
 
     def wait_ready(self) -> None:
         ready, _, _ = select.select([self.rfd], [], [], START_TIMEOUT_S)
@@ -146,9 +167,13 @@ class _Worker:
 class WorkerPool:
     """Sandbox worker processes for one rule set's transforms (see the module docstring)."""
 
-    def __init__(self, *, size: int, memory_mb: int) -> None:
+    def __init__(
+        self, *, size: int, memory_mb: int, recycle_calls: int = 0, recycle_mb: int = 0
+    ) -> None:
         self._size = max(1, size)
         self._memory_mb = memory_mb
+        self._recycle_calls = recycle_calls  # 0: never for its calls
+        self._recycle_bytes = recycle_mb * 1024 * 1024  # 0: never for its memory
         self._lock = threading.Lock()
         self._specs: dict[int, bytes] = {}
         self._workers: list[_Worker] = []
@@ -197,6 +222,7 @@ class WorkerPool:
                 reply = worker.request(frame, LOAD_TIMEOUT_S)
                 if reply[0] != "ok":
                     raise WireClosed(f"loading a transform failed: {reply[2]}")
+            worker.ready_rss = worker.rss()
         except (WireClosed, OSError) as exc:
             how = worker.reap()
             if initial:
@@ -263,6 +289,8 @@ class WorkerPool:
     def _pick(self, size: int) -> _Worker | None:
         best: _Worker | None = None
         for worker in self._workers:
+            if worker.retired:
+                continue
             n = len(worker.inflight)
             if n == 0:
                 return worker
@@ -277,12 +305,30 @@ class WorkerPool:
         worker.inflight.append(call)
         with contextlib.suppress(OSError):
             write_all(worker.wfd, call.frame)
+        worker.calls += 1
+        if not worker.renewing and self._worn(worker):
+            worker.renewing = True
+            threading.Thread(
+                target=self._replace, args=(worker,), name="hookwise-sandbox-start", daemon=True
+            ).start()
+
+    def _worn(self, worker: _Worker) -> bool:
+        """The worker is due for replacement (see Recycling in the module docstring)."""
+        if self._recycle_calls and worker.calls >= self._recycle_calls:
+            return True
+        if self._recycle_bytes and worker.calls % _RSS_EVERY == 0 and worker.ready_rss:
+            return worker.rss() - worker.ready_rss >= self._recycle_bytes
+        return False
 
     def _feed(self, worker: _Worker) -> None:
         """Hand queued calls to a worker with room (lock held)."""
-        while self._queue and (
-            not worker.inflight
-            or (len(worker.inflight) < DEPTH and len(self._queue[0].frame) <= PIPELINE_MAX)
+        while (
+            not worker.retired
+            and self._queue
+            and (
+                not worker.inflight
+                or (len(worker.inflight) < DEPTH and len(self._queue[0].frame) <= PIPELINE_MAX)
+            )
         ):
             self._send(worker, self._queue.popleft())
 
@@ -311,8 +357,12 @@ class WorkerPool:
                 call = worker.inflight.popleft()
                 worker.head_started = time.monotonic()
                 self._feed(worker)
+                done = worker.retired and not worker.inflight
             if not call.future.done():
                 call.future.set_result(reply)
+            if done:
+                self._dismiss(worker)
+                return
 
     # --- deaths ----------------------------------------------------------------------------
 
@@ -378,10 +428,32 @@ class WorkerPool:
                 )
         else:
             log.warning("sandbox worker %d ended (%s); replacing it", worker.proc.pid, how)
+        if worker.renewing:
+            return  # its replacement is being started already (see `_worn`)
         threading.Thread(target=self._replace, name="hookwise-sandbox-start", daemon=True).start()
 
-    def _replace(self) -> None:
-        """Start a replacement worker (on its own thread), then let it serve on the loop."""
+    def _dismiss(self, worker: _Worker) -> None:
+        """Stop a retired worker that holds no call (on its event loop)."""
+        worker.buried = True
+        if worker.loop is not None and not worker.loop.is_closed():
+            with contextlib.suppress(Exception):
+                worker.loop.remove_reader(worker.rfd)
+        with self._lock:
+            if worker in self._workers:
+                self._workers.remove(worker)
+        rss = worker.rss()
+        worker.reap()
+        log.info(
+            "sandbox worker %d recycled after %d calls (resident memory %d MiB, %d MiB at start)",
+            worker.proc.pid,
+            worker.calls,
+            rss >> 20,
+            worker.ready_rss >> 20,
+        )
+
+    def _replace(self, old: _Worker | None = None) -> None:
+        """Start a replacement worker (on its own thread), then let it serve on the loop; with
+        `old`, a worn worker that is retired once the new one serves."""
         delay = 0.1
         while not self._closed:
             try:
@@ -396,17 +468,23 @@ class WorkerPool:
         loop = self._loop
         if loop is not None and not loop.is_closed():
             try:
-                loop.call_soon_threadsafe(self._enlist, worker)
+                loop.call_soon_threadsafe(self._enlist, worker, old)
                 return
             except RuntimeError:  # the loop closed meanwhile
                 pass
         with self._lock:  # no loop serves calls now: the next call's loop attaches it
             if not self._closed:
                 self._workers.append(worker)
+                if old is not None:
+                    old.retired = True  # it holds no call: nothing is served without a loop
+                    if old in self._workers:
+                        self._workers.remove(old)
                 return
         worker.reap()
+        if old is not None:
+            old.reap()
 
-    def _enlist(self, worker: _Worker) -> None:
+    def _enlist(self, worker: _Worker, old: _Worker | None = None) -> None:
         if self._closed:
             worker.reap()
             return
@@ -414,7 +492,14 @@ class WorkerPool:
             self._workers.append(worker)
         self._attach(worker)
         with self._lock:
+            if old is not None and not old.buried:
+                old.retired = True
+                idle = not old.inflight
+            else:
+                idle = False
             self._feed(worker)
+        if idle:
+            self._dismiss(old)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Stop every worker; calls still waiting fail with `transform_failed`."""
