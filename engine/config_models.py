@@ -33,13 +33,16 @@ class AuthThrottleConfig:
 class TransformLimitsConfig:
     """Per-call limits for sandboxed transforms, and the sandbox worker processes that run them
     (`workers` processes, each with an OS memory ceiling of `workerMemoryMb` beyond V8's start-up
-    reservations)."""
+    reservations, each replaced after `workerRecycleCalls` calls or once its resident memory has
+    grown `workerRecycleMb` past what it was when it started)."""
 
     timeout_ms: int = 1000
     memory_mb: int = 64
     pool_size: int = 2
     workers: int = 2
     worker_memory_mb: int = 512
+    worker_recycle_calls: int = 10_000
+    worker_recycle_mb: int = 64
 
 
 @attrs.frozen

@@ -38,13 +38,17 @@ from ..mapping import TransformConfig
 class TransformLimits:
     """Per-call limits of transforms, how many warm JS contexts each transform keeps (in each
     worker), how many sandbox worker processes a rule set runs, and each worker's memory ceiling
-    (MiB beyond what V8 reserves at start-up)."""
+    (MiB beyond what V8 reserves at start-up), and when a worker is replaced by a fresh one
+    (after `worker_recycle_calls` calls, or once its resident memory has grown
+    `worker_recycle_mb` MiB past what it was when it started: see `pool`)."""
 
     timeout_ms: int = 1000
     memory_mb: int = 64
     pool_size: int = 2
     workers: int = 2
     worker_memory_mb: int = 512
+    worker_recycle_calls: int = 10_000
+    worker_recycle_mb: int = 64
 
 
 class _Keep:
@@ -199,7 +203,10 @@ class TransformHost:
             from .pool import WorkerPool
 
             self._pool = WorkerPool(
-                size=self._limits.workers, memory_mb=self._limits.worker_memory_mb
+                size=self._limits.workers,
+                memory_mb=self._limits.worker_memory_mb,
+                recycle_calls=self._limits.worker_recycle_calls,
+                recycle_mb=self._limits.worker_recycle_mb,
             )
         return self._pool
 

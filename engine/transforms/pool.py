@@ -24,6 +24,13 @@ into every worker, and sends each call to a worker:
   meanwhile go to the others (or wait).
   Every death is logged with the worker's pid, how it ended and the transform's name (never the
   payload).
+- **Recycling.** V8 does not give memory back: under steady load a worker's resident memory grows
+  by about a kilobyte a call and stays there when the load stops (measured with `bench/soak.py`).
+  So a worker that has taken `recycle_calls` calls, or whose resident memory has grown
+  `recycle_mb` MiB past what it was when it became ready (checked every `_RSS_EVERY` calls), is
+  replaced: a fresh worker is started beside it (on a thread), and once it serves, the old one
+  takes no new calls, finishes the ones it holds, and is stopped. No call fails for it, and the
+  pool never runs short of a worker during the swap.
 """
 
 from __future__ import annotations
@@ -33,10 +40,7 @@ import contextlib
 import itertools
 import logging
 import os
-import select
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -48,9 +52,9 @@ from . import (
     TransformLoadError,
     TransformTimedOut,
 )
+from .process import Call, WorkerProcess
 from .wire import (
     WireClosed,
-    read_reply,
     request_frame,
     take_reply,
     write_all,
@@ -64,95 +68,26 @@ DEPTH = 2
 """Calls in flight per worker: the one it runs and one waiting in its pipe."""
 PIPELINE_MAX = 256 * 1024
 """A larger request is only sent to an idle worker (it must not wait in a full pipe)."""
-START_TIMEOUT_S = 30.0
 LOAD_TIMEOUT_S = 60.0
 _WATCH_S = 0.02
+_RSS_EVERY = 1000
 _READ_SIZE = 256 * 1024
-_PIPE_SIZE = 1024 * 1024
-_F_SETPIPE_SZ = 1031
-
-
-class _Call:
-    __slots__ = ("deadline_s", "frame", "future", "name")
-
-    def __init__(self, frame: bytes, deadline_s: float, name: str, future: Any) -> None:
-        self.frame = frame
-        self.deadline_s = deadline_s  # the time limit plus grace, counted from when it starts
-        self.name = name
-        self.future: asyncio.Future[Any] = future
-
-
-class _Worker:
-    """One worker process and its pipes."""
-
-    def __init__(self, memory_mb: int) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hookwise.engine.transforms.worker", str(memory_mb)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-            start_new_session=True,  # a Ctrl-C to the gateway's group is the gateway's to handle
-        )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.wfd = self.proc.stdin.fileno()
-        self.rfd = self.proc.stdout.fileno()
-        with contextlib.suppress(OSError):
-            import fcntl
-
-            fcntl.fcntl(self.wfd, _F_SETPIPE_SZ, _PIPE_SIZE)
-        self.inflight: deque[_Call] = deque()
-        self.head_started = 0.0
-        self.timed_out = False
-        self.buried = False
-        self.buffer = bytearray()  # replies read but not yet taken
-        self.loop: asyncio.AbstractEventLoop | None = None  # where its replies are read
-
-    def wait_ready(self) -> None:
-        ready, _, _ = select.select([self.rfd], [], [], START_TIMEOUT_S)
-        if not ready:
-            raise WireClosed("the worker did not start in time")
-        reply = read_reply(self.rfd)
-        if reply[0] != "ready":
-            raise WireClosed("the worker did not start")
-
-    def request(self, frame: bytes, timeout: float) -> Any:
-        """A synchronous round trip (loads, before the worker serves calls)."""
-        write_all(self.wfd, frame)
-        ready, _, _ = select.select([self.rfd], [], [], timeout)
-        if not ready:
-            raise WireClosed("the worker did not answer in time")
-        return read_reply(self.rfd)
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(signal.SIGKILL)
-
-    def reap(self) -> str:
-        self.kill()
-        code = self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            with contextlib.suppress(OSError):
-                assert stream is not None
-                stream.close()
-        if code < 0:
-            try:
-                return f"signal {signal.Signals(-code).name}"
-            except ValueError:
-                return f"signal {-code}"
-        return f"exit code {code}"
 
 
 class WorkerPool:
     """Sandbox worker processes for one rule set's transforms (see the module docstring)."""
 
-    def __init__(self, *, size: int, memory_mb: int) -> None:
+    def __init__(
+        self, *, size: int, memory_mb: int, recycle_calls: int = 0, recycle_mb: int = 0
+    ) -> None:
         self._size = max(1, size)
         self._memory_mb = memory_mb
+        self._recycle_calls = recycle_calls  # 0: never for its calls
+        self._recycle_bytes = recycle_mb * 1024 * 1024  # 0: never for its memory
         self._lock = threading.Lock()
         self._specs: dict[int, bytes] = {}
-        self._workers: list[_Worker] = []
-        self._queue: deque[_Call] = deque()
+        self._workers: list[WorkerProcess] = []
+        self._queue: deque[Call] = deque()
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -186,9 +121,9 @@ class WorkerPool:
             self._specs[tid] = frame
         return tid
 
-    def _spawn(self, *, initial: bool = False) -> _Worker:
+    def _spawn(self, *, initial: bool = False) -> WorkerProcess:
         """A started worker with every transform loaded (blocking); raises `WireClosed`."""
-        worker = _Worker(self._memory_mb)
+        worker = WorkerProcess(self._memory_mb)
         try:
             worker.wait_ready()
             with self._lock:
@@ -197,6 +132,7 @@ class WorkerPool:
                 reply = worker.request(frame, LOAD_TIMEOUT_S)
                 if reply[0] != "ok":
                     raise WireClosed(f"loading a transform failed: {reply[2]}")
+            worker.ready_rss = worker.rss()
         except (WireClosed, OSError) as exc:
             how = worker.reap()
             if initial:
@@ -215,7 +151,7 @@ class WorkerPool:
             self._bind(loop)
         limit = timeout_ms / 1000
         frame = request_frame(["call", tid, message, timeout_ms])
-        call = _Call(frame, limit + GRACE_S, name, loop.create_future())
+        call = Call(frame, limit + GRACE_S, name, loop.create_future())
         with self._lock:
             worker = self._pick(len(frame))
             if worker is None:
@@ -249,7 +185,7 @@ class WorkerPool:
         for worker in workers:
             self._attach(worker)
 
-    def _attach(self, worker: _Worker) -> None:
+    def _attach(self, worker: WorkerProcess) -> None:
         loop = self._loop
         assert loop is not None
         old = worker.loop
@@ -260,9 +196,11 @@ class WorkerPool:
             loop.add_reader(worker.rfd, self._readable, worker)
             worker.loop = loop
 
-    def _pick(self, size: int) -> _Worker | None:
-        best: _Worker | None = None
+    def _pick(self, size: int) -> WorkerProcess | None:
+        best: WorkerProcess | None = None
         for worker in self._workers:
+            if worker.retired:
+                continue
             n = len(worker.inflight)
             if n == 0:
                 return worker
@@ -270,23 +208,41 @@ class WorkerPool:
                 best = worker
         return best
 
-    def _send(self, worker: _Worker, call: _Call) -> None:
+    def _send(self, worker: WorkerProcess, call: Call) -> None:
         """Write a call to a worker (lock held). A broken pipe shows as the worker's end."""
         if not worker.inflight:
             worker.head_started = time.monotonic()
         worker.inflight.append(call)
         with contextlib.suppress(OSError):
             write_all(worker.wfd, call.frame)
+        worker.calls += 1
+        if not worker.renewing and self._worn(worker):
+            worker.renewing = True
+            threading.Thread(
+                target=self._replace, args=(worker,), name="hookwise-sandbox-start", daemon=True
+            ).start()
 
-    def _feed(self, worker: _Worker) -> None:
+    def _worn(self, worker: WorkerProcess) -> bool:
+        """The worker is due for replacement (see Recycling in the module docstring)."""
+        if self._recycle_calls and worker.calls >= self._recycle_calls:
+            return True
+        if self._recycle_bytes and worker.calls % _RSS_EVERY == 0 and worker.ready_rss:
+            return worker.rss() - worker.ready_rss >= self._recycle_bytes
+        return False
+
+    def _feed(self, worker: WorkerProcess) -> None:
         """Hand queued calls to a worker with room (lock held)."""
-        while self._queue and (
-            not worker.inflight
-            or (len(worker.inflight) < DEPTH and len(self._queue[0].frame) <= PIPELINE_MAX)
+        while (
+            not worker.retired
+            and self._queue
+            and (
+                not worker.inflight
+                or (len(worker.inflight) < DEPTH and len(self._queue[0].frame) <= PIPELINE_MAX)
+            )
         ):
             self._send(worker, self._queue.popleft())
 
-    def _readable(self, worker: _Worker) -> None:
+    def _readable(self, worker: WorkerProcess) -> None:
         """Replies (or the end) from a worker, on the event loop: one read, every complete
         reply in it."""
         try:
@@ -311,8 +267,12 @@ class WorkerPool:
                 call = worker.inflight.popleft()
                 worker.head_started = time.monotonic()
                 self._feed(worker)
+                done = worker.retired and not worker.inflight
             if not call.future.done():
                 call.future.set_result(reply)
+            if done:
+                self._dismiss(worker)
+                return
 
     # --- deaths ----------------------------------------------------------------------------
 
@@ -331,7 +291,7 @@ class WorkerPool:
                         worker.timed_out = True
                         worker.kill()
 
-    def _bury(self, worker: _Worker) -> None:
+    def _bury(self, worker: WorkerProcess) -> None:
         """A worker ended (killed, died, or the pool closed): settle its calls, replace it.
         Runs on the worker's event loop."""
         if worker.buried:
@@ -378,10 +338,32 @@ class WorkerPool:
                 )
         else:
             log.warning("sandbox worker %d ended (%s); replacing it", worker.proc.pid, how)
+        if worker.renewing:
+            return  # its replacement is being started already (see `_worn`)
         threading.Thread(target=self._replace, name="hookwise-sandbox-start", daemon=True).start()
 
-    def _replace(self) -> None:
-        """Start a replacement worker (on its own thread), then let it serve on the loop."""
+    def _dismiss(self, worker: WorkerProcess) -> None:
+        """Stop a retired worker that holds no call (on its event loop)."""
+        worker.buried = True
+        if worker.loop is not None and not worker.loop.is_closed():
+            with contextlib.suppress(Exception):
+                worker.loop.remove_reader(worker.rfd)
+        with self._lock:
+            if worker in self._workers:
+                self._workers.remove(worker)
+        rss = worker.rss()
+        worker.reap()
+        log.info(
+            "sandbox worker %d recycled after %d calls (resident memory %d MiB, %d MiB at start)",
+            worker.proc.pid,
+            worker.calls,
+            rss >> 20,
+            worker.ready_rss >> 20,
+        )
+
+    def _replace(self, old: WorkerProcess | None = None) -> None:
+        """Start a replacement worker (on its own thread), then let it serve on the loop; with
+        `old`, a worn worker that is retired once the new one serves."""
         delay = 0.1
         while not self._closed:
             try:
@@ -396,25 +378,36 @@ class WorkerPool:
         loop = self._loop
         if loop is not None and not loop.is_closed():
             try:
-                loop.call_soon_threadsafe(self._enlist, worker)
+                loop.call_soon_threadsafe(self._enlist, worker, old)
                 return
             except RuntimeError:  # the loop closed meanwhile
                 pass
         with self._lock:  # no loop serves calls now: the next call's loop attaches it
-            if not self._closed:
+            closed = self._closed
+            if not closed:
                 self._workers.append(worker)
-                return
-        worker.reap()
+            if old is not None and old in self._workers:
+                self._workers.remove(old)  # it holds no call: nothing is served without a loop
+        if closed:
+            worker.reap()
+        if old is not None:
+            old.reap()
 
-    def _enlist(self, worker: _Worker) -> None:
+    def _enlist(self, worker: WorkerProcess, old: WorkerProcess | None = None) -> None:
         if self._closed:
             worker.reap()
             return
         with self._lock:
             self._workers.append(worker)
         self._attach(worker)
+        idle = None
         with self._lock:
+            if old is not None and not old.buried:
+                old.retired = True
+                idle = old if not old.inflight else None
             self._feed(worker)
+        if idle is not None:
+            self._dismiss(idle)
 
     def close(self) -> None:
         """Stop every worker; calls still waiting fail with `transform_failed`."""
@@ -454,7 +447,7 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _fail(call: _Call, error: Exception) -> None:
+def _fail(call: Call, error: Exception) -> None:
     future = call.future
     loop = future.get_loop()
     if loop.is_closed():

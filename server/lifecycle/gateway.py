@@ -61,6 +61,8 @@ def compile_rules(loaded: LoadedConfig) -> Any:
             pool_size=limits.pool_size,
             workers=limits.workers,
             worker_memory_mb=limits.worker_memory_mb,
+            worker_recycle_calls=limits.worker_recycle_calls,
+            worker_recycle_mb=limits.worker_recycle_mb,
         ),
         env=dict(os.environ),  # `${NAME}` in rule files; read once, here, not in the engine
         verify=hooks.verify,

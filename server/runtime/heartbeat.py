@@ -7,6 +7,10 @@ mode `now`, a run with `wakeMode: now`). Requests that arrive within the coalesc
 one heartbeat; at most one heartbeat runs at a time, and requests that arrive during one make
 exactly one more. Events are marked consumed in the same commit that records the heartbeat, so a
 crash mid-heartbeat leaves them pending for the next one.
+
+A heartbeat takes a batch bounded by count, characters and read time (`BEAT_MAX_*`), not a
+fixed hundred: under a flood it consumes thousands of events at once, and the model reads them
+as a bounded digest (`digest`); when a bound stopped the batch, another heartbeat follows.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from ...engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 from ..ids import new_id
+from ..store.base import EventRecord
 from ..store.records import HeartbeatOutcome, NewTurn
 from . import report
 from .ack import is_ack
@@ -28,7 +33,12 @@ from .providers.base import ChatMessage, ProviderError
 
 log = logging.getLogger("hookwise.heartbeat")
 
-MAX_EVENTS_PER_BEAT = 100
+#: what one heartbeat takes of the pending events, read page by page, oldest first, until one
+#: of these bounds is reached (the prompt shows them as a bounded digest: see `digest`)
+BEAT_MAX_EVENTS = 5000
+BEAT_MAX_CHARS = 4_000_000  # of event text
+BEAT_MAX_READ_SECONDS = 0.5
+BEAT_PAGE = 500
 HISTORY_TURNS = 20
 
 
@@ -116,7 +126,7 @@ class Heartbeats:
     async def _beat(self, reason: str, requested_at: float | None) -> bool:
         started = self._clock()
         hb_id = new_id()
-        events = await self._store.pending_events(self._session, limit=MAX_EVENTS_PER_BEAT)
+        events, full = await self._take()
         history = await self._store.session_turns(self._session, limit=HISTORY_TURNS)
         prompt = heartbeat_prompt(events, reason, started)
         messages = [
@@ -170,4 +180,25 @@ class Heartbeats:
         if delivery is not None and delivery.state == "pending":
             self._on_delivery()
         report.heartbeat_ended(outcome, len(events), self.agent_id)
-        return state == "succeeded" and len(events) >= MAX_EVENTS_PER_BEAT
+        return state == "succeeded" and full
+
+    async def _take(self) -> tuple[list[EventRecord], bool]:
+        """The events this heartbeat consumes, oldest first, bounded by count, characters and
+        read time (`BEAT_MAX_*`); and whether a bound stopped it (more may be pending)."""
+        events: list[EventRecord] = []
+        chars = 0
+        deadline = time.monotonic() + BEAT_MAX_READ_SECONDS
+        after = 0
+        while True:
+            want = min(BEAT_PAGE, BEAT_MAX_EVENTS - len(events))
+            page = await self._store.pending_events(self._session, limit=want, after=after)
+            for event in page:
+                events.append(event)
+                chars += len(event.text)
+                if chars >= BEAT_MAX_CHARS:
+                    return events, True
+            if len(page) < want:
+                return events, False
+            if len(events) >= BEAT_MAX_EVENTS or time.monotonic() >= deadline:
+                return events, True
+            after = page[-1].seq

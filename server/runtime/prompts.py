@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from ..store.base import EventRecord
 from .ack import TOKEN
-from .external import wrap_external
+from .digest import digest
 
 RUN_SYSTEM = (
     "You are an AI agent handling an event that arrived through a webhook, in an isolated "
@@ -47,17 +47,13 @@ def summary_line(name: str, state: str, text: str) -> str:
 
 
 def heartbeat_prompt(events: Sequence[EventRecord], reason: str, now: float) -> str:
+    """What a heartbeat asks: its reason and time, the digest of the pending events (bounded:
+    see `digest`), and the acknowledgment contract."""
     when = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    lines = [f"Heartbeat check ({reason}, {when})."]
-    if events:
-        block = []
-        for e in events:
-            first, *rest = e.text.splitlines() or [""]
-            block.append(f"System: [{e.source}] {first}")
-            block.extend(f"  {line}" for line in rest)
-        lines.append(f"{len(events)} pending system event(s):")
-        lines.append(wrap_external("\n".join(block), source="system events"))
-    else:
-        lines.append("There are no pending system events.")
-    lines.append(f"If nothing needs your attention, reply with exactly {TOKEN}.")
-    return "\n".join(lines)
+    return "\n".join(
+        [
+            f"Heartbeat check ({reason}, {when}).",
+            *digest(events),
+            f"If nothing needs your attention, reply with exactly {TOKEN}.",
+        ]
+    )

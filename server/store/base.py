@@ -287,7 +287,12 @@ class Store(Protocol):
     # sessions and the main session's events
     async def session_turns(self, session_key: str, *, limit: int) -> list[Turn]: ...
 
-    async def pending_events(self, session: str, *, limit: int) -> list[EventRecord]: ...
+    async def pending_events(
+        self, session: str, *, limit: int, after: int = 0
+    ) -> list[EventRecord]:
+        """A session's unconsumed events, oldest first: at most `limit`, those whose `seq` is
+        greater than `after` (to read a backlog page by page)."""
+        ...
 
     async def finish_heartbeat(self, outcome: HeartbeatOutcome) -> None: ...
 

@@ -355,6 +355,18 @@ def test_pending_events_are_oldest_first_up_to_the_limit(backend: Backend) -> No
     backend.run(body)
 
 
+def test_pending_events_are_read_page_by_page_after_a_seq(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        for i in range(5):
+            await store.accept(accept_op(events=(new_event(text=f"e{i}"),)))
+        first = await store.pending_events("main", limit=2)
+        second = await store.pending_events("main", limit=2, after=first[-1].seq)
+        rest = await store.pending_events("main", limit=10, after=second[-1].seq)
+        assert [e.text for e in first + second + rest] == ["e0", "e1", "e2", "e3", "e4"]
+
+    backend.run(body)
+
+
 # --- transcripts and routes ----------------------------------------------------------------------
 
 

@@ -203,12 +203,15 @@ class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention, Postgr
     async def finish_heartbeat(self, outcome: HeartbeatOutcome) -> None:
         await self._writer.submit(lambda conn: rt.finish_heartbeat(conn, outcome))
 
-    async def pending_events(self, session: str, *, limit: int) -> list[EventRecord]:
+    async def pending_events(
+        self, session: str, *, limit: int, after: int = 0
+    ) -> list[EventRecord]:
         rows = await self._readers.fetch(
             f"SELECT {EVENT_COLUMNS} FROM events WHERE session = $1 AND consumed_at IS NULL"
-            " ORDER BY seq LIMIT $2",
+            " AND seq > $3 ORDER BY seq LIMIT $2",
             session,
             limit,
+            after,
         )
         return [event_record(r) for r in rows]
 

@@ -19,6 +19,12 @@ from .accept import EVENTS, REQUEST_LOG, RUNS
 from .inserts import BatchWrite
 from .migrate import migrate
 
+#: the writer checkpoints the WAL itself once it holds this many pages (16 MiB of 4 KiB pages),
+#: right after the commit that crossed the mark (see `connect_writer`)
+WAL_CHECKPOINT_PAGES = 4096
+#: the WAL file's bound: when the writer starts the WAL over, it cuts a longer file to this size
+WAL_SIZE_LIMIT = 32 * 1024 * 1024
+
 #: the hot writes of a whole batch in one statement (see `inserts`): accepted requests, log
 #: lines and finished runs; updates after the inserts
 BATCH = BatchWrite(EVENTS, RUNS, REQUEST_LOG, rt.TURNS, rt.DELIVERIES, rt.RUN_FINISHED)
@@ -67,7 +73,15 @@ def connect_writer(path: Path, synchronous: str, lock: WriteLock) -> sqlite3.Con
     with lock():
         conn.execute("PRAGMA journal_mode = WAL")
         migrate(conn)
-    # Checkpoints run on their own thread (see the store's _checkpoint_forever), never inside
-    # a commit.
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    # The writer checkpoints (PASSIVE) after the commit that takes the WAL past
+    # WAL_CHECKPOINT_PAGES. Being the only writer, its checkpoint copies every frame (a reader
+    # holds back only the frames newer than its snapshot, for as long as its read lasts), so
+    # the next commit starts the WAL over from its beginning, and the file stays at about
+    # WAL_CHECKPOINT_PAGES pages plus a batch whatever the load. A checkpoint run from another
+    # connection while commits go on never catches up: the WAL grew to 2 GB under sustained
+    # load that way (issue 26). `journal_size_limit` cuts a file that grew longer anyway (a
+    # long read held the checkpoint back) to WAL_SIZE_LIMIT when the WAL starts over; when
+    # the writer goes quiet, the store truncates it to nothing (`_checkpoint_forever`).
+    conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
     return conn

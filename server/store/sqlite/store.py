@@ -47,7 +47,6 @@ T = TypeVar("T")
 
 SIGNAL_POLL = 0.1
 CHECKPOINT_QUIET = 0.5
-WAL_FORCE_BYTES = 256 * 1024 * 1024
 
 
 class StoreInUse(Exception):
@@ -106,13 +105,9 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention, SQLiteToolCall
         return contextlib.nullcontext() if self._alone else self._write_lock()
 
     def _checkpoint_forever(self) -> None:
-        """Copy the WAL into the database file when the writer is quiet, off the commit path.
-
-        A checkpoint makes the disk write and sync the database file, which slows the WAL syncs
-        of the commits running beside it; so it waits for a quiet moment (no commit for
-        `CHECKPOINT_QUIET` seconds), and only when the WAL has grown past `WAL_FORCE_BYTES`
-        under sustained load does it run regardless. When quiet it truncates the WAL file.
-        """
+        """Truncate the WAL file to nothing when the writer is quiet (no commit for
+        `CHECKPOINT_QUIET` seconds). Under load the writer checkpoints by itself, between its
+        commits, and keeps the file under `connect.WAL_SIZE_LIMIT` (see `connect_writer`)."""
         conn = self._connect()
         wal = self.path.with_name(self.path.name + "-wal")
         try:
@@ -124,8 +119,6 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention, SQLiteToolCall
                     quiet = time.monotonic() - self._writer.last_batch_at >= CHECKPOINT_QUIET
                     if quiet:
                         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                    elif size > WAL_FORCE_BYTES:
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 except sqlite3.Error:
                     pass  # busy: the next round will do it
         finally:
@@ -280,12 +273,14 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention, SQLiteToolCall
     async def finish_heartbeat(self, outcome: HeartbeatOutcome) -> None:
         await self._writer.submit(partial(rt.finish_heartbeat, o=outcome))
 
-    async def pending_events(self, session: str, *, limit: int) -> list[EventRecord]:
+    async def pending_events(
+        self, session: str, *, limit: int, after: int = 0
+    ) -> list[EventRecord]:
         def fn(conn: sqlite3.Connection) -> list[EventRecord]:
             rows = conn.execute(
                 f"SELECT {EVENT_COLUMNS} FROM events WHERE session = ? AND consumed_at IS NULL"
-                " ORDER BY seq LIMIT ?",
-                (session, limit),
+                " AND seq > ? ORDER BY seq LIMIT ?",
+                (session, after, limit),
             ).fetchall()
             return [event_record(r) for r in rows]
 
