@@ -268,15 +268,16 @@ class SessionPolicy:
                     )
                 )
         elif is_reserved(key):
-            issues.append(
-                ConfigIssue(f"{prefix}sessionKey", f"{key!r} names a main session, never a hook's")
+            # the peer loads it and refuses each request: so do we, with the same code
+            warnings.append(
+                f"{prefix}sessionKey: {key!r} names a main session, never a hook's; every"
+                " request it matches is refused (400 session_key_reserved)"
             )
         elif not self.allows_prefix(key):
-            issues.append(
-                ConfigIssue(
-                    f"{prefix}sessionKey",
-                    "does not start with one of hooks.allowedSessionKeyPrefixes",
-                )
+            warnings.append(
+                f"{prefix}sessionKey: does not start with one of"
+                " hooks.allowedSessionKeyPrefixes; every request it matches is refused"
+                " (400 session_key_not_allowed)"
             )
         return issues, warnings
 

@@ -362,7 +362,6 @@ def test_compile_reports_every_problem_with_rule_id_and_key_path(rules: Rules) -
         ("a", "hooks.mappings[0].messageTemplate"),
         ("a", "hooks.mappings[0].extract.x"),
         ("b", "hooks.mappings[1].match.when.regex"),
-        ("b", "hooks.mappings[1].textTemplate"),
         ("c", "hooks.mappings[2].forEach"),
         ("c", "hooks.mappings[2].forEachMax"),
         ("c", "hooks.mappings[2].respond.status"),

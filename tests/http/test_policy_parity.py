@@ -4,6 +4,8 @@ same function as a live one (issue 30, points 1 and 6)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -144,3 +146,51 @@ def test_a_request_refused_live_is_refused_on_replay_and_nothing_is_stored(
         assert "hooks.allowedAgentIds" in r.json()["error"]
     texts = [e["text"] for e in gw.admin("/api/events", session="main", limit=500)["items"]]
     assert "sneak in" not in texts
+
+
+# -- configurations the peer loads, loaded: warned at check, refused per request -----------------
+
+LOADS_WITH_WARNINGS = [
+    {"id": "no-message", "match": {"path": "no-message"}, "name": "Forgot"},
+    {"id": "no-text", "match": {"path": "no-text"}, "action": "wake"},
+    {"id": "to-main", "match": {"path": "to-main"}, "sessionKey": "main", "messageTemplate": "m"},
+    {"id": "off-prefix", "match": {"path": "off-prefix"}, "sessionKey": "ops:x",
+     "messageTemplate": "m"},
+    {"id": "fine", "match": {"path": "fine"}, "messageTemplate": "{{text}}", "deliver": False},
+]  # fmt: skip
+
+
+def test_a_questionable_mapping_loads_warns_and_refuses_its_requests(
+    start_gateway: Callable[..., GatewayProcess],
+) -> None:
+    config = {
+        "hooks": {
+            "enabled": True,
+            "token": HOOK_TOKEN,
+            "allowedSessionKeyPrefixes": ["hook:"],
+            "mappings": LOADS_WITH_WARNINGS,
+        },
+        "gateway": {"auth": {"token": ADMIN_TOKEN}},
+    }
+    gw = start_gateway(config)  # on a config error the gateway would not start at all
+    check = subprocess.run(
+        [sys.executable, "-m", "hookwise.server.cli.main", "config", "check", "-c",
+         str(gw.config_path)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr
+    for rule in ("no-message", "no-text", "to-main", "off-prefix"):
+        assert f"warning: rule {rule!r}" in check.stderr
+    refused = {
+        "no-message": ("missing_field", "message"),
+        "no-text": ("missing_field", "text"),
+        "to-main": ("session_key_reserved", "sessionKey"),
+        "off-prefix": ("session_key_not_allowed", "sessionKey"),
+    }
+    for path, (code, field) in refused.items():
+        r = gw.hook(path, {"text": "t"})
+        assert r.status_code == 400, r.text
+        body = r.json()
+        assert (body["code"], body["field"], body["rule"]) == (code, field, path)
+    assert gw.admin("/api/runs")["items"] == []
+    assert gw.hook("fine", {"text": "t"}).status_code == 202  # the other hooks work
