@@ -63,8 +63,8 @@ def gw(
     tmp_path_factory: pytest.TempPathFactory, start_module_gateway: Callable[..., GatewayProcess]
 ) -> GatewayProcess:
     workdir = tmp_path_factory.mktemp("agents")
-    (workdir / "transforms").mkdir()
-    (workdir / "transforms" / "route.js").write_text(ROUTE_JS, encoding="utf-8")
+    (workdir / "gw" / "hooks" / "transforms").mkdir(parents=True)
+    (workdir / "gw" / "hooks" / "transforms" / "route.js").write_text(ROUTE_JS, encoding="utf-8")
     mappings = [
         {"id": "triage", "match": {"path": "triage"}, "agentId": "hooks",
          "messageTemplate": "{{text}}"},
@@ -75,7 +75,7 @@ def gw(
         {"id": "routed", "match": {"path": "routed"}, "transform": {"module": "route.js"},
          "messageTemplate": "{{text}}"},
     ]  # fmt: skip
-    config = _config(mappings=mappings, transformsDir=str(workdir / "transforms"))
+    config = _config(mappings=mappings, transformsDir=str(workdir / "gw" / "hooks" / "transforms"))
     return start_module_gateway(config, workdir=workdir / "gw")
 
 
