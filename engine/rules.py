@@ -251,6 +251,7 @@ class RuleSet:
         except BaseException:
             host.close()
             raise
+        host.loaded()
         doors, door_issues = compile_doors(
             verify or {}, ((r.id, r.path, r.verifier) for r in rules), base
         )
