@@ -38,7 +38,13 @@ from ...engine.actions import (
 from ...engine.errors import RequestError
 from ...engine.request import BUILT_IN_HOOKS, InboundRequest
 from ...engine.sessions import mapping_source
-from ...engine.signatures import HandshakeRefused, SignatureError, answer, answers_get
+from ...engine.signatures import (
+    HandshakeRefused,
+    SignatureError,
+    Verifier,
+    answer,
+    answers_get,
+)
 from ...engine.signatures.door import Door
 from .. import metrics
 from ..logs import escape_control
@@ -430,7 +436,7 @@ class HookEndpoint:
         request_of: Callable[[Any], InboundRequest],
         *,
         url: Callable[[], str] | None = None,
-        verified: Any = None,
+        verified: Verifier | None = None,
     ) -> Resolved:
         """The one judgement of an authenticated request, live (`_handle`) or replayed
         (`resolve`): `wake`, `agent`, or the mapped-hook rules for any other name, validated
