@@ -2,7 +2,8 @@
 
 jsonpath-ng's extended syntax (filters `[?(@.state == 'open')]`, `len`, arithmetic, ...). Plain
 paths made only of names and non-negative indexes (`$.messages[0].subject`, `$['x-id']`) take a
-fast path that walks the data directly, with the same results as jsonpath-ng.
+fast path that walks the data directly, with the same results as jsonpath-ng; a bare path
+without `$` (`messages`, `batch.items[0]`, as the peer writes `forEach`) is that same plain path.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from jsonpath_ng.ext import parse as _parse
 
 _MISSING = object()
 _SIMPLE = re.compile(r"^\$((?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\]|\['[^'\\]*'\])*)$")
+_BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*$")
 _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\['([^'\\]*)'\]")
 
 
@@ -77,7 +79,9 @@ def compile_jsonpath(source: str) -> JsonPath:
     except Exception as exc:  # jsonpath-ng raises several types for bad input
         raise JsonPathError(f"invalid JSONPath {text!r}: {exc}") from None
     steps: tuple[str | int, ...] | None = None
-    simple = _SIMPLE.match(text)
+    # a bare path (`messages`, `batch.items`), as the peer's configurations write it, is the
+    # same plain path as `$.messages` (jsonpath-ng reads both alike)
+    simple = _SIMPLE.match(text) or (_SIMPLE.match("$." + text) if _BARE.match(text) else None)
     if simple:
         parsed: list[str | int] = []
         for name, index, quoted in _STEP.findall(simple.group(1)):

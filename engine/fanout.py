@@ -3,6 +3,8 @@
 A plain path (`$.messages`, `$.messages[*]`) must lead to a list (`400 missing_value` naming the
 path otherwise); each item then sees the payload with that list replaced by `[item]`. Any other
 expression fans out over its matches (or the one list it yields) with the payload left whole.
+More items than `forEachMax` (default 200, the peer's cap) refuse the whole batch: `413
+for_each_max_exceeded` naming `forEachMax`, nothing stored.
 """
 
 from __future__ import annotations
@@ -18,11 +20,27 @@ from .rule import CompiledRule
 _ABSENT = object()
 
 
-def items_of(expr: JsonPath, payload: Any, cap: int) -> list[Any]:
+def capped(rule: CompiledRule, items: list[Any]) -> list[Any]:
+    """`items` when there are at most `forEachMax` of them; otherwise the whole batch is
+    refused (`413 for_each_max_exceeded`, field `forEachMax`): never truncate and accept."""
+    cap = rule.config.for_each_max
+    if len(items) <= cap:
+        return items
+    raise RequestError(
+        413,
+        "for_each_max_exceeded",
+        f"rule {rule.id!r}: forEach: {(rule.config.for_each or '').strip()} has {len(items)}"
+        f" items, more than forEachMax ({cap}); nothing was accepted, send smaller batches",
+        "forEachMax",
+        rule.id,
+    )
+
+
+def items_of(rule: CompiledRule, expr: JsonPath, payload: Any) -> list[Any]:
     values = expr.all(payload)
     if len(values) == 1 and isinstance(values[0], list):
         values = values[0]
-    return values[:cap]
+    return capped(rule, values)
 
 
 def listed(rule: CompiledRule, payload: Any) -> list[Any]:
@@ -43,7 +61,7 @@ def listed(rule: CompiledRule, payload: Any) -> list[Any]:
     elif not isinstance(value, list):
         problem = f"is not a list (it is {kind_of(value)})"
     else:
-        return value[: rule.config.for_each_max]
+        return capped(rule, value)
     raise RequestError(
         400, "missing_value", f"rule {rule.id!r}: forEach: {path} {problem}", "forEach", rule.id
     )

@@ -157,9 +157,10 @@ class MappingConfig:
     allow_unsafe_external_content: bool = False
     extract: dict[str, str | ExtractConfig] = attrs.field(factory=dict)
     respond: RespondConfig | None = None
-    # Fan-out: a JSONPath selecting a list; one action is produced per item (capped).
+    # Fan-out: a JSONPath selecting a list; one action is produced per item; a batch of more
+    # than `for_each_max` items is refused whole (the peer caps at 200).
     for_each: str | None = None
-    for_each_max: int = 20
+    for_each_max: int = 200
     # The provider's signature of the raw body, checked before templates and transforms.
     verify: VerifyConfig | None = None
     # Deduplication of provider retries: off, provider (the scheme's delivery id, the

@@ -187,11 +187,14 @@ def compile_rule(
             fail(key, str(exc))
 
     needed = "messageTemplate" if config.action == "agent" else "textTemplate"
-    if sources[needed] is None and config.transform is None:
+    if sources[needed] is None and config.transform is None and warnings is not None:
+        # the peer loads it and refuses each request it matches: so do we (400 missing_field)
+        field = "message" if config.action == "agent" else "text"
         article = "an" if config.action == "agent" else "a"
-        fail(
-            needed,
-            f"{article} {config.action} mapping needs {needed} (or a transform that sets it)",
+        warnings.append(
+            f"rule {rule_id!r}: {prefix}{needed}: {article} {config.action} mapping without {needed}"
+            f" (or a transform that sets {field}) refuses every request it matches"
+            f" (400 missing_field: {field})"
         )
 
     static: dict[str, Any]

@@ -24,7 +24,8 @@ they render empty). Fields the mapping does not set are left out, except `channe
 `mode`/`wakeMode` (the mapping's `wakeMode`, default `now`).
 
 `forEach` (a JSONPath) fans out: when it yields one list, each element is an item; otherwise each
-match is. At most `forEachMax` items (default 20) are used, the rest dropped. Each item gives one
+match is. More than `forEachMax` items (default 200, the peer's cap) refuse the whole batch (`413
+for_each_max_exceeded`, field `forEachMax`): nothing is truncated and accepted. Each item gives one
 action, rendered with two more variables: `item` (the element) and `index` (0-based), and, as the
 peer shows it, with the payload in which the fanned-out list is replaced by `[item]`: so both
 `{{item.subject}}` and `{{messages[0].subject}}` (and `payload.messages[0]`, and a transform's
@@ -253,6 +254,7 @@ class RuleSet:
         except BaseException:
             host.close()
             raise
+        host.loaded()
         doors, door_issues = compile_doors(
             verify or {}, ((r.id, r.path, r.verifier) for r in rules), base
         )
@@ -310,7 +312,7 @@ class RuleSet:
         if rule.for_each is None:
             slots = [(None, None, payload)]
         elif rule.for_each_list is None:
-            items = items_of(rule.for_each, payload, rule.config.for_each_max)
+            items = items_of(rule, rule.for_each, payload)
             slots = [(item, i, payload) for i, item in enumerate(items)]
         else:
             items = listed(rule, payload)

@@ -19,7 +19,10 @@ context, and every key a hook can cause is resolved and policed here, before any
   key; `persistent` needs a static `sessionKey`.
 - Agents: an explicit `agentId` (request, mapping, transform) picks the agent; a request's
   unknown id is `400 unknown_agent`, a mapping's falls back to the default agent (warned at
-  load). `hooks.allowedAgentIds` limits explicit ids (`*`: any; `[]`: none).
+  load). `hooks.allowedAgentIds` is checked against the *effective* agent of every wake and
+  agent action (no `agentId`: the default agent), live or replayed, so it fails closed: with
+  `[hooks]` a request that leaves `agentId` out is refused (`400 agent_not_allowed` naming the
+  key) unless the default agent is listed; `*` allows any; `[]` refuses every request.
 - Agent-scoped keys `agent:<id>:<rest>` scoped to another agent are rebound to the target agent
   (`agent:main:x` for agent `hooks` runs as `agent:hooks:x`); an unscoped key for an agent other
   than the default is stored scoped (`agent:<id>:<key>`), so agents never share a transcript.
@@ -134,7 +137,7 @@ class SessionPolicy:
     def agent(self, requested: object, *, source: KeySource) -> Agent:
         """The agent an `agentId` (None: not given) names; raises a 400 `RequestError`."""
         if requested is None:
-            return self.roster.default
+            return self._allowed(self.roster.default, explicit=False)
         if not isinstance(requested, str) or not requested.strip():
             raise RequestError(
                 400, "invalid_field", "agentId must be a non-blank string", field="agentId"
@@ -150,14 +153,23 @@ class SessionPolicy:
                     field="agentId",
                 )
             agent = self.roster.default  # as the peer does for a mapping's unknown agent
-        if self.allowed_agents is not None and agent.id not in self.allowed_agents:
-            raise RequestError(
-                400,
-                "agent_not_allowed",
-                f"agentId {agent.id!r} is not allowed by hooks.allowedAgentIds",
-                field="agentId",
-            )
-        return agent
+        return self._allowed(agent, explicit=True)
+
+    def _allowed(self, agent: Agent, *, explicit: bool) -> Agent:
+        """`agent`, when `hooks.allowedAgentIds` lets hooks reach it (fails closed: the list is
+        checked against the effective agent, the default one when no `agentId` was given)."""
+        if self.allowed_agents is None or agent.id in self.allowed_agents:
+            return agent
+        allowed = ", ".join(sorted(self.allowed_agents)) or "none"
+        which = (
+            f"agentId {agent.id!r}" if explicit else f"the default agent {agent.id!r} (no agentId)"
+        )
+        raise RequestError(
+            400,
+            "agent_not_allowed",
+            f"{which} is not allowed by hooks.allowedAgentIds (allowed: {allowed})",
+            field="agentId",
+        )
 
     def session_key(self, agent: Agent, requested: str | None, *, source: KeySource) -> str | None:
         """The key `agent`'s turn runs under; raises a 400 `RequestError`. None only when a
@@ -207,18 +219,18 @@ class SessionPolicy:
         prefix = f"{where}." if where else ""
         issues: list[ConfigIssue] = []
         warnings: list[str] = []
-        if m.agent_id is not None:
-            agent = self.roster.get(m.agent_id)
-            if agent is None:
-                warnings.append(
-                    f"{prefix}agentId: unknown agent {m.agent_id!r}; its hooks run as the default"
-                    f" agent {self.roster.default.id!r}"
-                )
-            elif self.allowed_agents is not None and agent.id not in self.allowed_agents:
-                warnings.append(
-                    f"{prefix}agentId: {agent.id!r} is not in hooks.allowedAgentIds; its hooks"
-                    " will be refused"
-                )
+        agent = self.roster.get(m.agent_id) if m.agent_id is not None else None
+        if m.agent_id is not None and agent is None:
+            warnings.append(
+                f"{prefix}agentId: unknown agent {m.agent_id!r}; its hooks run as the default"
+                f" agent {self.roster.default.id!r}"
+            )
+        agent = agent or self.roster.default
+        if self.allowed_agents is not None and agent.id not in self.allowed_agents:
+            warnings.append(
+                f"{prefix}agentId: {agent.id!r} is not in hooks.allowedAgentIds; its hooks"
+                " will be refused (400 agent_not_allowed) unless a transform picks another agent"
+            )
         if m.action != "agent":
             return issues, warnings
         key = m.session_key
@@ -256,15 +268,16 @@ class SessionPolicy:
                     )
                 )
         elif is_reserved(key):
-            issues.append(
-                ConfigIssue(f"{prefix}sessionKey", f"{key!r} names a main session, never a hook's")
+            # the peer loads it and refuses each request: so do we, with the same code
+            warnings.append(
+                f"{prefix}sessionKey: {key!r} names a main session, never a hook's; every"
+                " request it matches is refused (400 session_key_reserved)"
             )
         elif not self.allows_prefix(key):
-            issues.append(
-                ConfigIssue(
-                    f"{prefix}sessionKey",
-                    "does not start with one of hooks.allowedSessionKeyPrefixes",
-                )
+            warnings.append(
+                f"{prefix}sessionKey: does not start with one of"
+                " hooks.allowedSessionKeyPrefixes; every request it matches is refused"
+                " (400 session_key_not_allowed)"
             )
         return issues, warnings
 

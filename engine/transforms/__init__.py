@@ -13,7 +13,9 @@ A mapping's `transform.module` names a file inside `hooks.transformsDir`:
   an OS memory ceiling each and a watchdog that kills a worker whose call overruns its time limit
   (`hookwise.engine.transforms.pool`): a runaway or fatal transform costs one worker and one
   request, never the gateway.
-- `.ts`: refused at load; compile it to `.js` first.
+- `.ts` / `.mts` / `.cts` are compiled to JavaScript at load by TypeScript's own compiler
+  (types stripped, enums compiled, sibling imports bundled) and then run as `.js` does; see
+  `hookwise.engine.transforms.typescript`.
 
 The call contract is the same for both: the transform receives the request (`payload`,
 `headers`, `query`, `path`, `extracted`, `now`, `action` = the templated action with its `kind`,
@@ -163,16 +165,22 @@ class TransformHost:
         self._limits = limits
         self._loaded: dict[tuple[Path, str | None, TransformLimits], Transform] = {}
         self._pool: Any = None
+        self._ts: Any = None  # the TypeScript compiler, while a rule set loads
+
+    def loaded(self) -> None:
+        """Every transform is loaded: free what only loading needed (the TypeScript compiler)."""
+        if self._ts is not None:
+            self._ts.close()
+            self._ts = None
 
     def load(self, config: TransformConfig) -> Transform:
         from ._paths import resolve_module
 
         if self._dir is None:
             raise TransformLoadError("a transform needs hooks.transformsDir to be set")
-        if Path(config.module).suffix.lower() in (".ts", ".mts", ".cts", ".tsx"):
+        if Path(config.module).suffix.lower() == ".tsx":
             raise TransformLoadError(
-                f"TypeScript transforms are not run directly: compile {config.module!r} to "
-                "JavaScript (tsc, esbuild) and point transform.module at the .js file"
+                f"{config.module!r}: .tsx (JSX) is not a transform module type: use .ts"
             )
         limits = effective_limits(self._limits, config)
         if min(limits.timeout_ms, limits.memory_mb, limits.pool_size, limits.workers) <= 0:
@@ -187,13 +195,24 @@ class TransformHost:
             from .js import JsTransform
 
             transform = JsTransform.load(self._workers(), path, config.export, limits)
+        elif suffix in (".ts", ".mts", ".cts"):
+            from .js import JsTransform
+            from .typescript import TsCompiler, bundle
+
+            if self._ts is None:
+                self._ts = TsCompiler()
+            script = bundle(path, self._dir, self._ts, "__hw_mod")
+            transform = JsTransform.load(
+                self._workers(), path, config.export, limits, script=script
+            )
         elif suffix == ".py":
             from .python import PyTransform
 
             transform = PyTransform.load(self._workers(), path, config.export, limits)
         else:
             raise TransformLoadError(
-                f"unsupported transform module type {suffix or '(none)'!r}: use .js, .mjs or .py"
+                f"unsupported transform module type {suffix or '(none)'!r}: use .js, .mjs, .ts"
+                " or .py"
             )
         self._loaded[key] = transform
         return transform
@@ -211,6 +230,7 @@ class TransformHost:
         return self._pool
 
     def close(self) -> None:
+        self.loaded()
         for transform in self._loaded.values():
             transform.close()
         self._loaded.clear()

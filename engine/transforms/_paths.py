@@ -1,9 +1,11 @@
-"""Where a transform module may live: inside `hooks.transformsDir`, and nowhere else."""
+"""Where transforms live: `hooks.transformsDir` inside `<config dir>/hooks/transforms`, and a
+module inside `hooks.transformsDir`, and nowhere else."""
 
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from ..errors import ConfigError, ConfigIssue
 from . import TransformLoadError
 
 
@@ -35,4 +37,32 @@ def resolve_module(transforms_dir: Path, module: str) -> Path:
         )
     if not target.is_file():
         raise TransformLoadError(f"transform module not found in transformsDir: {module!r}")
+    return target
+
+
+def transforms_dir_of(base_dir: Path, configured: str | None) -> Path:
+    """Where `hooks.transformsDir` puts transforms, confined as the peer confines it.
+
+    The root is `<config dir>/hooks/transforms` (also the default). A relative `transformsDir`
+    is taken under that root (`mine` is `<config dir>/hooks/transforms/mine`); an absolute one
+    must lie inside it. A path whose real location (`..` and symlinks resolved, the root's own
+    real path as the reference) leaves the root is a `ConfigError` naming `hooks.transformsDir`.
+    """
+    root = base_dir / "hooks" / "transforms"
+    text = (configured or "").strip()
+    if not text:
+        return root
+    given = Path(text)
+    target = given if given.is_absolute() else root / given
+    if not target.resolve().is_relative_to(root.resolve()):
+        raise ConfigError(
+            [
+                ConfigIssue(
+                    "hooks.transformsDir",
+                    f"{text!r} is outside {str(root)!r}: transforms live in <config dir>/hooks/"
+                    "transforms; a relative transformsDir is taken under it, and neither '..',"
+                    " an absolute path nor a symlink may leave it",
+                )
+            ]
+        )
     return target

@@ -165,16 +165,24 @@ class JsTransform:
 
     @classmethod
     def load(
-        cls, pool: Any, path: Path, export: str | None, limits: TransformLimits
+        cls,
+        pool: Any,
+        path: Path,
+        export: str | None,
+        limits: TransformLimits,
+        *,
+        script: str | None = None,
     ) -> JsTransform:
-        try:
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TransformLoadError(f"cannot read transform module: {exc}") from None
-        try:
-            script = module_to_script(source, "__hw_mod")
-        except ModuleSyntaxError as exc:
-            raise TransformLoadError(f"{path.name}: {exc}") from None
+        """Load `path`'s module (or `script`, a module already made a script: TypeScript)."""
+        if script is None:
+            try:
+                source = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise TransformLoadError(f"cannot read transform module: {exc}") from None
+            try:
+                script = module_to_script(source, "__hw_mod")
+            except ModuleSyntaxError as exc:
+                raise TransformLoadError(f"{path.name}: {exc}") from None
         spec = {
             "kind": "js",
             "script": script,
@@ -183,7 +191,7 @@ class JsTransform:
             "pool_size": limits.pool_size,
         }
         tid = pool.load(spec)
-        name = f"js:{path.name}" + (f"#{export}" if export else "")
+        name = f"js:{path.name}" + (f"#{export}" if export else "")  # .ts runs in V8 too
         return cls(pool, tid, limits, name)
 
     async def __call__(self, ctx: TransformContext) -> Any:

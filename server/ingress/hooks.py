@@ -38,7 +38,13 @@ from ...engine.actions import (
 from ...engine.errors import RequestError
 from ...engine.request import BUILT_IN_HOOKS, InboundRequest
 from ...engine.sessions import mapping_source
-from ...engine.signatures import HandshakeRefused, SignatureError, answer, answers_get
+from ...engine.signatures import (
+    HandshakeRefused,
+    SignatureError,
+    Verifier,
+    answer,
+    answers_get,
+)
 from ...engine.signatures.door import Door
 from .. import metrics
 from ..logs import escape_control
@@ -343,59 +349,38 @@ class HookEndpoint:
                     "invalid_idempotency_key",
                     f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters",
                 )
-        policy = self.settings.policy
         fingerprint: str | None = None
-        rule_id: str | None = None
-        respond = None
-        actions: list[Action]
-        if sub == "wake":
-            actions = [validate_wake(payload, policy)]
-        elif sub == "agent":
-            actions = [validate_agent(payload, policy)]
-        else:
-            rules = self._rules()
+
+        def request_of(payload: Any) -> InboundRequest:
             if request is None:
-                request = _inbound(sub, payload, headers, scope, body)
-            else:
-                request = attrs.evolve(request, payload=payload)
-            rule = rules.select(request) if rules is not None else None
-            if rule is None:
-                raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
-            if not request.url and (rule.verifier is not None or rules.door(sub) is not None):
-                # only schemes that sign the URL read it (Twilio, Square): made when one may
-                request = attrs.evolve(request, url=_url(scope, headers))
-            verified = door.verifier if door is not None and door.checks_every_request else None
-            outcome = await rules.evaluate(rule, request, verified=verified)
-            rule_id = outcome.rule_id
-            if idem_key is None and outcome.delivery_id is not None:
-                # A verified provider id is authoritative: a retry re-signed (Mailgun signs in
-                # the body) is still the same delivery, so the key is its own fingerprint.
-                idem_key = fingerprint = _delivery_key(meta.path, outcome.delivery_id)
-            if outcome.skipped or not outcome.actions:
-                respond = outcome.respond
-                status = respond.status if respond is not None else 204
-                self._dispatcher.refused(meta, status, "skipped", rule_id)
-                if respond is None:
-                    return await send_json(send, 204, None)
-                headers = [(k.lower().encode(), v.encode()) for k, v in respond.headers.items()]
-                return await send_json(send, status, respond_body(respond), headers)
-            source = mapping_source(rule.config)
-            try:
-                actions = [
-                    validate_action(spec.kind, spec.fields, policy, internal=True, source=source)
-                    for spec in outcome.actions
-                ]
-            except RequestError as e:
-                raise attrs.evolve(
-                    e,
-                    message=f"rule {rule_id!r} produced an invalid action: {e.message}",
-                    rule_id=rule_id,
-                ) from None
-            respond = outcome.respond
-            if idem_key is None and rule.for_each is not None:
-                # a fan-out batch redelivered identically replays (the peer derives a key too);
-                # the tab keeps it apart from every key a caller can send (printable only)
-                idem_key = "\tbatch:" + _digest(meta.path, body)
+                return _inbound(sub, payload, headers, scope, body)
+            return attrs.evolve(request, payload=payload)
+
+        resolved = await self.judge(
+            sub,
+            payload,
+            request_of,
+            url=lambda: _url(scope, headers),
+            verified=door.verifier if door is not None and door.checks_every_request else None,
+        )
+        rule_id = resolved.rule_id
+        respond = resolved.respond
+        if idem_key is None and resolved.delivery_id is not None:
+            # A verified provider id is authoritative: a retry re-signed (Mailgun signs in
+            # the body) is still the same delivery, so the key is its own fingerprint.
+            idem_key = fingerprint = _delivery_key(meta.path, resolved.delivery_id)
+        if resolved.skipped:
+            status = respond.status if respond is not None else 204
+            self._dispatcher.refused(meta, status, "skipped", rule_id)
+            if respond is None:
+                return await send_json(send, 204, None)
+            headers = [(k.lower().encode(), v.encode()) for k, v in respond.headers.items()]
+            return await send_json(send, status, respond_body(respond), headers)
+        actions = resolved.actions
+        if idem_key is None and resolved.batch:
+            # a fan-out batch redelivered identically replays (the peer derives a key too);
+            # the tab keeps it apart from every key a caller can send (printable only)
+            idem_key = "\tbatch:" + _digest(meta.path, body)
         if idem_key is not None and fingerprint is None:
             fingerprint = _digest(meta.path, body)
         accepted = await self._dispatcher.dispatch(
@@ -426,37 +411,65 @@ class HookEndpoint:
         query_string: bytes,
         body: bytes,
     ) -> Resolved:
-        """What a replay of a kept request resolves to through today's rules: the validated
-        actions (`wake`, `agent`, or the mapped-hook rules for any other name), or a
-        RequestError. The live path is `_handle` (which also answers handshakes and dedupes by
-        delivery id); a kept request was authenticated when it arrived, so a path-level
-        signature block is not checked again."""
+        """What a replay of a kept request resolves to through today's rules and policy: the
+        very `judge` a live request goes through. A kept request was authenticated when it
+        arrived, so a door's signature is not checked again (nor is a handshake answered)."""
+
+        def request_of(payload: Any) -> InboundRequest:
+            return InboundRequest(
+                path=sub,
+                payload=payload,
+                headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
+                query=_query(query_string),
+                raw_body=body,
+                now=datetime.now(UTC),
+            )
+
+        door = self._door(sub)
+        verified = door.verifier if door is not None and door.checks_every_request else None
+        return await self.judge(sub, payload, request_of, verified=verified)
+
+    async def judge(
+        self,
+        sub: str,
+        payload: Any,
+        request_of: Callable[[Any], InboundRequest],
+        *,
+        url: Callable[[], str] | None = None,
+        verified: Verifier | None = None,
+    ) -> Resolved:
+        """The one judgement of an authenticated request, live (`_handle`) or replayed
+        (`resolve`): `wake`, `agent`, or the mapped-hook rules for any other name, validated
+        against the configured policy (agents, session keys, models, channels); the validated
+        actions, or a `RequestError`. `request_of(payload)` builds the engine's view of a mapped
+        request; `url` gives the URL for schemes that sign it; `verified` is the door's block
+        already checked."""
         policy = self.settings.policy
         if sub == "wake":
-            return Resolved([validate_wake(payload)])
+            return Resolved([validate_wake(payload, policy)])
         if sub == "agent":
             return Resolved([validate_agent(payload, policy)])
         rules = self._rules()
-        request = InboundRequest(
-            path=sub,
-            payload=payload,
-            headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers},
-            query=dict(parse_qsl(query_string.decode("latin-1"))),
-            raw_body=body,
-            now=datetime.now(UTC),
-        )
+        request = request_of(payload)
         rule = rules.select(request) if rules is not None else None
         if rule is None:
             raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
-        door = self._door(sub)
-        verified = door.verifier if door is not None and door.checks_every_request else None
+        signs_url = rule.verifier is not None or rules.door(sub) is not None
+        if url is not None and not request.url and signs_url:
+            # only schemes that sign the URL read it (Twilio, Square): made when one may
+            request = attrs.evolve(request, url=url())
         outcome = await rules.evaluate(rule, request, verified=verified)
         rule_id = outcome.rule_id
+        batch = rule.for_each is not None
         if outcome.skipped or not outcome.actions:
-            return Resolved([], rule_id, outcome.respond, skipped=True)
+            return Resolved(
+                [], rule_id, outcome.respond, skipped=True, delivery_id=outcome.delivery_id
+            )
+        source = mapping_source(rule.config)
         try:
+            # every item of a batch is validated before anything of it is stored
             actions = [
-                validate_action(spec.kind, spec.fields, policy, internal=True)
+                validate_action(spec.kind, spec.fields, policy, internal=True, source=source)
                 for spec in outcome.actions
             ]
         except RequestError as e:
@@ -465,7 +478,9 @@ class HookEndpoint:
                 message=f"rule {rule_id!r} produced an invalid action: {e.message}",
                 rule_id=rule_id,
             ) from None
-        return Resolved(actions, rule_id, outcome.respond)
+        return Resolved(
+            actions, rule_id, outcome.respond, delivery_id=outcome.delivery_id, batch=batch
+        )
 
     def _retain(
         self, sub: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes, meta: Any
@@ -501,10 +516,14 @@ def without_token(query: bytes) -> str:
 
 @attrs.frozen
 class Resolved:
-    """What a request resolves to: its actions, the rule that made them, the rule's fixed
-    answer; `skipped` when a transform dropped it."""
+    """What a request resolves to (`HookEndpoint.judge`): its actions, the rule that made them,
+    the rule's fixed answer; `skipped` when a transform dropped it."""
 
     actions: list[Action]
     rule_id: str | None = None
     respond: Any = None
     skipped: bool = False
+    #: the provider's id of this delivery (a rule's `dedupe`), for deduplication
+    delivery_id: str | None = None
+    #: made by a `forEach` fan-out
+    batch: bool = False

@@ -39,14 +39,11 @@ def compile_rules(loaded: LoadedConfig) -> Any:
 
     from ...engine.rules import RuleSet
     from ...engine.transforms import TransformLimits
+    from ...engine.transforms._paths import transforms_dir_of
 
     hooks = loaded.config.hooks
     limits = hooks.transform_limits
-    transforms_dir = None
-    if hooks.transforms_dir:
-        transforms_dir = Path(hooks.transforms_dir)
-        if not transforms_dir.is_absolute():
-            transforms_dir = loaded.base_dir / transforms_dir
+    transforms_dir = transforms_dir_of(loaded.base_dir, hooks.transforms_dir)
     from ..metrics import time_transform
 
     ruleset = RuleSet.compile(

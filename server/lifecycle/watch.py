@@ -22,6 +22,7 @@ from typing import Protocol
 from ...engine.config import load_config
 from ...engine.config_models import LoadedConfig
 from ...engine.errors import ConfigError
+from ...engine.transforms._paths import transforms_dir_of
 
 log = logging.getLogger("hookwise.watch")
 
@@ -51,9 +52,10 @@ def watched_paths(loaded: LoadedConfig) -> list[Path]:
             paths.extend(Path(p) for p in sorted(glob.glob(str(full), recursive=True)))
         else:
             paths.append(full)
-    tdir = Path(hooks.transforms_dir) if hooks.transforms_dir else Path("hooks") / "transforms"
-    if not tdir.is_absolute():
-        tdir = base / tdir
+    try:
+        tdir = transforms_dir_of(base, hooks.transforms_dir)
+    except ConfigError:
+        tdir = base / "hooks" / "transforms"  # the reload reports the error itself
     for root, dirs, files in os.walk(tdir, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__pycache__")))
         paths.extend(Path(root) / f for f in sorted(files) if not f.startswith("."))

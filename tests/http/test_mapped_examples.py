@@ -24,17 +24,18 @@ def sample(name: str, **changes: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def gw(start_module_gateway: Callable[..., GatewayProcess]) -> GatewayProcess:
+def gw(
+    tmp_path_factory: pytest.TempPathFactory, start_module_gateway: Callable[..., GatewayProcess]
+) -> GatewayProcess:
+    workdir = tmp_path_factory.mktemp("examples")
+    # the repo's transforms, where a configuration finds them: <config dir>/hooks/transforms
+    (workdir / "hooks").mkdir()
+    (workdir / "hooks" / "transforms").symlink_to(REPO / "transforms")
     config = {
-        "hooks": {
-            "enabled": True,
-            "token": HOOK_TOKEN,
-            "rules": [str(EXAMPLES / "*.yaml")],
-            "transformsDir": str(REPO / "transforms"),
-        },
+        "hooks": {"enabled": True, "token": HOOK_TOKEN, "rules": [str(EXAMPLES / "*.yaml")]},
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
     }
-    return start_module_gateway(config, name="examples")
+    return start_module_gateway(config, workdir=workdir)
 
 
 def test_github_pull_request_starts_a_review_run(gw: GatewayProcess) -> None:

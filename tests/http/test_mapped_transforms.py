@@ -123,8 +123,8 @@ def gw(
     tmp_path_factory: pytest.TempPathFactory, start_module_gateway: Callable[..., GatewayProcess]
 ) -> GatewayProcess:
     workdir = tmp_path_factory.mktemp("transforms")
-    tdir = workdir / "transforms"
-    tdir.mkdir()
+    tdir = workdir / "gw" / "hooks" / "transforms"  # inside <config dir>/hooks/transforms
+    tdir.mkdir(parents=True)
     for name, text in TRANSFORMS.items():
         (tdir / name).write_text(text, encoding="utf-8")
     config = {

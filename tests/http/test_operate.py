@@ -367,8 +367,8 @@ def events(gw: GatewayProcess) -> list[dict]:
 
 
 def test_transform_calls_are_timed_by_runtime(start_gateway, tmp_path) -> None:
-    tdir = tmp_path / "transforms"
-    tdir.mkdir()
+    tdir = tmp_path / "gw" / "hooks" / "transforms"
+    tdir.mkdir(parents=True)
     (tdir / "shout.js").write_text(
         "export default function ({ payload }) { return { text: payload.t.toUpperCase() }; }\n"
     )
@@ -386,7 +386,7 @@ def test_transform_calls_are_timed_by_runtime(start_gateway, tmp_path) -> None:
     ]
     cfg = config()
     cfg["hooks"] |= {"transformsDir": str(tdir), "mappings": mappings}
-    gw = start_gateway(cfg)
+    gw = start_gateway(cfg, workdir=tmp_path / "gw")
     for kind in ("js", "js", "py"):
         r = gw.hook(kind, {"t": "hi"})
         assert r.status_code == 200, r.text

@@ -34,10 +34,14 @@ def launch(start_gateway: Callable[..., GatewayProcess]) -> Launch:
     """Start a gateway with the given config and extra `serve` flags; stopped afterwards."""
     count = 0
 
-    def start(config: dict[str, Any], *extra_args: str) -> GatewayProcess:
+    def start(
+        config: dict[str, Any], *extra_args: str, workdir: Path | None = None
+    ) -> GatewayProcess:
         nonlocal count
         count += 1
-        return start_gateway(config, name=f"gw{count}", extra_args=list(extra_args))
+        return start_gateway(
+            config, name=f"gw{count}", extra_args=list(extra_args), workdir=workdir
+        )
 
     return start
 
@@ -94,12 +98,14 @@ def test_watch_reloads_a_changed_config_without_a_signal(launch: Launch) -> None
 
 
 def test_watch_reloads_a_changed_transform(launch: Launch, tmp_path: Path) -> None:
-    tdir = tmp_path / "transforms"
-    tdir.mkdir()
+    tdir = tmp_path / "gw" / "hooks" / "transforms"  # inside <config dir>/hooks/transforms
+    tdir.mkdir(parents=True)
     module = tdir / "version.py"
     module.write_text('def transform(ctx):\n    return {"sessionKey": "hook:v1"}\n')
     rule = mapping("versioned", "versioned", transform={"module": "version.py"})
-    gw = launch(base_config(transformsDir=str(tdir), mappings=[rule]), "--watch")
+    gw = launch(
+        base_config(transformsDir=str(tdir), mappings=[rule]), "--watch", workdir=tmp_path / "gw"
+    )
     assert gw.hook("versioned", {"n": 1}).json()["sessionKey"] == "hook:v1"
     module.write_text('def transform(ctx):\n    return {"sessionKey": "hook:version-2"}\n')
     r = eventually(
@@ -113,8 +119,8 @@ def test_watch_reloads_a_changed_transform(launch: Launch, tmp_path: Path) -> No
 
 
 def test_a_request_in_flight_finishes_on_the_old_rules(launch: Launch, tmp_path: Path) -> None:
-    tdir = tmp_path / "transforms"
-    tdir.mkdir()
+    tdir = tmp_path / "gw" / "hooks" / "transforms"  # inside <config dir>/hooks/transforms
+    tdir.mkdir(parents=True)
     (tdir / "slow.js").write_text(
         "export default function () {\n"
         "  const end = Date.now() + 3000;\n"
@@ -124,7 +130,7 @@ def test_a_request_in_flight_finishes_on_the_old_rules(launch: Launch, tmp_path:
     )
     slow = mapping("slow", "slow", transform={"module": "slow.js"})
     hooks: dict[str, Any] = {"transformsDir": str(tdir), "transformLimits": {"timeoutMs": 10000}}
-    gw = launch(base_config(mappings=[slow], **hooks))
+    gw = launch(base_config(mappings=[slow], **hooks), workdir=tmp_path / "gw")
     answer: list[httpx.Response] = []
     request = threading.Thread(target=lambda: answer.append(gw.hook("slow", {"n": 1})))
     request.start()
@@ -150,8 +156,8 @@ def test_requests_are_answered_while_a_reload_loads_its_transforms(
     """A reload compiles on a thread: while it starts sandbox workers and loads a transform that
     takes seconds to load, the gateway answers on its current rules (on the event loop, the
     reload stopped every request until it was done)."""
-    tdir = tmp_path / "transforms"
-    tdir.mkdir()
+    tdir = tmp_path / "gw" / "hooks" / "transforms"  # inside <config dir>/hooks/transforms
+    tdir.mkdir(parents=True)
     loading = tmp_path / "loading"
     (tdir / "slow_load.py").write_text(
         "import pathlib, time\n"
@@ -161,7 +167,9 @@ def test_requests_are_answered_while_a_reload_loads_its_transforms(
         '    return {"sessionKey": "hook:slow-load"}\n'
     )
     hooks: dict[str, Any] = {"transformsDir": str(tdir), "transformLimits": {"workers": 1}}
-    gw = launch(base_config(mappings=[mapping("steady", "steady")], **hooks))
+    gw = launch(
+        base_config(mappings=[mapping("steady", "steady")], **hooks), workdir=tmp_path / "gw"
+    )
     slow = mapping("slow", "slow", transform={"module": "slow_load.py"})
     rewrite(gw, mappings=[mapping("steady", "steady"), slow], **hooks)
     assert gw.proc is not None

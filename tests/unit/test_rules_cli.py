@@ -38,9 +38,12 @@ def _config(tmp_path: Path, **hooks: Any) -> Path:
 
 
 def _examples(tmp_path: Path, **more: Any) -> Path:
-    return _config(
-        tmp_path, rules=[str(EXAMPLES / "*.yaml")], transformsDir=str(REPO / "transforms"), **more
-    )
+    # the repo's transforms, where a configuration finds them: <config dir>/hooks/transforms
+    (tmp_path / "hooks").mkdir(exist_ok=True)
+    link = tmp_path / "hooks" / "transforms"
+    if not link.exists():
+        link.symlink_to(REPO / "transforms")
+    return _config(tmp_path, rules=[str(EXAMPLES / "*.yaml")], **more)
 
 
 def _test(
@@ -176,8 +179,8 @@ def test_rules_test_shows_respond_and_the_status_it_gives(tmp_path: Path) -> Non
 
 
 def test_rules_test_shows_a_transform_error_with_its_detail(tmp_path: Path) -> None:
-    tdir = tmp_path / "t"
-    tdir.mkdir()
+    tdir = tmp_path / "hooks" / "transforms" / "t"
+    tdir.mkdir(parents=True)
     (tdir / "bad.js").write_text('export default function () { throw new Error("no field q"); }\n')
     mapping = {
         "id": "bad",
@@ -213,7 +216,8 @@ def test_rules_test_dispatches_nothing(tmp_path: Path) -> None:
         "--payload", str(EXAMPLES / "monitoring-alert.json"), cwd=tmp_path,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["hookwise.yaml"]  # no store, no state
+    # no store, no state: only the config and the link to the transforms
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hooks", "hookwise.yaml"]
 
 
 def test_rules_test_with_a_broken_config_prints_the_problems_and_exits_1(tmp_path: Path) -> None:
