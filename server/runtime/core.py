@@ -104,6 +104,7 @@ class Runtime:
                 agent_id=agent.id if several else None,
                 main_session=agent.main_session,
                 system_prompt=agent.system_prompt,
+                alone=not shared,
             )
         self._topics = {
             a.id: "heartbeat" if a.default else f"heartbeat_{i}"

@@ -196,8 +196,14 @@ class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention):
         )
         return sorted((run_record(r) for r in rows), key=lambda r: r.seq)
 
-    async def finish_run(self, outcome: RunOutcome) -> None:
-        await self._writer.submit(lambda conn: rt.finish_run(conn, outcome))
+    async def finish_run(self, outcome: RunOutcome, *, again: bool = False) -> bool:
+        return await self._writer.submit(lambda conn: rt.finish_run(conn, outcome, again=again))
+
+    async def release_runs(self, *, agent_id: str | None, keep: list[str]) -> int:
+        released = await self._writer.submit(
+            lambda conn: conn.fetch(rt.RELEASE_RUNS, agent_id, list(keep))
+        )
+        return len(released)
 
     async def finish_heartbeat(self, outcome: HeartbeatOutcome) -> None:
         await self._writer.submit(lambda conn: rt.finish_heartbeat(conn, outcome))

@@ -273,8 +273,16 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
         )
         return sorted((run_record(r) for r in rows), key=lambda r: r.seq)
 
-    async def finish_run(self, outcome: RunOutcome) -> None:
+    async def finish_run(self, outcome: RunOutcome, *, again: bool = False) -> bool:
+        if again:
+            return await self._writer.submit(partial(rt.finish_run_again, o=outcome))
         await self._writer.submit_rows(rt.finish_rows(outcome), None)
+        return True
+
+    async def release_runs(self, *, agent_id: str | None, keep: list[str]) -> int:
+        return await self._writer.submit(
+            partial(rt.release_runs, agent_id=agent_id, keep=tuple(keep))
+        )
 
     async def finish_heartbeat(self, outcome: HeartbeatOutcome) -> None:
         await self._writer.submit(partial(rt.finish_heartbeat, o=outcome))

@@ -19,6 +19,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from ..base import StoreUnavailable
 from .writer import Late
 
 LENGTH = struct.Struct(">I")
@@ -48,7 +49,7 @@ def take_frame(buf: bytearray) -> Any:
     return obj
 
 
-class WriterGone(RuntimeError):
+class WriterGone(StoreUnavailable):
     """The writer process exited before it answered for a write."""
 
 
