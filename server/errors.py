@@ -13,6 +13,8 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from ..engine.errors import RequestError
+from .store.base import StoreUnavailable
+from .store.bounded import retry_after_store, store_unavailable
 
 log = logging.getLogger("hookwise.http")
 
@@ -67,8 +69,18 @@ def unexpected_error(request: Request, exc: Exception) -> Response:
     )
 
 
+def store_error(_: Request, exc: StoreUnavailable) -> Response:
+    log.warning("503 store_unavailable: %s", exc)
+    error = store_unavailable(exc)
+    headers = {k.decode(): v.decode() for k, v in retry_after_store()}
+    return Response(
+        error.to_body(), status_code=503, headers=headers, media_type="application/json"
+    )
+
+
 EXCEPTION_HANDLERS = {
     RequestError: request_error,
+    StoreUnavailable: store_error,
     HTTPException: http_error,
     Exception: unexpected_error,
 }

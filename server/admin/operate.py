@@ -1,7 +1,8 @@
 """The operating endpoints: `GET /readyz` (readiness, no auth) and `GET /metrics` (Prometheus).
 
 `/healthz` stays the cheap liveness probe (the process answers). `/readyz` answers 200 only
-when the store answers a read and its writer runs, and this process's run, delivery and
+when the store answers a read and its writer runs and answers a probe write within 2 s (a
+paused or stuck writer is not ready, not only one that exited), and this process's run, delivery and
 heartbeat loops are alive (a process that does not lead the heartbeat checks its leadership
 loop instead); otherwise 503 with the reasons. Both carry the version
 (`hookwise.server.version.version_info()`).

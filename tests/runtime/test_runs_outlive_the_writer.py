@@ -18,7 +18,7 @@ import pytest
 
 from tests.fakes.model_server import ModelServer, Reply, Slow
 from tests.support.gateway import GatewayProcess, base_config
-from tests.support.processes import children, running
+from tests.support.processes import running, writer_of
 from tests.support.wait import eventually
 
 #: the bound docs/faults.md promises for a run whose writer died, from the writer's return
@@ -41,10 +41,7 @@ def _config(model_server: ModelServer, concurrency: int) -> dict[str, Any]:
 
 def _writer(gw: GatewayProcess) -> int:
     assert gw.proc is not None
-    for pid in children(gw.proc.pid):
-        if b"writer_child" in Path(f"/proc/{pid}/cmdline").read_bytes():
-            return pid
-    raise AssertionError("no writer process")
+    return writer_of(gw.proc.pid)
 
 
 def _post_runs(gw: GatewayProcess, n: int) -> list[str]:

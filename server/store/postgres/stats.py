@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ..bounded import WriterProbe
 from .parts import PostgresParts
 
 PROBE_TIMEOUT = 2.0
@@ -20,6 +21,7 @@ class PostgresStats(PostgresParts):
     """Queue depth and readiness; needs the store's `_accepts` too."""
 
     _accepts: Any
+    _writer_probe: WriterProbe
 
     async def queue_stats(self, *, now: float) -> dict[str, tuple[int, float | None]]:
         """`runs` (queued) and `deliveries` (pending): (how many, age of the oldest in s)."""
@@ -41,6 +43,8 @@ class PostgresStats(PostgresParts):
         problems = []
         if not _running(self._writer._task):
             problems.append("the store's writer task is not running")
+        elif (stuck := await self._writer_probe.problem(PROBE_TIMEOUT)) is not None:
+            problems.append(stuck)
         if not _running(self._accepts._task):
             problems.append("the store's accept lane is not running")
         try:

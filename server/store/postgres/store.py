@@ -31,6 +31,7 @@ from ..base import (
     RequestLogEntry,
     RunRecord,
 )
+from ..bounded import WriterProbe
 from ..records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
 from ..rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from . import runtime as rt
@@ -68,6 +69,9 @@ class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention):
         self._pool: asyncpg.Pool | None = None
         self._writer = GroupCommitWriter(lambda: self._connect("writer"))
         self._accepts = AcceptLane(lambda: self._connect("accept"))
+        self._writer_probe = WriterProbe(
+            lambda: self._writer.submit(lambda conn: conn.fetchval("SELECT 1"))
+        )
         self._notifier = Notifier(
             lambda: self._connect("listen"), lambda *a: self._readers.execute(*a), schema
         )

@@ -1,11 +1,12 @@
 """What operating the SQLite store needs to read: the queue gauges a metrics scrape shows and
-the readiness probe (a read answered, the writer thread alive). A mixin of `SQLiteStore`."""
+the readiness probe (a read answered, the writer alive and answering a probe write). A mixin of `SQLiteStore`."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 
+from ..bounded import WriterProbe
 from .parts import SQLiteParts
 
 PROBE_TIMEOUT = 2.0
@@ -13,6 +14,8 @@ PROBE_TIMEOUT = 2.0
 
 class SQLiteStats(SQLiteParts):
     """Queue depth and readiness."""
+
+    _writer_probe: WriterProbe
 
     async def queue_stats(self, *, now: float) -> dict[str, tuple[int, float | None]]:
         """`runs` (queued) and `deliveries` (pending): (how many, age of the oldest in s)."""
@@ -37,6 +40,8 @@ class SQLiteStats(SQLiteParts):
         problems = []
         if not self._writer.alive:
             problems.append("the store's writer is not running")
+        elif (stuck := await self._writer_probe.problem(PROBE_TIMEOUT)) is not None:
+            problems.append(stuck)
         try:
             async with asyncio.timeout(PROBE_TIMEOUT):
                 await self._read(lambda conn: conn.execute("SELECT 1 FROM runs LIMIT 1").fetchall())

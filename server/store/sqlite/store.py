@@ -30,6 +30,7 @@ from ..base import (
     RequestLogEntry,
     RunRecord,
 )
+from ..bounded import WriterProbe
 from ..records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
 from ..rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from . import runtime as rt
@@ -76,6 +77,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention):
             )
         else:
             raise ValueError(f"store.writer: {writer!r} is neither 'process' nor 'thread'")
+        self._writer_probe = WriterProbe(lambda: self._writer.submit(writes.probe))
         self._readers = ThreadPoolExecutor(
             max_workers=readers, thread_name_prefix="hookwise-sqlite-read"
         )

@@ -120,3 +120,8 @@ def prune_payloads(cur: sqlite3.Cursor, before: float, batch: int) -> int:
         " WHERE created_at < ? ORDER BY created_at LIMIT ?)",
         (before, batch),
     ).rowcount
+
+
+def probe(cur: sqlite3.Cursor) -> None:
+    """Readiness's write of nothing: the writer answers it when it takes writes."""
+    cur.execute("SELECT 1")
