@@ -32,6 +32,7 @@ from ..admin.models import (
     Session,
     SessionTurn,
 )
+from ..admin.operate import in_flight
 from ..admin.query import DELIVERY_STATES, RUN_STATES
 from ..admin.recover import RetryFilter, actor, retry_bulk, retry_one
 from ..admin.replay import replay_request
@@ -71,10 +72,20 @@ async def overview(request: Request[Any, Any, Any]) -> Template:
     now = time.time()
     failed = await store.admin_list("runs", Filters({"state": "failed"}), limit=10, cursor=None)
     beats = await store.admin_list("heartbeats", Filters(), limit=100, cursor=None)
+    now_running = await in_flight(gw, now)
     agents = []
     for agent in gw.runtime.roster.agents:
         last = next((h for h in beats.items if h.agent_id == agent.id), None)
-        agents.append({"agent": agent, "heartbeat": Heartbeat.of(last) if last else None})
+        running, oldest = now_running.running.get(agent.id, (0, None))
+        agents.append(
+            {
+                "agent": agent,
+                "heartbeat": Heartbeat.of(last) if last else None,
+                "running": running,
+                "oldest": oldest,
+                "pending": now_running.pending_events.get(agent.main_session, 0),
+            }
+        )
     return render_page(
         request,
         "overview.html",

@@ -170,4 +170,5 @@ class Heartbeats:
         if delivery is not None and delivery.state == "pending":
             self._on_delivery()
         report.heartbeat_ended(outcome, len(events), self.agent_id)
+        report.delivery_planned(delivery)
         return state == "succeeded" and len(events) >= MAX_EVENTS_PER_BEAT

@@ -217,6 +217,7 @@ class RunWorkers:
             await self._finish(run, outcome)
             self.completed += 1
             report.run_ended(run, outcome)
+            report.delivery_planned(outcome.delivery)
             if outcome.delivery is not None and outcome.delivery.state == "pending":
                 self._on_delivery()
             if run.wake_mode == "now":

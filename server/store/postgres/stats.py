@@ -5,9 +5,11 @@ mixin of `PostgresStore`."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from ..bounded import WriterProbe
+from ..records import InFlight
 from .parts import PostgresParts
 
 PROBE_TIMEOUT = 2.0
@@ -37,6 +39,22 @@ class PostgresStats(PostgresParts):
             "runs": (runs, now - first if first is not None else None),
             "deliveries": (deliveries, now - oldest if oldest is not None else None),
         }
+
+    async def in_flight(self, *, now: float, sessions: Sequence[str]) -> InFlight:
+        """Running runs per agent and pending events of each of `sessions` (see `InFlight`)."""
+        rows = await self._readers.fetch(
+            "SELECT agent_id, count(*), min(started_at) FROM runs WHERE state = 'running'"
+            " GROUP BY agent_id"
+        )
+        pending = await self._readers.fetch(
+            "SELECT s.session, (SELECT count(*) FROM events e WHERE e.session = s.session"
+            " AND e.consumed_at IS NULL) FROM unnest($1::text[]) AS s(session)",
+            list(sessions),
+        )
+        return InFlight(
+            {agent: (n, now - first) for agent, n, first in rows},
+            {session: n for session, n in pending},
+        )
 
     async def readiness(self) -> list[str]:
         """What keeps the store from serving (empty when it is ready)."""

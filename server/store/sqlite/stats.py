@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Sequence
 
 from ..bounded import WriterProbe
+from ..records import InFlight
 from .parts import SQLiteParts
 
 PROBE_TIMEOUT = 2.0
@@ -32,6 +34,28 @@ class SQLiteStats(SQLiteParts):
                 "runs": (runs, now - first[0] if first else None),
                 "deliveries": (deliveries, now - oldest if oldest is not None else None),
             }
+
+        return await self._read(fn)
+
+    async def in_flight(self, *, now: float, sessions: Sequence[str]) -> InFlight:
+        """Running runs per agent and pending events of each of `sessions` (see `InFlight`)."""
+
+        def fn(conn: sqlite3.Connection) -> InFlight:
+            running = {
+                agent: (n, now - first)
+                for agent, n, first in conn.execute(
+                    "SELECT agent_id, count(*), min(started_at) FROM runs WHERE state = 'running'"
+                    " GROUP BY agent_id"
+                )
+            }
+            pending = {
+                session: conn.execute(
+                    "SELECT count(*) FROM events WHERE session = ? AND consumed_at IS NULL",
+                    (session,),
+                ).fetchone()[0]
+                for session in sessions
+            }
+            return InFlight(running, pending)
 
         return await self._read(fn)
 
