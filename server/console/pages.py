@@ -376,12 +376,15 @@ async def rules_test(request: Request[Any, Any, Any], data: Form) -> Template:
     form = {k: data.get(k, "") for k in ("path", "headers", "query", "payload")}
     problems: list[str] = []
     headers = form_pairs(form["headers"], ":", "header", problems, lower=True)
+    for name, value in headers.items():
+        if not value.isascii() and not _latin1(value):
+            problems.append(f"header {name}: an HTTP header holds Latin-1 text only")
     query = form_pairs(form["query"], "=", "query parameter", problems)
     body = form["payload"].encode("utf-8")
     payload: Any = None
     try:
         ctype = headers.get("content-type", "application/json").split(";", 1)[0].strip().lower()
-        payload = parse_payload(body, ctype.encode("latin-1"), arrays=True)
+        payload = parse_payload(body, ctype.encode("latin-1", "replace"), arrays=True)
     except RequestError as e:
         problems.append(f"payload: {e.message}")
     report = None
@@ -401,6 +404,14 @@ async def rules_test(request: Request[Any, Any, Any], data: Form) -> Template:
     return render_page(
         request, "rules.html", rules=rules_of(request), report=report, problems=problems, form=form
     )
+
+
+def _latin1(text: str) -> bool:
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def console_router() -> Router:
