@@ -70,3 +70,24 @@ def test_the_overview_shows_runs_in_flight_pending_events_and_failed_deliveries(
     captions = page.locator("figure.chart figcaption").all_inner_texts()
     assert "failed deliveries: 1" in captions  # the last hour (and the last day)
     shoot(page, "overview-in-flight")
+
+
+def test_logging_out_ends_the_session_a_copied_cookie_opens_nothing(
+    page: Any, browser: Any, start_gateway: Callable[..., GatewayProcess]
+) -> None:
+    gw = start_gateway(base_config())
+    login(page, gw, "/ui/runs")
+    copied = [c for c in page.context.cookies() if c["name"] == "hookwise_console"]
+    assert len(copied) == 1
+    page.click("form.logout button")
+    page.wait_for_url(re.compile(re.escape(gw.url) + "/ui/login"))
+    # another browser holding a copy of the cookie (taken before the logout) is not let in
+    other = browser.new_context()
+    try:
+        other.add_cookies(copied)
+        stolen = other.new_page()
+        stolen.goto(gw.url + "/ui/runs")
+        assert "/ui/login" in stolen.url
+        assert stolen.locator("input[name=token]").count() == 1
+    finally:
+        other.close()

@@ -176,12 +176,21 @@ def test_a_csrf_token_of_another_session_is_refused(gw: GatewayProcess) -> None:
 
 def test_logout_ends_the_session_cookie(gw: GatewayProcess) -> None:
     client = _session(gw)
+    kept = client.cookies["hookwise_console"]  # a copy of the cookie, taken before logging out
+    other = _session(gw)
     token = _csrf(client.get("/ui/").text)
     r = client.post("/ui/logout", data={"csrf": token})
     assert r.status_code == 303
     assert (
         'hookwise_console=""' in r.headers["set-cookie"] or "Max-Age=0" in r.headers["set-cookie"]
     )
+    # the session is over on the server too: the copied cookie is no session any more
+    with httpx.Client(base_url=gw.url, cookies={"hookwise_console": kept}) as replay:
+        page = replay.get("/ui/runs")
+        assert page.status_code == 303 and page.headers["location"].startswith("/ui/login")
+        htmx = replay.get("/ui/runs", headers={"HX-Request": "true"})
+        assert htmx.status_code == 401
+    assert other.get("/ui/runs").status_code == 200  # another session lives on
 
 
 def test_login_failures_lock_the_address_out(start_gateway: Any) -> None:

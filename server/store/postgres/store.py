@@ -33,6 +33,7 @@ from ..base import (
 )
 from ..bounded import WriterProbe
 from ..records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
+from ..retention import LOGOUTS_KEPT
 from ..rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from . import runtime as rt
 from .accept import AcceptLane, insert_log
@@ -155,6 +156,9 @@ class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention):
                 "DELETE FROM idempotency_keys WHERE created_at < $1", now - idempotency_window
             )
             await conn.execute("DELETE FROM request_log WHERE at < $1", now - log_retention)
+            await conn.execute(
+                "DELETE FROM console_logouts WHERE ended_at < $1", now - LOGOUTS_KEPT
+            )
             await conn.execute(
                 "DELETE FROM auth_failures WHERE window_start < $1"
                 " AND (locked_until IS NULL OR locked_until <= $2)",
