@@ -7,14 +7,19 @@ health check and any path Litestar routes, so no response is ever text/plain or 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from ..engine.errors import RequestError
+from .console.headers import HEADERS as CONSOLE_HEADERS
+from .store.base import StoreUnavailable
+from .store.bounded import retry_after_store, store_unavailable
 
 log = logging.getLogger("hookwise.http")
+CONSOLE_PATH = "/ui"
 
 CODES = {
     400: "bad_request",
@@ -67,8 +72,33 @@ def unexpected_error(request: Request, exc: Exception) -> Response:
     )
 
 
+def store_error(_: Request, exc: StoreUnavailable) -> Response:
+    log.warning("503 store_unavailable: %s", exc)
+    error = store_unavailable(exc)
+    headers = {k.decode(): v.decode() for k, v in retry_after_store()}
+    return Response(
+        error.to_body(), status_code=503, headers=headers, media_type="application/json"
+    )
+
+
+def _console_aware(handler: Any) -> Any:
+    """`handler`, with the console's security headers on answers under `/ui` (a 404 or 405
+    there is answered here, outside the console's router and its `after_request`)."""
+
+    def handle(request: Request, exc: Any) -> Response:
+        response = handler(request, exc)
+        path = request.scope.get("path", "")
+        if path == CONSOLE_PATH or path.startswith(CONSOLE_PATH + "/"):
+            for name, value in CONSOLE_HEADERS.items():
+                response.headers.setdefault(name, value)
+        return response
+
+    return handle
+
+
 EXCEPTION_HANDLERS = {
-    RequestError: request_error,
-    HTTPException: http_error,
-    Exception: unexpected_error,
+    RequestError: _console_aware(request_error),
+    StoreUnavailable: _console_aware(store_error),
+    HTTPException: _console_aware(http_error),
+    Exception: _console_aware(unexpected_error),
 }

@@ -5,8 +5,8 @@ function returns at once). With one process the metrics live in its memory; with
 the supervisor gives the workers one directory (`PROMETHEUS_MULTIPROC_DIR`, under the state dir,
 see `multiprocess_dir`) where prometheus_client's multiprocess mode keeps each worker's values
 in a small memory-mapped file, and a scrape answered by any worker sums them all, so one scrape
-sees the whole service. The queue gauges are not counted at all: a scrape reads them from the
-store (`Store.queue_stats`), which every worker shares.
+sees the whole service. The gauges of what waits and what runs are not counted at all: a scrape
+reads them from the store (`queue_stats`, `in_flight`), which every worker shares.
 
 Recording is cheap on the hot path: a request costs two clock reads, one dictionary lookup of
 the (route, status) children and two increments.
@@ -243,9 +243,16 @@ def http_answered(route: str, status: int, seconds: float) -> None:
 # exposition ----------------------------------------------------------------------------------
 
 
-def render(queues: Mapping[str, tuple[int, float | None]]) -> bytes:
-    """The scrape's body: every process's metrics plus the queue gauges read from the store
-    (`queues`: name -> (depth, age in seconds of the oldest item or None))."""
+def render(
+    queues: Mapping[str, tuple[int, float | None]],
+    running: Mapping[str, tuple[int, float | None]] | None = None,
+    pending_events: Mapping[str, int] | None = None,
+) -> bytes:
+    """The scrape's body: every process's metrics plus the gauges read from the store: `queues`
+    (name -> (depth, age in seconds of the oldest item or None)), `running` (agent -> (running
+    runs, seconds since the oldest started)) and `pending_events` (main session -> events
+    waiting for a heartbeat). Their labels are bounded by the configuration: agents and their
+    main sessions."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.core import GaugeMetricFamily
 
@@ -271,8 +278,31 @@ def render(queues: Mapping[str, tuple[int, float | None]]) -> bytes:
         count, age = queues.get(name, (0, None))
         depth.add_metric([name], count)
         oldest.add_metric([name], age or 0.0)
+    families = [depth, oldest]
+    if running is not None:
+        count = GaugeMetricFamily(
+            "hookwise_runs_running", "Agent runs running now, per agent", labels=["agent"]
+        )
+        age = GaugeMetricFamily(
+            "hookwise_runs_running_oldest_seconds",
+            "Seconds since the oldest running run of an agent started (0 when none runs)",
+            labels=["agent"],
+        )
+        for agent, (n, since) in sorted(running.items()):
+            count.add_metric([agent], n)
+            age.add_metric([agent], since or 0.0)
+        families += [count, age]
+    if pending_events is not None:
+        pending = GaugeMetricFamily(
+            "hookwise_events_pending",
+            "Events waiting for a heartbeat, per main session",
+            labels=["session"],
+        )
+        for session, n in sorted(pending_events.items()):
+            pending.add_metric([session], n)
+        families.append(pending)
     gauges = CollectorRegistry(auto_describe=False)
-    gauges.register(_Fixed([depth, oldest]))
+    gauges.register(_Fixed(families))
     return body + generate_latest(gauges)
 
 

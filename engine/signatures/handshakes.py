@@ -15,8 +15,9 @@ otherwise. `HandshakeRefused` carries a refusal (Meta's 403 on a wrong verify to
   text/plain, the body's `challenge`.
 - `discord`: a signed PING interaction `{"type": 1}` -> 200 JSON `{"type": 1}`.
 - `msgraph`: `POST ?validationToken=V` -> 200 text/plain `V` (Graph signs nothing here).
-- `dropbox`: `GET ?challenge=C` -> 200 text/plain `C` with `X-Content-Type-Options: nosniff`.
-A challenge is echoed only when it is 1 to 1024 printable characters.
+- `dropbox`: `GET ?challenge=C` -> 200 text/plain `C`.
+A challenge is echoed only when it is 1 to 1024 printable characters, and every answer carries
+`X-Content-Type-Options: nosniff` (a browser never reads the echoed text as HTML or script).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class HandshakeAnswer:
     body: bytes
     content_type: str = _TEXT
     status: int = 200
-    headers: tuple[tuple[str, str], ...] = ()
+    #: every answer echoes text from the caller: never sniffed as anything but its type
+    headers: tuple[tuple[str, str], ...] = (("X-Content-Type-Options", "nosniff"),)
 
 
 class HandshakeRefused(Exception):
@@ -85,9 +87,7 @@ def _dropbox(_: Verifier, method: str, request: InboundRequest) -> HandshakeAnsw
     if method != "GET" or "challenge" not in request.query:
         return None
     body = _challenge(request.query["challenge"], "challenge")
-    return HandshakeAnswer(
-        "dropbox_challenge", body, headers=(("X-Content-Type-Options", "nosniff"),)
-    )
+    return HandshakeAnswer("dropbox_challenge", body)
 
 
 def _msgraph(_: Verifier, method: str, request: InboundRequest) -> HandshakeAnswer | None:

@@ -16,7 +16,8 @@ into every worker, and sends each call to a worker:
   deadline, the call's time limit plus `GRACE_S`. V8 stops ordinary runaway code at the limit
   itself; a call still running at the deadline (inside a built-in such as
   `Array.prototype.fill`, or a Python function that never returns) has its worker killed
-  (SIGKILL): that request gets 504 `transform_timeout`.
+  (SIGKILL): that request gets 504 `transform_timeout` at once, not when the worker has
+  finished dying (the kernel frees a large heap first, which takes a second or more).
 - **Deaths.** A worker that dies (its memory ceiling, a V8 fatal error, a crash) fails the call it
   was running with 500 `transform_failed`; calls queued behind it go back to the shared queue,
   unharmed. A replacement worker is started at once (on a thread: starting takes a while) and
@@ -290,6 +291,13 @@ class WorkerPool:
                     ):
                         worker.timed_out = True
                         worker.kill()
+                        # answered now: the worker's end shows only once the kernel has freed
+                        # its memory (a second or more for a large heap), which the request
+                        # does not wait for
+                        limit_ms = round((head.deadline_s - GRACE_S) * 1000)
+                        _fail(
+                            head, TransformTimedOut(f"transform ran past its {limit_ms} ms limit")
+                        )
 
     def _bury(self, worker: WorkerProcess) -> None:
         """A worker ended (killed, died, or the pool closed): settle its calls, replace it.

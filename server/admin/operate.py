@@ -1,7 +1,8 @@
 """The operating endpoints: `GET /readyz` (readiness, no auth) and `GET /metrics` (Prometheus).
 
 `/healthz` stays the cheap liveness probe (the process answers). `/readyz` answers 200 only
-when the store answers a read and its writer runs, and this process's run, delivery and
+when the store answers a read and its writer runs and answers a probe write within 2 s (a
+paused or stuck writer is not ready, not only one that exited), and this process's run, delivery and
 heartbeat loops are alive (a process that does not lead the heartbeat checks its leadership
 loop instead); otherwise 503 with the reasons. Both carry the version
 (`hookwise.server.version.version_info()`).
@@ -19,6 +20,7 @@ from typing import Any
 from litestar import Request, Response, get
 
 from .. import metrics
+from ..store.records import InFlight
 from ..version import version_info
 from .api import admin_guard
 
@@ -63,10 +65,22 @@ async def readyz(request: Request) -> Response[dict[str, Any]]:
     )
 
 
+async def in_flight(gateway: Any, now: float) -> InFlight:
+    """Running runs of every configured agent (0 for those with none) and pending events of
+    every main session."""
+    roster = gateway.runtime.roster
+    found = await gateway.store.in_flight(now=now, sessions=[a.main_session for a in roster.agents])
+    running = {a.id: (0, None) for a in roster.agents} | found.running
+    return InFlight(running, found.pending_events)
+
+
 async def _scrape(request: Request) -> Response[bytes]:
-    store = request.app.state.gateway.store
-    queues = await store.queue_stats(now=time.time())
-    return Response(metrics.render(queues), media_type=metrics.CONTENT_TYPE)
+    gateway = request.app.state.gateway
+    now = time.time()
+    queues = await gateway.store.queue_stats(now=now)
+    now_running = await in_flight(gateway, now)
+    body = metrics.render(queues, now_running.running, now_running.pending_events)
+    return Response(body, media_type=metrics.CONTENT_TYPE)
 
 
 def metrics_handler(public: bool) -> Any:

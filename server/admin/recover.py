@@ -19,6 +19,7 @@ from litestar import Controller, Request, post
 from litestar.params import Parameter
 
 from ...engine.errors import RequestError
+from ..store.bounded import within_store_wait
 from ..store.records import RetryRequest
 from .api import admin_guard
 from .models import RetriedDelivery, RetriedRun, RetryCount
@@ -160,7 +161,7 @@ async def retry_bulk(gateway: Any, kind: str, data: RetryFilter, who: str) -> Re
         limit=data.limit if data.limit is not None else MAX_BULK,
         dry_run=data.dry_run,
     )
-    count = await gateway.store.retry(kind, req)
+    count = await within_store_wait(gateway.store.retry(kind, req))
     if count and not data.dry_run:
         gateway.runtime.requeued(kind)
     return RetryCount(count=count, dry_run=data.dry_run)

@@ -1,5 +1,5 @@
-"""The overview's small charts: requests, runs and failed runs per bucket over the last hour and
-the last day, counted by the store in one pass over each creation-time index.
+"""The overview's small charts: requests, runs, failed runs and failed deliveries (however early
+they failed) per bucket over the last hour and the last day, counted by the store in one pass over each creation-time index.
 
 Counting a busy day is not free, so each process keeps the figures for `CACHE_SECONDS`: the charts
 may lag that much behind, the pages stay fast however large the store.
@@ -14,7 +14,12 @@ import attrs
 CACHE_SECONDS = 10.0
 #: (name, seconds covered, buckets)
 WINDOWS = (("hour", 3600.0, 12), ("day", 86400.0, 24))
-SERIES = (("requests", "requests", False), ("runs", "runs", False), ("failures", "runs", True))
+SERIES = (
+    ("requests", "requests", False),
+    ("runs", "runs", False),
+    ("failed runs", "runs", True),
+    ("failed deliveries", "deliveries", True),
+)
 
 
 @attrs.frozen

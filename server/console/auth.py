@@ -4,7 +4,9 @@ A login (`POST /ui/login` with the gateway token) sets a session cookie signed w
 from the gateway token (every worker derives the same key; changing the token ends every
 session). The cookie holds a random session id and its issue time, nothing else; it is
 `HttpOnly`, `SameSite=Strict`, `Secure` when the request came over HTTPS, and expires after
-`SESSION_SECONDS`. `Authorization: Bearer <gateway token>` also works (scripts, tests).
+`SESSION_SECONDS`. A logout ends the session for good: its id is recorded in the store (every
+process reads it there; `console.door`), and a copy of its cookie is no session any more.
+`Authorization: Bearer <gateway token>` also works (scripts, tests).
 
 Every POST of the console carries a CSRF token: a signature of the session id under another
 salt, sent as the form field `csrf` (or the `X-CSRF-Token` header for htmx requests). A request

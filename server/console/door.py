@@ -5,6 +5,7 @@ the login form), and the admin functions' refusals shown as pages.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -13,6 +14,7 @@ from litestar.response import Redirect, Template
 
 from ...engine.errors import RequestError
 from ..ingress.auth import AuthThrottle, SharedAuthThrottle, client_key
+from ..store.bounded import within_store_wait
 from .auth import COOKIE, SESSION_SECONDS
 from .common import (
     Form,
@@ -43,6 +45,10 @@ async def check_request(request: Request[Any, Any, Any]) -> Response[Any] | None
     if path == "/ui/login" or path.startswith("/ui/static/"):
         return None
     viewer = auth.viewer(request)
+    if viewer is not None and viewer.session_id is not None:
+        store = request.app.state.gateway.store
+        if await within_store_wait(store.console_session_ended(viewer.session_id)):
+            viewer = None  # logged out: the cookie is no session any more
     if viewer is None:
         browser = "hx-request" not in request.headers and "authorization" not in request.headers
         if request.method == "GET" and browser:
@@ -127,6 +133,13 @@ async def login(request: Request[Any, Any, Any], data: Form) -> Response[Any] | 
 
 @post("/logout")
 async def logout(request: Request[Any, Any, Any]) -> Response[Any]:
+    """End the session for good (every process sees it: the store keeps ended sessions), not
+    only the browser's cookie: a copy of the cookie is no session any more."""
+    viewer = viewer_of(request)
+    if viewer is not None and viewer.session_id is not None:
+        await within_store_wait(
+            request.app.state.gateway.store.end_console_session(viewer.session_id, now=time.time())
+        )
     response: Response[Any] = Redirect(path="/ui/login", status_code=303)
     response.delete_cookie(COOKIE, path="/ui")
     return response

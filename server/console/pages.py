@@ -33,6 +33,7 @@ from ..admin.models import (
     SessionTurn,
     ToolCall,
 )
+from ..admin.operate import in_flight
 from ..admin.query import DELIVERY_STATES, RUN_STATES
 from ..admin.recover import RetryFilter, actor, retry_bulk, retry_one
 from ..admin.replay import replay_request
@@ -72,10 +73,20 @@ async def overview(request: Request[Any, Any, Any]) -> Template:
     now = time.time()
     failed = await store.admin_list("runs", Filters({"state": "failed"}), limit=10, cursor=None)
     beats = await store.admin_list("heartbeats", Filters(), limit=100, cursor=None)
+    now_running = await in_flight(gw, now)
     agents = []
     for agent in gw.runtime.roster.agents:
         last = next((h for h in beats.items if h.agent_id == agent.id), None)
-        agents.append({"agent": agent, "heartbeat": Heartbeat.of(last) if last else None})
+        running, oldest = now_running.running.get(agent.id, (0, None))
+        agents.append(
+            {
+                "agent": agent,
+                "heartbeat": Heartbeat.of(last) if last else None,
+                "running": running,
+                "oldest": oldest,
+                "pending": now_running.pending_events.get(agent.main_session, 0),
+            }
+        )
     return render_page(
         request,
         "overview.html",
@@ -367,12 +378,15 @@ async def rules_test(request: Request[Any, Any, Any], data: Form) -> Template:
     form = {k: data.get(k, "") for k in ("path", "headers", "query", "payload")}
     problems: list[str] = []
     headers = form_pairs(form["headers"], ":", "header", problems, lower=True)
+    for name, value in headers.items():
+        if not value.isascii() and not _latin1(value):
+            problems.append(f"header {name}: an HTTP header holds Latin-1 text only")
     query = form_pairs(form["query"], "=", "query parameter", problems)
     body = form["payload"].encode("utf-8")
     payload: Any = None
     try:
         ctype = headers.get("content-type", "application/json").split(";", 1)[0].strip().lower()
-        payload = parse_payload(body, ctype.encode("latin-1"), arrays=True)
+        payload = parse_payload(body, ctype.encode("latin-1", "replace"), arrays=True)
     except RequestError as e:
         problems.append(f"payload: {e.message}")
     report = None
@@ -392,6 +406,14 @@ async def rules_test(request: Request[Any, Any, Any], data: Form) -> Template:
     return render_page(
         request, "rules.html", rules=rules_of(request), report=report, problems=problems, form=form
     )
+
+
+def _latin1(text: str) -> bool:
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def console_router() -> Router:

@@ -21,6 +21,8 @@ from urllib.parse import parse_qsl
 
 import attrs
 
+from ..store.bounded import within_store_wait
+
 TOKEN_HEADER = b"x-service-token"
 TOKEN_HEADERS = (TOKEN_HEADER, b"x-openclaw-token")
 
@@ -175,7 +177,7 @@ class SharedAuthThrottle:
 
     async def locked_for(self, client: str) -> float | None:
         now = self._clock()
-        until = await self._store.auth_locked_until(client, now=now)
+        until = await within_store_wait(self._store.auth_locked_until(client, now=now))
         return None if until is None else until - now
 
     async def record_failure(self, client: str) -> None:
@@ -186,15 +188,17 @@ class SharedAuthThrottle:
         self._seen.move_to_end(client)
         while len(self._seen) > 10_000:
             self._seen.popitem(last=False)
-        await self._store.auth_failure(
-            client,
-            now=now,
-            window=self.window,
-            max_failures=self.max_failures,
-            lockout=self.lockout,
+        await within_store_wait(
+            self._store.auth_failure(
+                client,
+                now=now,
+                window=self.window,
+                max_failures=self.max_failures,
+                lockout=self.lockout,
+            )
         )
 
     async def record_success(self, client: str) -> None:
         seen = self._seen.pop(client, None)
         if seen is not None and seen > self._clock() - max(self.window, self.lockout):
-            await self._store.auth_success(client)
+            await within_store_wait(self._store.auth_success(client))

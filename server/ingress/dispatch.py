@@ -19,6 +19,7 @@ from ...engine.actions import Action, AgentAction, WakeAction
 from ...engine.mapping import RespondConfig
 from ..ids import new_id
 from ..store.base import Accepted, AcceptOp, NewEvent, NewRun, RequestLogEntry, Store
+from ..store.bounded import within_store_wait
 from .asgi import encode_json
 
 log = logging.getLogger("hookwise.dispatch")
@@ -151,7 +152,7 @@ class Dispatcher:
             now=now,
             idempotency_window=self.idempotency_window,
         )
-        accepted = await self.store.accept(op)
+        accepted = await within_store_wait(self.store.accept(op))
         if not accepted.replayed and not accepted.conflict:
             for listener in self._listeners:
                 try:

@@ -48,6 +48,8 @@ from ...engine.signatures import (
 from ...engine.signatures.door import Door
 from .. import metrics
 from ..logs import escape_control
+from ..store.base import StoreUnavailable
+from ..store.bounded import retry_after_store, store_unavailable
 from ..store.records import StoredPayload
 from .asgi import content_length, read_body, send_error, send_json
 from .auth import (
@@ -258,6 +260,10 @@ class HookEndpoint:
                 )
             # the rest of the body is not read: close the connection after answering
             return await send_error(send, e, _CLOSE if e.status in (408, 413) else ())
+        except StoreUnavailable as e:
+            log.warning("%s: 503 store_unavailable: %s", meta.path, e)
+            self._dispatcher.refused(meta, 503, "store_unavailable")
+            return await send_error(send, store_unavailable(e), retry_after_store())
         except Exception:
             log.exception("unexpected error on %s", meta.path)
             self._dispatcher.refused(meta, 500, "internal_error")

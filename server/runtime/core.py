@@ -119,6 +119,7 @@ class Runtime:
                     rule_tools=lambda rule_id: self.rule_tools(rule_id),
                     keep_payloads=config.hooks.retain_payloads is not None,
                 ),
+                alone=not shared,
             )
         self._topics = {
             a.id: "heartbeat" if a.default else f"heartbeat_{i}"

@@ -107,7 +107,12 @@ class DeliveryWorker:
         now = self._clock
         channel = self._channels.get(d.channel or "")
         if channel is None:
-            await self._fail(d, f"channel {d.channel} is not configured")
+            missing = (
+                f"channel {d.channel} is not configured"
+                if d.channel
+                else "no channel to deliver to (no last route, no channel named)"
+            )
+            await self._fail(d, missing)
             return
         problem = channel.validate_recipient(d.to or "")
         if problem:

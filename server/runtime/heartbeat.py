@@ -180,6 +180,7 @@ class Heartbeats:
         if delivery is not None and delivery.state == "pending":
             self._on_delivery()
         report.heartbeat_ended(outcome, len(events), self.agent_id)
+        report.delivery_planned(delivery)
         return state == "succeeded" and full
 
     async def _take(self) -> tuple[list[EventRecord], bool]:

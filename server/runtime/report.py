@@ -2,7 +2,8 @@
 
 A run's ending is one line (INFO when it succeeded, WARNING when it `failed` or `timed_out`)
 with its run id, agent, rule, session key, state, duration and error; a delivery that fails for
-good and a heartbeat that fails are one WARNING each. In the JSON log format the ids are fields
+good (however early: one that had nowhere to go when its run ended, too) and a heartbeat that
+fails are one WARNING each; a skipped delivery is an INFO line. Each is counted once. In the JSON log format the ids are fields
 of their own (see `hookwise.server.logs.fields`). Never a payload: the lines carry ids, states
 and the error text the providers and channels already clip and redact.
 """
@@ -14,7 +15,7 @@ import logging
 from .. import metrics
 from ..logs import fields
 from ..store.base import RunRecord
-from ..store.records import DeliveryRecord, HeartbeatOutcome, RunOutcome
+from ..store.records import DeliveryRecord, HeartbeatOutcome, NewDelivery, RunOutcome
 
 log = logging.getLogger("hookwise.report")
 
@@ -52,8 +53,38 @@ def run_ended(run: RunRecord, outcome: RunOutcome) -> None:
         ),
     )
     metrics.run_ended(agent, outcome.state, duration)
-    if outcome.delivery is not None and outcome.delivery.state == "skipped":
-        metrics.delivery(outcome.delivery.channel, "skipped")
+
+
+def delivery_planned(d: NewDelivery | None) -> None:
+    """A delivery was committed with its run's or heartbeat's ending: one that ended there
+    (`failed`: nothing to deliver to; `skipped`: nothing to deliver) is logged and counted
+    like one that ends later."""
+    if d is None or d.state == "pending":
+        return
+    failed = d.state == "failed"
+    log.log(
+        logging.WARNING if failed else logging.INFO,
+        "delivery %s (%s) %s: %s",
+        d.delivery_id,
+        _owner(d.run_id, d.heartbeat_id),
+        d.state,
+        d.last_error,
+        extra=fields(
+            deliveryId=d.delivery_id,
+            runId=d.run_id,
+            heartbeatId=d.heartbeat_id,
+            channel=d.channel,
+            state=d.state,
+            error=d.last_error,
+        ),
+    )
+    metrics.delivery(d.channel, d.state)
+
+
+def _owner(run_id: str | None, heartbeat_id: str | None) -> str:
+    if run_id:
+        return f"run {run_id}"
+    return f"heartbeat {heartbeat_id}" if heartbeat_id else "no run"
 
 
 def delivery_sent(d: DeliveryRecord, channel: str) -> None:
@@ -67,10 +98,10 @@ def delivery_retried(d: DeliveryRecord) -> None:
 def delivery_failed(d: DeliveryRecord, reason: str) -> None:
     """A delivery failed for good (no attempt or fallback left)."""
     log.warning(
-        "delivery %s (run %s) to %s failed: %s",
+        "delivery %s (%s) to %s failed: %s",
         d.delivery_id,
-        d.run_id or "-",
-        d.channel,
+        _owner(d.run_id, d.heartbeat_id),
+        d.channel or "no channel",
         reason,
         extra=fields(
             deliveryId=d.delivery_id,

@@ -3,8 +3,13 @@
 `last` is the last route of the main session the reply belongs to (the agent's; seeded from `session.lastRoute`, updated by every
 successful delivery to an explicit channel and recipient). A request's `to` overrides the
 recipient. A mapping's `last` falls back to the first phone-based messenger (`whatsapp`) when
-there is no last route; an explicit channel without `to` uses that channel's `defaultTo`. When
-nothing resolves, the delivery is recorded as failed with the reason, so the outcome is visible.
+there is no last route and that messenger is configured; an explicit channel without `to` uses
+that channel's `defaultTo`.
+
+With no channel configured at all (the quick start) there is nothing to deliver to, and that is
+not a failure: the delivery is recorded `skipped` with the reason (the reply stays in the run,
+or the heartbeat, and its session). Otherwise, when nothing resolves, the delivery is recorded
+`failed` with the reason in words, so the outcome is visible (see `report.delivery_planned`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from ...engine.agents import DEFAULT_MAIN_SESSION
 from ...engine.channels import LAST, PHONE_BASED
 from ..ids import new_id
 from ..store.records import NewDelivery
+
+#: why a reply is not delivered when no channel is configured
+NO_CHANNEL = "no channel configured: the reply is kept in the run and its session"
 
 
 class Router:
@@ -67,8 +75,11 @@ class Router:
             route = await self._store.last_route(session)
             if route is not None:
                 return row("pending", route.channel, to or route.to)
-            if from_mapping:
-                phone = PHONE_BASED[0]
+        if not self._channels:
+            return row("skipped", None, None, NO_CHANNEL)
+        if channel == LAST:
+            phone = PHONE_BASED[0]
+            if from_mapping and phone in self._channels:
                 recipient = to or self._default_to(phone)
                 if recipient:
                     return row("pending", phone, recipient)
@@ -76,9 +87,18 @@ class Router:
                     "failed",
                     phone,
                     None,
-                    f"no last route, and no recipient for the fallback channel {phone}",
+                    f"no last route, and no recipient for the fallback channel {phone}:"
+                    f" give `to` or channels.{phone}.defaultTo",
                 )
-            return row("failed", None, to, "no last route to deliver to (channel: last)")
+            return row(
+                "failed",
+                None,
+                to,
+                "no last route to deliver to (channel: last): no reply was delivered to this"
+                " session through a channel yet, and session.lastRoute is not set",
+            )
+        if channel not in self._channels:
+            return row("failed", channel, to, f"channel {channel} is not configured")
         recipient = to or self._default_to(channel)
         if recipient is None:
             return row(

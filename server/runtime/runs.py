@@ -11,6 +11,15 @@ delivers along that session's last route. Then `wakeMode: now` requests that age
 
 Slots bound only the model calls; the final commit happens outside the slot so that the pool
 keeps the provider busy while commits are grouped.
+
+A run is never orphaned while the gateway lives (see docs/faults.md). A final commit that fails
+(the SQLite writer process died, the store is unreachable) is retried with a growing wait
+(`FINISH_RETRY`) until the store takes it: the lane still holds the run's outcome, so the model
+is not called again. A retry writes only while the run is still `running` (the first try may
+have been committed before its answer was lost). A claim that fails may have been committed too:
+when this process is the store's only user, the lane puts back every running run of its agent
+that it does not execute (`Store.release_runs`) before it claims again; with several processes,
+such runs come back when their lease expires (the runtime's recovery).
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from typing import Any
 
 from ...engine.agents import DEFAULT_MAIN_SESSION
 from ..ids import new_id
-from ..store.base import NewEvent, RunRecord
+from ..store.base import NewEvent, RunRecord, StoreUnavailable
 from ..store.records import NewDelivery, NewTurn, RunOutcome
 from . import report
 from .ack import is_ack
@@ -38,6 +47,11 @@ log = logging.getLogger("hookwise.runs")
 
 HISTORY_TURNS = 40
 POLL_SECONDS = 5.0
+#: waits (seconds) between tries of a run's final commit after it failed; the last repeats
+FINISH_RETRY = (0.25, 0.5, 1.0, 2.0)
+#: tries of a final commit that fails with an error other than the store being unavailable,
+#: before the run is recorded `failed` without its result
+FINISH_TRIES = 5
 
 
 class RunWorkers:
@@ -61,9 +75,12 @@ class RunWorkers:
         main_session: str = DEFAULT_MAIN_SESSION,
         system_prompt: str | None = None,
         tools_for: Callable[[RunRecord], RunTools | None] = lambda run: None,
+        alone: bool = True,
     ) -> None:
         #: the tools a run may use (its grant, the host, where calls are recorded)
         self._tools_for = tools_for
+        #: this process is the only one using the store (see `Store.release_runs`)
+        self._alone = alone
         #: the agent whose runs this pool claims (None: every run, when there is one agent)
         self.agent_id = agent_id
         self._main_session = main_session
@@ -125,9 +142,11 @@ class RunWorkers:
                         default_timeout=self._default_timeout,
                         agent_id=self.agent_id,
                     )
-                except Exception:
-                    log.exception("claiming runs failed")
-                    runs = []
+                except Exception as e:
+                    log.error("claiming runs failed: %s: %s", type(e).__name__, e)
+                    self._slots.give(grant.taken or 0)
+                    await self._release_lost()
+                    break
                 self._slots.give((grant.taken or 0) - len(runs))
                 if not runs:
                     break
@@ -136,15 +155,73 @@ class RunWorkers:
                         self._execute(run), name=f"hookwise-run-{run.run_id}"
                     )
 
+    async def _release_lost(self) -> None:
+        """After a failed claim (committed or not): put back the runs it may have taken, once
+        the store answers again (only when this process is the store's only user)."""
+        if not self._alone:
+            return
+        for attempt in range(1_000_000):
+            try:
+                released = await self._store.release_runs(
+                    agent_id=self.agent_id, keep=list(self._active)
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("putting back runs of a failed claim failed: %s", e)
+                await asyncio.sleep(FINISH_RETRY[min(attempt, len(FINISH_RETRY) - 1)])
+                continue
+            if released:
+                log.warning("%d run(s) of a failed claim went back to the queue", released)
+            self._wakeup.set()
+            return
+
+    async def _finish(self, run: RunRecord, outcome: RunOutcome) -> None:
+        """Commit the run's ending, trying again until the store takes it (see the module)."""
+        try:
+            await self._store.finish_run(outcome)
+            return
+        except Exception as e:
+            log.error(
+                "run %s: its final write failed (%s: %s); trying again until the store takes it",
+                run.run_id,
+                type(e).__name__,
+                e,
+            )
+        refused = 0
+        attempt = 0
+        while True:
+            await asyncio.sleep(FINISH_RETRY[min(attempt, len(FINISH_RETRY) - 1)])
+            attempt += 1
+            try:
+                written = await self._store.finish_run(outcome, again=True)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("run %s: final write try %d failed: %s", run.run_id, attempt, e)
+                refused += not _unavailable(e)
+                if refused >= FINISH_TRIES:
+                    # the store refuses this ending itself: record the run failed without it
+                    outcome, refused = _without_result(outcome, e), 0
+                continue
+            log.warning(
+                "run %s: final write %s on try %d",
+                run.run_id,
+                "committed" if written else "had already been committed",
+                attempt + 1,
+            )
+            return
+
     async def _execute(self, run: RunRecord) -> None:
         released = False
         try:
             outcome = await self._call_model(run)
             self._slots.give()
             released = True
-            await self._store.finish_run(outcome)
+            await self._finish(run, outcome)
             self.completed += 1
             report.run_ended(run, outcome)
+            report.delivery_planned(outcome.delivery)
             if outcome.delivery is not None and outcome.delivery.state == "pending":
                 self._on_delivery()
             if run.wake_mode == "now":
@@ -249,3 +326,22 @@ class RunWorkers:
             summary=summary,
             delivery=delivery,
         )
+
+
+def _unavailable(error: BaseException) -> bool:
+    """The store could not be reached (worth trying again as is), as opposed to a write it
+    refused."""
+    return isinstance(error, (StoreUnavailable, TimeoutError, ConnectionError, OSError))
+
+
+def _without_result(outcome: RunOutcome, error: BaseException) -> RunOutcome:
+    """The run's ending as `failed`, without what the store refused to take."""
+    return RunOutcome(
+        run_id=outcome.run_id,
+        state="failed",
+        finished_at=outcome.finished_at,
+        error=f"the run's result could not be stored ({type(error).__name__})",
+        model_used=outcome.model_used,
+        input_tokens=outcome.input_tokens,
+        output_tokens=outcome.output_tokens,
+    )

@@ -214,6 +214,11 @@ def resolve_limit(limit: Limit) -> int:
     return limit() if callable(limit) else limit
 
 
+class StoreUnavailable(RuntimeError):
+    """The store could not take a write right now (its writer died, or did not answer in
+    time); the same write may succeed when tried again."""
+
+
 class Store(Protocol):
     """Durable state of the service. Implementations: `SQLiteStore`; the PostgreSQL one follows.
 
@@ -274,7 +279,17 @@ class Store(Protocol):
         (called exactly once, possibly on another thread, unless the claim failed before)."""
         ...
 
-    async def finish_run(self, outcome: RunOutcome) -> None: ...
+    async def finish_run(self, outcome: RunOutcome, *, again: bool = False) -> bool:
+        """Write a run's ending (its state, turns, summary event and delivery) in one commit.
+        `again`: an earlier finish of it may have been committed before its answer was lost;
+        write only while the run is still `running`. False when nothing was written."""
+        ...
+
+    async def release_runs(self, *, agent_id: str | None, keep: list[str]) -> int:
+        """Runs (of `agent_id`, when given) left `running` that this process, the only one
+        using the store, does not execute (`keep`: those it does): a claim that was committed
+        but whose answer was lost. Back to the queue without using up an attempt; how many."""
+        ...
 
     async def record_tool_calls(self, calls: Sequence[ToolCallRecord]) -> None:
         """Write (or rewrite) tool-call rows of runs (see `store.toolcalls`)."""

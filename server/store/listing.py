@@ -359,7 +359,8 @@ def activity_query(
     name: str, *, since: float, width: float, failed: bool, placeholder: Placeholder
 ) -> tuple[str, list[Any]]:
     """How many rows of listing `name` were created in each `width`-second bucket from `since` on
-    (`failed`: only failed or timed-out runs): one pass over the creation-time index."""
+    (`failed`: only failed or timed-out runs, failed deliveries): one pass over the creation-time
+    index."""
     listing, _ = LISTINGS[name]
     t = listing.time_column
     since_p, width_p = placeholder(1), placeholder(2)

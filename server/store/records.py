@@ -18,6 +18,15 @@ if TYPE_CHECKING:
 
 
 @attrs.frozen
+class InFlight:
+    """What is under way now, for the gauges: running runs per agent (how many, seconds since
+    the oldest of them started) and events waiting for a heartbeat per main session."""
+
+    running: dict[str, tuple[int, float | None]]
+    pending_events: dict[str, int]
+
+
+@attrs.frozen
 class Route:
     """Where a session's replies go: a channel and a recipient on it."""
 

@@ -17,6 +17,10 @@ from collections.abc import Awaitable, Callable
 
 import attrs
 
+#: seconds an ended console session is remembered (pruned with the request records): longer
+#: than a console session lives (12 h)
+LOGOUTS_KEPT = 24 * 3600.0
+
 
 @attrs.frozen
 class Target:

@@ -144,7 +144,8 @@ def test_the_overview_and_sessions_pages_render(
     login(page, gw, "/ui/")
     assert page.locator("h1").inner_text() == "Overview"
     shoot(page, "overview")
-    assert page.locator(".chart").count() == 6  # requests, runs, failures over an hour and a day
+    # requests, runs, failed runs, failed deliveries over an hour and a day
+    assert page.locator(".chart").count() == 8
     page.click("nav a:has-text('Sessions')")
     page.wait_for_url(gw.url + "/ui/sessions")
     assert "main" in page.locator("main ul").first.inner_text()

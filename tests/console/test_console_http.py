@@ -124,6 +124,38 @@ def test_pages_carry_a_strict_csp_and_refuse_framing(gw: GatewayProcess) -> None
         assert "<script>" not in r.text  # no inline script anywhere
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/ui/nope", 404),
+        ("GET", "/ui/runs/a/b/c", 404),
+        ("GET", "/ui/static/nope.css", 404),
+        ("PUT", "/ui/login", 405),
+        ("DELETE", "/ui/", 405),
+        ("POST", "/ui/runs", 405),
+    ],
+)
+def test_refusals_under_ui_carry_the_consoles_security_headers(
+    gw: GatewayProcess, method: str, path: str, status: int
+) -> None:
+    assert gw.client is not None
+    r = gw.client.request(method, path)
+    assert r.status_code == status
+    assert r.headers["content-security-policy"].startswith("default-src 'none'")
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert r.headers["x-frame-options"] == "DENY"
+    assert r.headers["cache-control"] == "no-store"
+
+
+def test_the_rule_tester_refuses_a_header_that_is_not_latin_1_in_words(gw: GatewayProcess) -> None:
+    client = _session(gw)
+    token = _csrf(client.get("/ui/rules").text)
+    form = {"path": "wake", "payload": "{}", "headers": "Content-Type: 應用/json", "csrf": token}
+    r = client.post("/ui/rules/test", data=form)
+    assert r.status_code == 200, r.text
+    assert "header content-type: an HTTP header holds Latin-1 text only" in r.text
+
+
 def test_a_post_without_the_csrf_token_is_refused(gw: GatewayProcess) -> None:
     client = _session(gw)
     r = client.post("/ui/rules/test", data={"path": "wake", "payload": "{}"})
@@ -144,12 +176,21 @@ def test_a_csrf_token_of_another_session_is_refused(gw: GatewayProcess) -> None:
 
 def test_logout_ends_the_session_cookie(gw: GatewayProcess) -> None:
     client = _session(gw)
+    kept = client.cookies["hookwise_console"]  # a copy of the cookie, taken before logging out
+    other = _session(gw)
     token = _csrf(client.get("/ui/").text)
     r = client.post("/ui/logout", data={"csrf": token})
     assert r.status_code == 303
     assert (
         'hookwise_console=""' in r.headers["set-cookie"] or "Max-Age=0" in r.headers["set-cookie"]
     )
+    # the session is over on the server too: the copied cookie is no session any more
+    with httpx.Client(base_url=gw.url, cookies={"hookwise_console": kept}) as replay:
+        page = replay.get("/ui/runs")
+        assert page.status_code == 303 and page.headers["location"].startswith("/ui/login")
+        htmx = replay.get("/ui/runs", headers={"HX-Request": "true"})
+        assert htmx.status_code == 401
+    assert other.get("/ui/runs").status_code == 200  # another session lives on
 
 
 def test_login_failures_lock_the_address_out(start_gateway: Any) -> None:

@@ -214,6 +214,12 @@ class ModelServer:
         """The `baseUrl` for an `anthropic` provider."""
         return self.url
 
+    def provider(self, api: str = "openai", **extra: Any) -> dict[str, Any]:
+        """A `models.providers` entry pointing at this server (no retries unless `extra`
+        says)."""
+        base = self.openai_base_url if api == "openai" else self.anthropic_base_url
+        return {"api": api, "baseUrl": base, "apiKey": self.api_key, "maxRetries": 0, **extra}
+
     # -- scripting ------------------------------------------------------------------------
 
     def enqueue(self, *actions: Action) -> None:

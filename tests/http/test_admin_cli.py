@@ -15,6 +15,8 @@ import pytest
 import yaml
 
 from hookwise.server.cli.admin import Progress
+from tests.fakes.channel_servers import FakeServer
+from tests.fakes.channel_servers import start as start_channel
 from tests.fakes.model_server import ModelServer
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, REPO, GatewayProcess
 from tests.support.wait import eventually
@@ -27,10 +29,21 @@ def model_server() -> Iterator[ModelServer]:
 
 
 @pytest.fixture(scope="module")
+def telegram() -> Iterator[FakeServer]:
+    server = start_channel("telegram")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def gw(
-    start_module_gateway: Callable[..., GatewayProcess], model_server: ModelServer
+    start_module_gateway: Callable[..., GatewayProcess],
+    model_server: ModelServer,
+    telegram: FakeServer,
 ) -> GatewayProcess:
+    # a channel is configured (so a reply with no route to it fails) but never reached
     config = {
+        "channels": {"telegram": telegram.config()},
         "hooks": {"enabled": True, "token": HOOK_TOKEN},
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
         "agents": {"defaults": {"heartbeat": {"every": 0}}},

@@ -83,6 +83,8 @@ def _exact(r: Any, status: int, ctype: str, body: bytes) -> None:
     assert r.status_code == status, r.text
     assert r.headers["content-type"] == ctype
     assert r.content == body
+    # the body echoes the caller's text: never sniffed as markup
+    assert r.headers["x-content-type-options"] == "nosniff"
 
 
 def test_meta_subscription_handshake(gw: GatewayProcess) -> None:

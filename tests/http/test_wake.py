@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlencode
+
 import pytest
 
 from tests.support.gateway import GatewayProcess
@@ -98,6 +101,59 @@ def test_a_form_body_is_parsed_as_a_form(gateway: GatewayProcess) -> None:
     assert r.status_code == 200 and r.json()["mode"] == "next-heartbeat"
     texts = [e["text"] for e in _events(gateway) if e["eventId"] == r.json()["eventId"]]
     assert texts == ["from a form"]
+
+
+def test_plain_words_sent_as_a_form_are_refused_as_not_json(gateway: GatewayProcess) -> None:
+    # what `curl -d 'hello world'` sends: neither a form (no key=value) nor JSON
+    r = gateway.hook(
+        "wake",
+        content=b"hello world",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert r.status_code == 400
+    assert r.json() == {"ok": False, "error": "the body is not valid JSON", "code": "invalid_json"}
+
+
+def test_a_forms_payload_field_is_held_to_the_nesting_limit(gateway: GatewayProcess) -> None:
+    for depth, status in ((64, 200), (65, 400), (10_000, 400)):
+        inner = "[" * (depth - 1) + "]" * (depth - 1)
+        body = urlencode({"payload": '{"text": "deep", "x": ' + inner + "}"}).encode()
+        r = gateway.hook(
+            "wake",
+            content=body,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        if status == 200:  # 64 levels (the object and 63 arrays): parsed, and /wake then
+            assert r.json()["code"] == "unknown_field", r.text  # refuses the field, not the depth
+        else:
+            assert r.status_code == 400
+            assert r.json() == {
+                "ok": False,
+                "error": "the JSON nests deeper than 64 levels",
+                "code": "invalid_json",
+            }
+
+
+@pytest.mark.parametrize("form", [False, True])
+def test_an_integer_past_4300_digits_is_refused_in_words(
+    gateway: GatewayProcess, form: bool
+) -> None:
+    ok = '{"text": "n", "n": ' + "9" * 4300 + "}"
+    huge = '{"text": "n", "n": ' + "9" * 4301 + "}"
+    ctype = "application/x-www-form-urlencoded" if form else "application/json"
+
+    def send(doc: str) -> Any:
+        body = urlencode({"payload": doc}).encode() if form else doc.encode()
+        return gateway.hook("wake", content=body, headers={"Content-Type": ctype})
+
+    assert send(ok).json()["code"] == "unknown_field"  # parsed: only the field is refused
+    r = send(huge)
+    assert r.status_code == 400
+    assert r.json() == {
+        "ok": False,
+        "error": "the JSON holds an integer longer than 4300 digits: send it as a string",
+        "code": "invalid_json",
+    }
 
 
 def test_json_sent_with_a_form_content_type_is_still_json(gateway: GatewayProcess) -> None:

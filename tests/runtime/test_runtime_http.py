@@ -114,9 +114,14 @@ def test_an_agent_run_succeeds_and_summarises_into_the_main_session(start_gatewa
     [summary] = [e for e in events(gw) if e["source"] == f"run:{body['runId']}"]
     assert summary["text"] == "Hook CI: echo: build 42 failed"
     assert summary["trusted"] is False and summary["consumedAt"] is None
-    # deliver defaults to true; with no last route the outcome says why
+    # deliver defaults to true; with no channel configured there is nothing to deliver to,
+    # which is not a failure: the delivery is skipped with the reason
     [delivery] = run["deliveries"]
-    assert delivery["state"] == "failed" and "no last route" in delivery["lastError"]
+    assert delivery["state"] == "skipped"
+    assert (
+        delivery["lastError"]
+        == "no channel configured: the reply is kept in the run and its session"
+    )
 
 
 def test_a_run_without_a_name_summarises_as_hook_not_hook_hook(start_gateway) -> None:

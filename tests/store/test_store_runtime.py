@@ -232,6 +232,55 @@ def test_finish_run_writes_the_state_the_transcript_the_summary_and_the_delivery
     backend.run(body)
 
 
+def test_finishing_again_writes_once_and_only_while_the_run_runs(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        first, second = await add_runs(store, 2)
+        await store.claim_runs(limit=2, now=NOW)
+
+        def outcome(run_id: str) -> RunOutcome:
+            return RunOutcome(
+                run_id=run_id,
+                state="succeeded",
+                finished_at=NOW + 5,
+                reply="done",
+                turns=(NewTurn(f"s:{run_id}", "assistant", "done", run_id),),
+                summary=NewEvent(f"sum-{run_id}", "main", "finished", "hook:test", "now"),
+                delivery=new_delivery(run_id=run_id),
+            )
+
+        # the first finish was committed and its answer lost: the second writes nothing
+        assert await store.finish_run(outcome(first)) is True
+        assert await store.finish_run(outcome(first), again=True) is False
+        # the first finish was never committed: the second writes everything
+        assert await store.finish_run(outcome(second), again=True) is True
+        for run_id in (first, second):
+            assert (await store.get_run(run_id)).state == "succeeded"
+            assert await store.session_turns(f"s:{run_id}", limit=10) == [Turn("assistant", "done")]
+            page = await store.list_deliveries(limit=10, cursor=None, run_id=run_id)
+            assert len(page.items) == 1
+        assert len(await store.pending_events("main", limit=10)) == 2
+
+    backend.run(body)
+
+
+def test_release_runs_puts_back_running_runs_nobody_executes(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        kept, lost, queued = await add_runs(store, 3)
+        await store.claim_runs(limit=2, now=NOW)
+        assert await store.release_runs(agent_id="other", keep=[]) == 0
+        assert await store.release_runs(agent_id=None, keep=[kept]) == 1
+        k, x, q = [await store.get_run(r) for r in (kept, lost, queued)]
+        assert (k.state, x.state, x.attempts, x.started_at, q.state) == (
+            "running",
+            "queued",
+            0,
+            None,
+            "queued",
+        )
+
+    backend.run(body)
+
+
 def test_a_failed_run_records_its_error(backend: Backend) -> None:
     async def body(store: Any) -> None:
         (run_id,) = await add_runs(store, 1)

@@ -20,3 +20,11 @@ def running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def writer_of(gateway_pid: int) -> int:
+    """The pid of a gateway's SQLite writer process (its child running `writer_child`)."""
+    for pid in children(gateway_pid):
+        if b"writer_child" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pid
+    raise AssertionError("the gateway has no SQLite writer process")

@@ -148,6 +148,23 @@ class PostgresAdminReads(PostgresParts, ListingShortcuts):
         )
         return payload_record(row) if row else None
 
+    async def end_console_session(self, session_id: str, *, now: float) -> None:
+        async def fn(conn: asyncpg.Connection) -> None:
+            await conn.execute(
+                "INSERT INTO console_logouts (session_id, ended_at) VALUES ($1, $2)"
+                " ON CONFLICT (session_id) DO NOTHING",
+                session_id,
+                now,
+            )
+
+        await self.write(fn)
+
+    async def console_session_ended(self, session_id: str) -> bool:
+        found = await self._readers.fetchval(
+            "SELECT 1 FROM console_logouts WHERE session_id = $1", session_id
+        )
+        return found is not None
+
     async def delete_payload(self, request_id: str) -> bool:
         async def fn(conn: asyncpg.Connection) -> bool:
             done = await conn.execute("DELETE FROM payloads WHERE request_id = $1", request_id)

@@ -108,30 +108,41 @@ FINISH_RUN = (
     "WITH done AS ("
     " UPDATE runs SET state = $1, finished_at = $2, reply = $3, error = $4, model_used = $5,"
     " input_tokens = $6::bigint, output_tokens = $7::bigint, lease_until = NULL"
-    " WHERE run_id = $8"
+    " WHERE run_id = $8 AND ($29::bool OR state = 'running') RETURNING 1"
     "), turns_added AS ("
     " INSERT INTO turns (session_key, role, content, run_id, created_at)"
     " SELECT t.session_key, t.role, t.content, t.run_id, $2 FROM unnest($9::text[],"
     " $10::text[], $11::text[], $12::text[]) WITH ORDINALITY AS t(session_key, role, content,"
-    " run_id, n) ORDER BY t.n"
+    " run_id, n) WHERE EXISTS (SELECT 1 FROM done) ORDER BY t.n"
     "), summary AS ("
     " INSERT INTO events (event_id, session, text, source, mode, trusted, created_at)"
     " SELECT $13::text, $14::text, $15::text, $16::text, $17::text, $18::bool, $2"
-    " WHERE $13::text IS NOT NULL"
-    ") INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
+    " WHERE $13::text IS NOT NULL AND EXISTS (SELECT 1 FROM done)"
+    "), delivery AS ("
+    " INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
     " fallback_channel, text, state, last_error, route_session, created_at, updated_at,"
     " next_attempt_at)"
     " SELECT $19::text, $20::text, $21::text, $22::text, $23::text, $24::text, $25::text,"
-    " $26::text, $27::text, $28::text, $2, $2, $2 WHERE $19::text IS NOT NULL"
+    " $26::text, $27::text, $28::text, $2, $2, $2"
+    " WHERE $19::text IS NOT NULL AND EXISTS (SELECT 1 FROM done)"
+    ") SELECT count(*) FROM done"
+)
+
+RELEASE_RUNS = (
+    "UPDATE runs SET state = 'queued', started_at = NULL, lease_until = NULL,"
+    " attempts = GREATEST(attempts - 1, 0)"
+    " WHERE state = 'running' AND ($1::text IS NULL OR agent_id = $1::text)"
+    " AND NOT (run_id = ANY($2::text[])) RETURNING seq"
 )
 
 
-async def finish_run(conn: asyncpg.Connection, o: RunOutcome) -> None:
+async def finish_run(conn: asyncpg.Connection, o: RunOutcome, *, again: bool = False) -> bool:
+    """Write a run's ending; `again`: only while it is still `running` (see `Store.finish_run`)."""
     turns = columns([(t.session_key, t.role, t.content, t.run_id) for t in o.turns], 4)
     e, d = o.summary, o.delivery
     summary = (None,) * 6 if e is None else event_row(e)
     delivery = (None,) * 10 if d is None else delivery_row(d)
-    await conn.execute(
+    written = await conn.fetchval(
         FINISH_RUN,
         o.state,
         o.finished_at,
@@ -144,7 +155,9 @@ async def finish_run(conn: asyncpg.Connection, o: RunOutcome) -> None:
         *turns,
         *summary,
         *delivery,
+        not again,
     )
+    return bool(written)
 
 
 async def finish_heartbeat(conn: asyncpg.Connection, o: HeartbeatOutcome) -> None:

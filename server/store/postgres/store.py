@@ -31,7 +31,9 @@ from ..base import (
     RequestLogEntry,
     RunRecord,
 )
+from ..bounded import WriterProbe
 from ..records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
+from ..retention import LOGOUTS_KEPT
 from ..rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from . import runtime as rt
 from .accept import AcceptLane, insert_log
@@ -69,6 +71,9 @@ class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention, Postgr
         self._pool: asyncpg.Pool | None = None
         self._writer = GroupCommitWriter(lambda: self._connect("writer"))
         self._accepts = AcceptLane(lambda: self._connect("accept"))
+        self._writer_probe = WriterProbe(
+            lambda: self._writer.submit(lambda conn: conn.fetchval("SELECT 1"))
+        )
         self._notifier = Notifier(
             lambda: self._connect("listen"), lambda *a: self._readers.execute(*a), schema
         )
@@ -153,6 +158,9 @@ class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention, Postgr
             )
             await conn.execute("DELETE FROM request_log WHERE at < $1", now - log_retention)
             await conn.execute(
+                "DELETE FROM console_logouts WHERE ended_at < $1", now - LOGOUTS_KEPT
+            )
+            await conn.execute(
                 "DELETE FROM auth_failures WHERE window_start < $1"
                 " AND (locked_until IS NULL OR locked_until <= $2)",
                 now - idempotency_window,
@@ -197,8 +205,14 @@ class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention, Postgr
         )
         return sorted((run_record(r) for r in rows), key=lambda r: r.seq)
 
-    async def finish_run(self, outcome: RunOutcome) -> None:
-        await self._writer.submit(lambda conn: rt.finish_run(conn, outcome))
+    async def finish_run(self, outcome: RunOutcome, *, again: bool = False) -> bool:
+        return await self._writer.submit(lambda conn: rt.finish_run(conn, outcome, again=again))
+
+    async def release_runs(self, *, agent_id: str | None, keep: list[str]) -> int:
+        released = await self._writer.submit(
+            lambda conn: conn.fetch(rt.RELEASE_RUNS, agent_id, list(keep))
+        )
+        return len(released)
 
     async def finish_heartbeat(self, outcome: HeartbeatOutcome) -> None:
         await self._writer.submit(lambda conn: rt.finish_heartbeat(conn, outcome))

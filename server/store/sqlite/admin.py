@@ -136,6 +136,15 @@ class SQLiteAdminReads(SQLiteParts, ListingShortcuts):
         )
         return payload_record(rows[0]) if rows else None
 
+    async def end_console_session(self, session_id: str, *, now: float) -> None:
+        await self.write(partial(writes.end_console_session, session_id=session_id, now=now))
+
+    async def console_session_ended(self, session_id: str) -> bool:
+        rows = await self._fetch(
+            "SELECT 1 FROM console_logouts WHERE session_id = ?", (session_id,)
+        )
+        return bool(rows)
+
     async def delete_payload(self, request_id: str) -> bool:
         return await self.write(partial(writes.delete_payload, request_id=request_id))
 

@@ -127,6 +127,34 @@ def finish_rows(o: RunOutcome) -> Rows:
     return tuple(rows)
 
 
+def finish_run_again(cur: sqlite3.Cursor, o: RunOutcome) -> bool:
+    """Finish a run whose first finish may have been committed before its answer was lost (the
+    writer died): the same writes, only while the run is still `running`. False: it was not."""
+    row = cur.execute("SELECT state FROM runs WHERE run_id = ?", (o.run_id,)).fetchone()
+    if row is None or row[0] != "running":
+        return False
+    by_sink: dict[Any, list[tuple[Any, ...]]] = {}
+    for sink, values in finish_rows(o):
+        by_sink.setdefault(sink, []).append(values)
+    for sink, rows in by_sink.items():  # in order: inserts, then the run's update
+        for sql, args in sink.statements(rows):
+            cur.execute(sql, args)
+    return True
+
+
+def release_runs(cur: sqlite3.Cursor, agent_id: str | None, keep: tuple[str, ...]) -> int:
+    """Runs (of `agent_id`, when given) left `running` that the only process using the store
+    does not execute (`keep`: those it does): a claim committed whose answer was lost. Back to
+    the queue, without using up an attempt."""
+    return cur.execute(
+        "UPDATE runs SET state = 'queued', started_at = NULL, lease_until = NULL,"
+        " attempts = MAX(attempts - 1, 0)"
+        " WHERE state = 'running' AND (? IS NULL OR agent_id = ?)"
+        " AND run_id NOT IN (SELECT value FROM json_each(?))",
+        (agent_id, agent_id, json.dumps(list(keep))),
+    ).rowcount
+
+
 def finish_heartbeat(cur: sqlite3.Cursor, o: HeartbeatOutcome) -> None:
     cur.execute(
         f"INSERT INTO heartbeats ({HEARTBEAT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -30,6 +30,7 @@ from ..base import (
     RequestLogEntry,
     RunRecord,
 )
+from ..bounded import WriterProbe
 from ..records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
 from ..rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from . import runtime as rt
@@ -76,6 +77,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention, SQLiteToolCall
             )
         else:
             raise ValueError(f"store.writer: {writer!r} is neither 'process' nor 'thread'")
+        self._writer_probe = WriterProbe(lambda: self._writer.submit(writes.probe))
         self._readers = ThreadPoolExecutor(
             max_workers=readers, thread_name_prefix="hookwise-sqlite-read"
         )
@@ -267,8 +269,16 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention, SQLiteToolCall
         )
         return sorted((run_record(r) for r in rows), key=lambda r: r.seq)
 
-    async def finish_run(self, outcome: RunOutcome) -> None:
+    async def finish_run(self, outcome: RunOutcome, *, again: bool = False) -> bool:
+        if again:
+            return await self._writer.submit(partial(rt.finish_run_again, o=outcome))
         await self._writer.submit_rows(rt.finish_rows(outcome), None)
+        return True
+
+    async def release_runs(self, *, agent_id: str | None, keep: list[str]) -> int:
+        return await self._writer.submit(
+            partial(rt.release_runs, agent_id=agent_id, keep=tuple(keep))
+        )
 
     async def finish_heartbeat(self, outcome: HeartbeatOutcome) -> None:
         await self._writer.submit(partial(rt.finish_heartbeat, o=outcome))

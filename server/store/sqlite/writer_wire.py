@@ -19,6 +19,7 @@ from typing import Any
 
 from ....engine import frames
 from ....engine.frames import NO_FRAME
+from ..base import StoreUnavailable
 from .writer import Late
 
 __all__ = ["NO_FRAME", "WriterGone", "frame", "pickle_call", "read_frame", "take_frame"]
@@ -41,7 +42,7 @@ def read_frame(fd: int) -> Any:
     return pickle.loads(frames.read_frame(fd))
 
 
-class WriterGone(RuntimeError):
+class WriterGone(StoreUnavailable):
     """The writer process exited before it answered for a write."""
 
 

@@ -13,11 +13,21 @@ from typing import Any
 
 from ..listing import PAYLOAD_COLUMNS
 from ..records import RetryRequest
+from ..retention import LOGOUTS_KEPT
 
 
 def count(cur: sqlite3.Cursor, sql: str, args: Sequence[Any]) -> int:
     """Run one statement; the number of rows it changed."""
     return cur.execute(sql, args).rowcount
+
+
+def end_console_session(cur: sqlite3.Cursor, session_id: str, now: float) -> None:
+    """A console session was logged out of: its cookie is no session any more."""
+    cur.execute(
+        "INSERT INTO console_logouts (session_id, ended_at) VALUES (?, ?)"
+        " ON CONFLICT (session_id) DO NOTHING",
+        (session_id, now),
+    )
 
 
 def prune_request_records(
@@ -26,6 +36,7 @@ def prune_request_records(
     """Forget idempotency keys and auth failures past their window, and old request-log rows."""
     cur.execute("DELETE FROM idempotency_keys WHERE created_at < ?", (now - idempotency_window,))
     cur.execute("DELETE FROM request_log WHERE at < ?", (now - log_retention,))
+    cur.execute("DELETE FROM console_logouts WHERE ended_at < ?", (now - LOGOUTS_KEPT,))
     cur.execute(
         "DELETE FROM auth_failures WHERE window_start < ?"
         " AND (locked_until IS NULL OR locked_until <= ?)",
@@ -120,3 +131,8 @@ def prune_payloads(cur: sqlite3.Cursor, before: float, batch: int) -> int:
         " WHERE created_at < ? ORDER BY created_at LIMIT ?)",
         (before, batch),
     ).rowcount
+
+
+def probe(cur: sqlite3.Cursor) -> None:
+    """Readiness's write of nothing: the writer answers it when it takes writes."""
+    cur.execute("SELECT 1")
