@@ -7,6 +7,12 @@ mode `now`, a run with `wakeMode: now`). Requests that arrive within the coalesc
 one heartbeat; at most one heartbeat runs at a time, and requests that arrive during one make
 exactly one more. Events are marked consumed in the same commit that records the heartbeat, so a
 crash mid-heartbeat leaves them pending for the next one.
+
+With the agent's tool grant (`agents.list[].tools`, else `agents.defaults.tools`) the model call is
+the run loop of `toolloop`. Before its first tool call, a heartbeat is written `started` and its
+events consumed, durably: whatever happens next (a crash, a timeout, a model error), those events
+are not shown to the model again, so no tool call is repeated for them; the heartbeat's row shows
+what became of them and its tool calls are recorded like a run's.
 """
 
 from __future__ import annotations
@@ -25,11 +31,18 @@ from . import report
 from .ack import is_ack
 from .prompts import MAIN_SYSTEM, heartbeat_prompt
 from .providers.base import ChatMessage, ProviderError
+from .toolloop import BeatTools, converse
 
 log = logging.getLogger("hookwise.heartbeat")
 
 MAX_EVENTS_PER_BEAT = 100
 HISTORY_TURNS = 20
+#: the error of a heartbeat written `started` (it stays only if the beat never finished)
+UNFINISHED = (
+    "the heartbeat had begun calling tools and did not finish (it is still running, or the"
+    " gateway stopped); its events are not shown to the model again so that no tool call is"
+    " repeated"
+)
 
 
 class Heartbeats:
@@ -51,7 +64,10 @@ class Heartbeats:
         agent_id: str = DEFAULT_AGENT_ID,
         session: str = DEFAULT_MAIN_SESSION,
         system_prompt: str | None = None,
+        tools_for: BeatTools | None = None,
     ) -> None:
+        #: the agent's tool grant and where a beat's calls are recorded (None: no tools)
+        self._tools_for = tools_for
         self.agent_id = agent_id
         self._session = session
         self._system = system_prompt or MAIN_SYSTEM
@@ -126,11 +142,34 @@ class Heartbeats:
         ]
         reply = error = model_used = None
         state = "succeeded"
+        event_ids = tuple(e.event_id for e in events)
+
+        async def begin() -> None:  # before the first tool call: see the module's docstring
+            await self._store.finish_heartbeat(
+                HeartbeatOutcome(
+                    heartbeat_id=hb_id,
+                    reason=reason,
+                    state="started",
+                    event_ids=event_ids,
+                    requested_at=requested_at,
+                    started_at=started,
+                    finished_at=self._clock(),
+                    error=UNFINISHED,
+                    agent_id=self.agent_id,
+                )
+            )
+
+        beat_tools = self._tools_for(hb_id, begin) if self._tools_for is not None else None
         try:
             provider, model = self._providers.resolve(self._model)
             async with asyncio.timeout(self._timeout):
-                completion = await provider.complete(
-                    model, messages, thinking=None, deadline=time.monotonic() + self._timeout
+                completion, _calls = await converse(
+                    provider,
+                    model,
+                    messages,
+                    thinking=None,
+                    deadline=time.monotonic() + self._timeout,
+                    tools=beat_tools[0] if beat_tools is not None else None,
                 )
             reply, model_used = (
                 completion.text,
@@ -153,7 +192,10 @@ class Heartbeats:
             heartbeat_id=hb_id,
             reason=reason,
             state=state,
-            event_ids=tuple(e.event_id for e in events) if state == "succeeded" else (),
+            # consumed when answered, and once tools were called for them whatever the end
+            event_ids=event_ids
+            if state == "succeeded" or (beat_tools is not None and beat_tools[1].began)
+            else (),
             requested_at=requested_at,
             started_at=started,
             finished_at=self._clock(),
