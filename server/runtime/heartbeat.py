@@ -159,7 +159,7 @@ class Heartbeats:
                 )
             )
 
-        beat_tools = self._tools_for(hb_id, begin) if self._tools_for is not None else None
+        tools, recorder = (None, None) if self._tools_for is None else self._tools_for(hb_id, begin)
         try:
             provider, model = self._providers.resolve(self._model)
             async with asyncio.timeout(self._timeout):
@@ -169,7 +169,7 @@ class Heartbeats:
                     messages,
                     thinking=None,
                     deadline=time.monotonic() + self._timeout,
-                    tools=beat_tools[0] if beat_tools is not None else None,
+                    tools=tools,
                 )
             reply, model_used = (
                 completion.text,
@@ -194,7 +194,7 @@ class Heartbeats:
             state=state,
             # consumed when answered, and once tools were called for them whatever the end
             event_ids=event_ids
-            if state == "succeeded" or (beat_tools is not None and beat_tools[1].began)
+            if state == "succeeded" or (recorder is not None and recorder.began)
             else (),
             requested_at=requested_at,
             started_at=started,

@@ -322,8 +322,9 @@ class BeatTools:
 
     def __call__(
         self, heartbeat_id: str, begin: Callable[[], Awaitable[None]]
-    ) -> tuple[RunTools, BeatRecorder] | None:
+    ) -> tuple[RunTools | None, BeatRecorder | None]:
+        """The beat's tools and its recorder (whether a call was made), or none of either."""
         if not self._host.connections or not self._grant:
-            return None
+            return None, None
         recorder = BeatRecorder(self._store, begin)
         return RunTools(self._host, self._grant, recorder, heartbeat_id, self._keep), recorder

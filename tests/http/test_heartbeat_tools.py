@@ -28,6 +28,7 @@ def _config(**tools: Any) -> dict[str, Any]:
             "list": [
                 {"id": "main", "default": True},  # no grant: its heartbeats see no tool
                 {"id": "ops", "heartbeat": BEAT, "tools": ["t.echo", "t.sleep"]},
+                {"id": "hasty", "heartbeat": BEAT, "tools": ["t.sleep"], "timeoutSeconds": 2},
             ],
         },
         "tools": {"mcpServers": {"t": stdio_command()}, **tools},
@@ -97,6 +98,19 @@ def test_an_agent_without_a_grant_has_heartbeats_without_tools(gw: GatewayProces
     assert beat["state"] == "succeeded", beat
     assert beat["toolCalls"] == []
     assert "for main" in beat["reply"]
+
+
+def test_a_heartbeat_that_ends_badly_after_a_call_still_consumes_its_events(
+    gw: GatewayProcess,
+) -> None:
+    first = _wake(gw, 'slow check\ncall t.sleep {"seconds": 20}', "hasty")
+    beat = _beat_of(gw, first, "hasty")
+    assert beat["state"] == "timed_out" and beat["events"] == 1, beat
+    assert [(c["tool"], c["outcome"]) for c in beat["toolCalls"]] == [("sleep", "started")]
+    # the next heartbeat answers only the newer event: the call is not made again
+    later = _beat_of(gw, _wake(gw, "next one", "hasty"), "hasty")
+    assert later["heartbeatId"] != beat["heartbeatId"]
+    assert later["toolCalls"] == [] and "slow check" not in later["reply"]
 
 
 def test_started_is_a_heartbeat_state_the_listing_filters_on(gw: GatewayProcess) -> None:
