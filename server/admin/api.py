@@ -172,7 +172,7 @@ class AdminController(Controller):
             items=[Delivery.of(d) for d in page.items], next_cursor=page.next_cursor
         )
 
-    @get("/heartbeats", summary="Heartbeats of the main session, newest first")
+    @get("/heartbeats", summary="Heartbeats of the main sessions, newest first, with tool calls")
     async def heartbeats(
         self,
         request: Request,
@@ -184,9 +184,14 @@ class AdminController(Controller):
     ) -> HeartbeatPage:
         check_choice("state", heartbeat_state, HEARTBEAT_STATES)
         found = filters(since, until, state=heartbeat_state)
-        page = await store_of(request).admin_list("heartbeats", found, limit=limit, cursor=cursor)
+        store = store_of(request)
+        page = await store.admin_list("heartbeats", found, limit=limit, cursor=cursor)
+        calls: dict[str, list[Any]] = {}
+        for call in await store.tool_calls_of([h.heartbeat_id for h in page.items]):
+            calls.setdefault(call.run_id, []).append(call)
         return HeartbeatPage(
-            items=[Heartbeat.of(h) for h in page.items], next_cursor=page.next_cursor
+            items=[Heartbeat.of(h, calls.get(h.heartbeat_id, ())) for h in page.items],
+            next_cursor=page.next_cursor,
         )
 
     @get("/requests", summary="The request log, newest first: never a payload or a token")

@@ -7,6 +7,7 @@ Times are ISO-8601 strings in UTC with millisecond precision (`2026-11-24T23:52:
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -223,6 +224,10 @@ class RunDetail(Run, kw_only=True):
 
 
 class Heartbeat(Model, kw_only=True):
+    """A heartbeat of an agent's main session. `state` `started` marks one that had begun
+    calling tools and has not finished (still running, or interrupted); `toolCalls` are its
+    MCP tool calls, in order (in listings)."""
+
     heartbeat_id: str
     agent_id: str
     reason: str
@@ -235,9 +240,10 @@ class Heartbeat(Model, kw_only=True):
     error: str | None
     acknowledged: bool
     model_used: str | None
+    tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
 
     @classmethod
-    def of(cls, h: HeartbeatRecord) -> Heartbeat:
+    def of(cls, h: HeartbeatRecord, tool_calls: Sequence[ToolCallRecord] = ()) -> Heartbeat:
         return cls(
             heartbeat_id=h.heartbeat_id,
             agent_id=h.agent_id,
@@ -251,6 +257,7 @@ class Heartbeat(Model, kw_only=True):
             error=h.error,
             acknowledged=h.acknowledged,
             model_used=h.model_used,
+            tool_calls=[ToolCall.of(c) for c in tool_calls],
         )
 
 

@@ -20,7 +20,7 @@ RUN_STATES = ("queued", "running", "succeeded", "failed", "timed_out")
 RETRYABLE_RUN_STATES = ("failed", "timed_out")
 DELIVERY_STATES = ("pending", "sent", "skipped", "failed")
 RETRYABLE_DELIVERY_STATES = ("failed",)
-HEARTBEAT_STATES = ("succeeded", "failed", "timed_out")
+HEARTBEAT_STATES = ("succeeded", "failed", "timed_out", "started")
 
 FILTER_COLUMNS = {
     "state": "state",

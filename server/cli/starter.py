@@ -50,6 +50,7 @@ agents:
     # The built-in echo model answers `echo: <message>`, so everything works offline.
     model: echo/echo
     # model: local/llama3.2              # a provider below, then the model name
+    # tools: [monitoring.query]          # what /agent runs and heartbeats may call (none)
 # models:
 #   providers:
 #     # Any OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio):

@@ -33,7 +33,7 @@ from .heartbeat import Heartbeats
 from .providers.registry import Providers
 from .routing import Router
 from .runs import RunWorkers
-from .toolloop import LaneTools, StoreRecorder
+from .toolloop import BeatTools, LaneTools, StoreRecorder
 
 log = logging.getLogger("hookwise.runtime")
 
@@ -80,6 +80,7 @@ class Runtime:
         #: a mapping's tool grant by rule id (the gateway points it at its live rules)
         self.rule_tools: Any = lambda rule_id: ()
         several = len(self.roster.agents) > 1
+        keep_payloads = config.hooks.retain_payloads is not None
         #: each agent's heartbeat and run lane, by agent id
         self.heartbeats: dict[str, Heartbeats] = {}
         self.lanes: dict[str, RunWorkers] = {}
@@ -97,6 +98,9 @@ class Runtime:
                 agent_id=agent.id,
                 session=agent.main_session,
                 system_prompt=agent.system_prompt,
+                tools_for=BeatTools(
+                    self.tool_host, store, agent_tools=agent.tools, keep_payloads=keep_payloads
+                ),
             )
             self.lanes[agent.id] = RunWorkers(
                 store=store,
@@ -117,7 +121,7 @@ class Runtime:
                     StoreRecorder(store),
                     agent_tools=agent.tools,
                     rule_tools=lambda rule_id: self.rule_tools(rule_id),
-                    keep_payloads=config.hooks.retain_payloads is not None,
+                    keep_payloads=keep_payloads,
                 ),
                 alone=not shared,
             )

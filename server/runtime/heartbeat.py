@@ -11,6 +11,12 @@ crash mid-heartbeat leaves them pending for the next one.
 A heartbeat takes a batch bounded by count, characters and read time (`BEAT_MAX_*`), not a
 fixed hundred: under a flood it consumes thousands of events at once, and the model reads them
 as a bounded digest (`digest`); when a bound stopped the batch, another heartbeat follows.
+
+With the agent's tool grant (`agents.list[].tools`, else `agents.defaults.tools`) the model call is
+the run loop of `toolloop`. Before its first tool call, a heartbeat is written `started` and its
+events consumed, durably: whatever happens next (a crash, a timeout, a model error), those events
+are not shown to the model again, so no tool call is repeated for them; the heartbeat's row shows
+what became of them and its tool calls are recorded like a run's.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from . import report
 from .ack import is_ack
 from .prompts import MAIN_SYSTEM, heartbeat_prompt
 from .providers.base import ChatMessage, ProviderError
+from .toolloop import BeatTools, converse
 
 log = logging.getLogger("hookwise.heartbeat")
 
@@ -40,6 +47,12 @@ BEAT_MAX_CHARS = 4_000_000  # of event text
 BEAT_MAX_READ_SECONDS = 0.5
 BEAT_PAGE = 500
 HISTORY_TURNS = 20
+#: the error of a heartbeat written `started` (it stays only if the beat never finished)
+UNFINISHED = (
+    "the heartbeat had begun calling tools and did not finish (it is still running, or the"
+    " gateway stopped); its events are not shown to the model again so that no tool call is"
+    " repeated"
+)
 
 
 class Heartbeats:
@@ -61,7 +74,10 @@ class Heartbeats:
         agent_id: str = DEFAULT_AGENT_ID,
         session: str = DEFAULT_MAIN_SESSION,
         system_prompt: str | None = None,
+        tools_for: BeatTools | None = None,
     ) -> None:
+        #: the agent's tool grant and where a beat's calls are recorded (None: no tools)
+        self._tools_for = tools_for
         self.agent_id = agent_id
         self._session = session
         self._system = system_prompt or MAIN_SYSTEM
@@ -136,11 +152,34 @@ class Heartbeats:
         ]
         reply = error = model_used = None
         state = "succeeded"
+        event_ids = tuple(e.event_id for e in events)
+
+        async def begin() -> None:  # before the first tool call: see the module's docstring
+            await self._store.finish_heartbeat(
+                HeartbeatOutcome(
+                    heartbeat_id=hb_id,
+                    reason=reason,
+                    state="started",
+                    event_ids=event_ids,
+                    requested_at=requested_at,
+                    started_at=started,
+                    finished_at=self._clock(),
+                    error=UNFINISHED,
+                    agent_id=self.agent_id,
+                )
+            )
+
+        tools, recorder = (None, None) if self._tools_for is None else self._tools_for(hb_id, begin)
         try:
             provider, model = self._providers.resolve(self._model)
             async with asyncio.timeout(self._timeout):
-                completion = await provider.complete(
-                    model, messages, thinking=None, deadline=time.monotonic() + self._timeout
+                completion, _calls = await converse(
+                    provider,
+                    model,
+                    messages,
+                    thinking=None,
+                    deadline=time.monotonic() + self._timeout,
+                    tools=tools,
                 )
             reply, model_used = (
                 completion.text,
@@ -163,7 +202,10 @@ class Heartbeats:
             heartbeat_id=hb_id,
             reason=reason,
             state=state,
-            event_ids=tuple(e.event_id for e in events) if state == "succeeded" else (),
+            # consumed when answered, and once tools were called for them whatever the end
+            event_ids=event_ids
+            if state == "succeeded" or (recorder is not None and recorder.began)
+            else (),
             requested_at=requested_at,
             started_at=started,
             finished_at=self._clock(),

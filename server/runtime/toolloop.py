@@ -14,7 +14,10 @@ Names: a tool is offered under a wire name that both APIs accept (`<server>__<to
 invents, or a tool outside the grant, is never called.
 
 Every call made is recorded through `ToolRecorder`: a `started` row before it is made (so a run
-interrupted mid-call is known to have called tools) and its outcome after.
+interrupted mid-call is known to have called tools) and its outcome after. A heartbeat uses the
+same loop with the agent's grant (`BeatTools`); its recorder first writes the heartbeat itself as
+`started`, consuming its events, so that a heartbeat cut off after calling tools never hands
+those events to the model again.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -280,3 +283,48 @@ class LaneTools:
         if not grant:
             return None
         return RunTools(self._host, grant, self._recorder, run.run_id, self._keep)
+
+
+class BeatRecorder:
+    """A heartbeat's `ToolRecorder`: before its first call is recorded, `begin` runs once (it
+    writes the heartbeat `started`, consuming its events); a heartbeat has no earlier attempts."""
+
+    def __init__(self, store: Any, begin: Callable[[], Awaitable[None]]) -> None:
+        self._store = store
+        self._begin: Callable[[], Awaitable[None]] | None = begin
+
+    @property
+    def began(self) -> bool:
+        """Whether a call was (about to be) made."""
+        return self._begin is None
+
+    async def record(self, calls: Sequence[ToolCallRecord]) -> None:
+        if self._begin is not None:
+            begin, self._begin = self._begin, None
+            await begin()
+        await self._store.record_tool_calls(calls)
+
+    async def previous(self, run_id: str) -> tuple[int, int]:
+        return 0, 0
+
+
+class BeatTools:
+    """For one agent's heartbeat: the `RunTools` of each beat, with the agent's grant
+    (`agents.list[].tools`, else `agents.defaults.tools`)."""
+
+    def __init__(
+        self, host: ToolHost, store: Any, *, agent_tools: Sequence[str], keep_payloads: bool
+    ) -> None:
+        self._host = host
+        self._store = store
+        self._grant = Grant.parse(agent_tools)
+        self._keep = keep_payloads
+
+    def __call__(
+        self, heartbeat_id: str, begin: Callable[[], Awaitable[None]]
+    ) -> tuple[RunTools | None, BeatRecorder | None]:
+        """The beat's tools and its recorder (whether a call was made), or none of either."""
+        if not self._host.connections or not self._grant:
+            return None, None
+        recorder = BeatRecorder(self._store, begin)
+        return RunTools(self._host, self._grant, recorder, heartbeat_id, self._keep), recorder

@@ -41,6 +41,11 @@ HEARTBEAT_COLUMNS = (
     "heartbeat_id, reason, state, events, requested_at, started_at, finished_at, reply, error, "
     "acknowledged, model_used, agent_id"
 )
+#: a heartbeat row is written `started` before its first tool call and replaced by its outcome
+HEARTBEAT_UPSERT = " ON CONFLICT (heartbeat_id) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}"
+    for c in ("state", "events", "finished_at", "reply", "error", "acknowledged", "model_used")
+)
 
 
 def delivery_record(row: tuple[Any, ...]) -> DeliveryRecord:

@@ -1,5 +1,8 @@
 """A run's tool calls as stored: one row per call (`run_tool_calls`), keyed by run and order.
 
+A heartbeat's calls are rows of the same table, under the heartbeat's id in `run_id` (ids are
+unique across runs and heartbeats): one record, one recovery rule, one set of metrics.
+
 A row is written `started` before the call is made and rewritten with its outcome (`ok`,
 `error`, `timeout`) after, so a run interrupted between the two leaves a trace. Arguments and
 results are kept only where the operator keeps payloads (`hooks.retainPayloads`); their size and

@@ -70,6 +70,9 @@ def quickstart_server(tmp_path: Path) -> Iterator[str]:
             "state",
         ],
         cwd=tmp_path,
+        # as after `. .venv/bin/activate` (or ./scripts/serve): the quick start's MCP server runs
+        # on `python` from PATH
+        env={**os.environ, "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}"},
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )

@@ -19,6 +19,7 @@ from hookwise.server.store.records import (
     RunOutcome,
     Turn,
 )
+from hookwise.server.store.toolcalls import ToolCallRecord
 from tests.store.conftest import Backend
 from tests.store.support import (
     NOW,
@@ -318,13 +319,13 @@ def heartbeat(
     )
 
 
-def test_a_succeeded_heartbeat_consumes_its_events_and_a_failed_one_does_not(
+def test_a_heartbeat_consumes_the_events_it_names_and_a_failed_one_names_none(
     backend: Backend,
 ) -> None:
     async def body(store: Any) -> None:
         a, b, c = new_event(text="a"), new_event(text="b"), new_event(text="c")
         await store.accept(accept_op(events=(a, b, c)))
-        await store.finish_heartbeat(heartbeat((a.event_id, b.event_id), state="failed", hb="hb-1"))
+        await store.finish_heartbeat(heartbeat((), state="failed", hb="hb-1"))
         assert [e.text for e in await store.pending_events("main", limit=10)] == ["a", "b", "c"]
         await store.finish_heartbeat(
             heartbeat((a.event_id, b.event_id), state="succeeded", hb="hb-2")
@@ -340,6 +341,53 @@ def test_a_succeeded_heartbeat_consumes_its_events_and_a_failed_one_does_not(
             Turn("assistant", "reply of hb-1"),
             Turn("assistant", "reply of hb-2"),
         ]
+
+    backend.run(body)
+
+
+def test_a_heartbeat_written_started_is_replaced_by_its_outcome(backend: Backend) -> None:
+    """Before its first tool call a heartbeat is written `started`, consuming its events; its
+    outcome then replaces that row (one row, in its place); the events stay consumed."""
+
+    async def body(store: Any) -> None:
+        a, b = new_event(text="a"), new_event(text="b")
+        await store.accept(accept_op(events=(a, b)))
+        started = attrs.evolve(
+            heartbeat((a.event_id,), state="failed", hb="hb-t"),
+            state="started",
+            error="did not finish",
+            turns=(),
+            finished_at=NOW + 1,
+        )
+        await store.finish_heartbeat(started)
+        assert [e.text for e in await store.pending_events("main", limit=10)] == ["b"]
+        [row] = await store.list_heartbeats(limit=10)
+        assert (row.state, row.events, row.error) == ("started", 1, "did not finish")
+        await store.finish_heartbeat(heartbeat((a.event_id,), state="failed", hb="hb-t"))
+        [row] = await store.list_heartbeats(limit=10)
+        assert (row.heartbeat_id, row.state, row.error, row.events) == ("hb-t", "failed", "boom", 1)
+        assert (row.started_at, row.finished_at) == (NOW, NOW + 2)
+        assert [e.text for e in await store.pending_events("main", limit=10)] == ["b"]
+        assert await store.session_turns("main", limit=10) == [Turn("assistant", "reply of hb-t")]
+
+    backend.run(body)
+
+
+def test_the_tool_calls_of_several_runs_or_heartbeats_in_one_read(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        def call(owner: str, seq: int, outcome: str = "ok") -> ToolCallRecord:
+            return ToolCallRecord(owner, seq, "t", f"tool{seq}", outcome, NOW + seq)
+
+        await store.record_tool_calls([call("hb-1", 2, "started"), call("hb-1", 1), call("r", 1)])
+        await store.record_tool_calls([call("hb-1", 2)])  # the outcome replaces the row
+        found = await store.tool_calls_of(["hb-1", "other", "r"])
+        assert sorted((c.run_id, c.seq, c.outcome) for c in found) == [
+            ("hb-1", 1, "ok"),
+            ("hb-1", 2, "ok"),
+            ("r", 1, "ok"),
+        ]
+        assert [c.seq for c in found if c.run_id == "hb-1"] == [1, 2]
+        assert await store.tool_calls_of([]) == []
 
     backend.run(body)
 

@@ -17,6 +17,7 @@ from ..records import HeartbeatOutcome, NewDelivery, NewTurn, Route, RunOutcome
 from ..rows import (
     DELIVERY_COLUMNS,
     HEARTBEAT_COLUMNS,
+    HEARTBEAT_UPSERT,
     RUN_COLUMNS,
     delivery_row,
     event_row,
@@ -163,7 +164,7 @@ async def finish_run(conn: asyncpg.Connection, o: RunOutcome, *, again: bool = F
 async def finish_heartbeat(conn: asyncpg.Connection, o: HeartbeatOutcome) -> None:
     await conn.execute(
         f"INSERT INTO heartbeats ({HEARTBEAT_COLUMNS})"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)" + HEARTBEAT_UPSERT,
         o.heartbeat_id,
         o.reason,
         o.state,
@@ -177,7 +178,7 @@ async def finish_heartbeat(conn: asyncpg.Connection, o: HeartbeatOutcome) -> Non
         o.model_used,
         o.agent_id,
     )
-    if o.state == "succeeded" and o.event_ids:
+    if o.event_ids:  # the beat's caller passes none when they stay pending
         await conn.execute(
             "UPDATE events SET consumed_at = $1, heartbeat_id = $2"
             " WHERE event_id = ANY($3::text[]) AND consumed_at IS NULL",

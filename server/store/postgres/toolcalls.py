@@ -30,3 +30,13 @@ class PostgresToolCalls(PostgresParts):
             f"SELECT {COLUMNS} FROM run_tool_calls WHERE run_id = $1 ORDER BY seq", run_id
         )
         return [ToolCallRecord.from_row(tuple(r)) for r in rows]
+
+    async def tool_calls_of(self, owner_ids: Sequence[str]) -> list[ToolCallRecord]:
+        if not owner_ids:
+            return []
+        rows = await self._readers.fetch(
+            f"SELECT {COLUMNS} FROM run_tool_calls WHERE run_id = ANY($1::text[])"
+            " ORDER BY run_id, seq",
+            list(owner_ids),
+        )
+        return [ToolCallRecord.from_row(tuple(r)) for r in rows]

@@ -22,6 +22,7 @@ from ..records import (
 from ..rows import (
     DELIVERY_COLUMNS,
     HEARTBEAT_COLUMNS,
+    HEARTBEAT_UPSERT,
     RUN_COLUMNS,
     delivery_row,
     event_row,
@@ -157,7 +158,8 @@ def release_runs(cur: sqlite3.Cursor, agent_id: str | None, keep: tuple[str, ...
 
 def finish_heartbeat(cur: sqlite3.Cursor, o: HeartbeatOutcome) -> None:
     cur.execute(
-        f"INSERT INTO heartbeats ({HEARTBEAT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO heartbeats ({HEARTBEAT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        + HEARTBEAT_UPSERT,
         (
             o.heartbeat_id,
             o.reason,
@@ -173,7 +175,7 @@ def finish_heartbeat(cur: sqlite3.Cursor, o: HeartbeatOutcome) -> None:
             o.agent_id,
         ),
     )
-    if o.state == "succeeded" and o.event_ids:
+    if o.event_ids:  # the beat's caller passes none when they stay pending
         # one statement for the whole beat (a statement per event held the writer, and every
         # request waiting on it, for as many statements as the beat consumed events)
         cur.execute(

@@ -3,6 +3,7 @@ replaced when the call's outcome arrives), read on a reader connection."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from functools import partial
@@ -30,6 +31,19 @@ class SQLiteToolCalls(SQLiteParts):
         rows = await self._read(
             lambda conn: conn.execute(
                 f"SELECT {COLUMNS} FROM run_tool_calls WHERE run_id = ? ORDER BY seq", (run_id,)
+            ).fetchall()
+        )
+        return [ToolCallRecord.from_row(r) for r in rows]
+
+    async def tool_calls_of(self, owner_ids: Sequence[str]) -> list[ToolCallRecord]:
+        if not owner_ids:
+            return []
+        ids = json.dumps(list(owner_ids))
+        rows = await self._read(
+            lambda conn: conn.execute(
+                f"SELECT {COLUMNS} FROM run_tool_calls"
+                " WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, seq",
+                (ids,),
             ).fetchall()
         )
         return [ToolCallRecord.from_row(r) for r in rows]
