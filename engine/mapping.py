@@ -17,6 +17,7 @@ import attrs
 
 from .convert import converter
 from .durations import Duration
+from .limits import RateLimitConfig, RouteLimitsConfig, positive
 
 
 @attrs.frozen
@@ -165,6 +166,13 @@ class MappingConfig:
     # Deduplication of provider retries: off, provider (the scheme's delivery id, the
     # default), or {header: ...} / {jsonpath: ...}.
     dedupe: Literal["off", "provider"] | DedupeConfig | None = None
+    # Per-route limits (`hookwise.engine.limits`): shared by every rule on the rule's path.
+    rate_limit: RateLimitConfig | None = None
+    max_in_flight: int | None = attrs.field(default=None, validator=positive)
+
+    @property
+    def limits(self) -> RouteLimitsConfig:
+        return RouteLimitsConfig(self.rate_limit, self.max_in_flight)
 
 
 _structure_extract_mapping = converter.get_structure_hook(ExtractConfig)

@@ -87,6 +87,20 @@ class _Metrics:
         self.heartbeats = counter(
             "hookwise_heartbeats", "Heartbeats ended, by outcome", ("agent", "outcome")
         )
+        self.limited = counter(
+            "hookwise_limited",
+            "Hook requests refused by a per-route limit (rate_limited, too_many_in_flight)",
+            ("route", "code"),
+        )
+        from prometheus_client import Gauge
+
+        self.in_flight = Gauge(
+            "hookwise_in_flight",
+            "Hook requests being handled now, per route with a maxInFlight limit",
+            ("route",),
+            registry=reg,
+            multiprocess_mode="livesum",
+        )
         self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def http_children(self, route: str, status: int) -> tuple[Any, Any]:
@@ -131,6 +145,16 @@ def run_ended(agent: str, state: str, duration: float | None) -> None:
 def delivery(channel: str | None, state: str) -> None:
     if _metrics is not None:
         _metrics.deliveries.labels(channel or "none", state).inc()
+
+
+def limited(route: str, code: str) -> None:
+    if _metrics is not None:
+        _metrics.limited.labels(route, code).inc()
+
+
+def in_flight(route: str, delta: int) -> None:
+    if _metrics is not None:
+        _metrics.in_flight.labels(route).inc(delta)
 
 
 def provider_request(provider: str, status: int | str) -> None:

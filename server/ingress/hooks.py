@@ -53,6 +53,7 @@ from .auth import (
     presented_token,
 )
 from .dispatch import Dispatcher, RequestMeta, respond_body
+from .limits import Limited, RouteLimiter
 from .payload import content_type, parse_payload, takes_arrays
 
 log = logging.getLogger("hookwise.hooks")
@@ -163,8 +164,11 @@ class HookEndpoint:
         throttle: AuthThrottle | SharedAuthThrottle,
         dispatcher: Dispatcher,
         rules: Callable[[], Any] = lambda: None,
+        limiter: RouteLimiter | None = None,
     ) -> None:
         self.settings = settings
+        #: per-route `rateLimit` and `maxInFlight` (429), counted before the body is read
+        self._limiter = limiter or RouteLimiter(lambda _: None, str)
         self._token = token
         self._throttle = throttle
         self._dispatcher = dispatcher
@@ -215,19 +219,22 @@ class HookEndpoint:
                 raise RequestError(
                     404, "not_found", "name a hook: {hook_path}/wake, /agent or a mapping"
                 )
-            body = b""
-            if scope["method"] == "POST":
-                body = await read_body(
-                    receive,
-                    declared=content_length(headers),
-                    limit=self.settings.max_body_bytes,
-                    timeout=self.settings.body_timeout,
-                )
-            meta.size = len(body)
-            if self.settings.retain_payloads and not by_signature:
-                # signature-authenticated requests are kept once their door has checked them
-                self._retain(sub, headers, scope.get("query_string", b""), body, meta)
-            return await self._handle(sub, headers, scope, body, meta, send, door)
+            async with self._limiter.admit(sub, client):
+                body = b""
+                if scope["method"] == "POST":
+                    body = await read_body(
+                        receive,
+                        declared=content_length(headers),
+                        limit=self.settings.max_body_bytes,
+                        timeout=self.settings.body_timeout,
+                    )
+                meta.size = len(body)
+                if self.settings.retain_payloads and not by_signature:
+                    # signature-authenticated requests are kept once their door has checked them
+                    self._retain(sub, headers, scope.get("query_string", b""), body, meta)
+                return await self._handle(sub, headers, scope, body, meta, send, door)
+        except Limited as e:  # not in the request log: a flood must not become store writes
+            return await send_error(send, e.error, e.headers)
         except _LockedOut as e:
             return await send_error(
                 send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())]
