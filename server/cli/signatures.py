@@ -1,4 +1,5 @@
-"""`hookwise webhooks sign`: print the headers a provider would send with a payload.
+"""`hookwise webhooks sign`: print the headers a provider would send with a payload;
+`hookwise webhooks schemes`: the table of schemes a verify block may name (`--json`: a list).
 
 For curl and for tests: `hookwise webhooks sign --scheme stripe --secret-file s --payload e.json`
 prints `Stripe-Signature: t=...,v1=...` (one `Name: value` line per header, ready for `curl -H`).
@@ -10,6 +11,7 @@ the same signing for `hookwise rules test --sign`, with the secret of the block 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import uuid
@@ -82,6 +84,38 @@ def cmd_sign(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tolerance(row: dict[str, Any]) -> str:
+    if row["timestamped"] is False:
+        return "-"
+    value = row["tolerance"]
+    return f"{value:g}s" if value is not None else "unchecked"
+
+
+def cmd_schemes(args: argparse.Namespace) -> int:
+    from ...engine.signatures.catalogue import catalogue
+    from .admin import table
+
+    rows = catalogue()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    shown = [
+        {
+            **row,
+            "name": row["name"] + (f" (= {row['aliasOf']})" if "aliasOf" in row else ""),
+            "tolerance": _tolerance(row),
+            "deliveryId": row["deliveryId"] or "-",
+            "handshake": row["handshake"] or "-",
+        }
+        for row in rows
+    ]
+    columns = [("NAME", "name"), ("HEADERS", "headers"), ("SIGNED", "signed")]
+    columns += [("ALGORITHM", "algorithm"), ("TOLERANCE", "tolerance")]
+    columns += [("DELIVERY ID", "deliveryId"), ("HANDSHAKE", "handshake")]
+    table(shown, columns, sys.stdout)
+    return 0
+
+
 def rules_test_sign(ruleset: Any, request: InboundRequest, url: str | None) -> InboundRequest:
     """`request` signed with the secret of the verify block guarding its path (or of the rule
     it selects), as the provider would sign it."""
@@ -110,7 +144,21 @@ def rules_test_sign(ruleset: Any, request: InboundRequest, url: str | None) -> I
 
 
 def add_cli(providers: Any) -> None:
-    """Add `sign` under `hookwise webhooks`."""
+    """Add `sign` and `schemes` under `hookwise webhooks`."""
+    listing = providers.add_parser(
+        "schemes",
+        help="list the signature schemes a verify block may name",
+        description="The signature schemes a verify block may name: the headers each reads, "
+        "what it signs, its algorithm, the default tolerance of its signed timestamp, the "
+        "delivery id that deduplicates retries, and the handshake hookwise answers.",
+    )
+    listing.add_argument(
+        "--json",
+        action="store_true",
+        help="a JSON list of objects (name, headers, signed, algorithm, encoding, tolerance, "
+        "timestamped, deliveryId, handshake, key, doc; aliasOf for an alias)",
+    )
+    listing.set_defaults(func=cmd_schemes)
     p = providers.add_parser(
         "sign",
         help="print the headers a provider would send with a payload",
