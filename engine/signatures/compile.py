@@ -76,6 +76,27 @@ def _whsec(secret: str) -> bytes | None:
     return _b64(body)
 
 
+def _hex(value: str) -> bytes | None:
+    try:
+        return bytes.fromhex(value) or None
+    except ValueError:
+        return None
+
+
+def _strict_b64(value: str) -> bytes | None:
+    try:
+        return base64.b64decode(value, validate=True) or None
+    except (binascii.Error, ValueError):
+        return None
+
+
+#: secrets given encoded: how each is decoded, and what it must be
+_DECODED: dict[str, tuple[Callable[[str], bytes | None], str]] = {
+    "base64-secret": (_strict_b64, "the base64 the provider gives (macSecretBase64)"),
+    "hex-secret": (_hex, "hex digits, as the provider gives it"),
+}
+
+
 def _public_key(scheme: Scheme, value: str) -> Any:
     """A cryptography public key, or None when `value` is not one for `scheme`."""
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519
@@ -189,9 +210,17 @@ def compile_verifier(config: VerifyConfig, base_dir: Path, where: str) -> Verifi
                     if decoded is None:
                         fail(shown, "a standard-webhooks secret must be whsec_ followed by base64")
                     raw.append(decoded or b"")
+                elif scheme.key in _DECODED:
+                    decoded = _DECODED[scheme.key][0](secret.strip())
+                    if decoded is None:
+                        fail(shown, f"the {config.scheme} secret is {_DECODED[scheme.key][1]}")
+                    raw.append(decoded or b"")
                 else:
                     raw.append(secret.encode("utf-8"))
             keys = Keys(secrets=tuple(raw))
+        if scheme.signature.header.lower() == "authorization" and config.auth != "signature":
+            fail("auth", f"the {config.scheme} scheme reads the Authorization header, where a hook"
+                 " token would be: give auth: signature")  # fmt: skip
         if scheme.timestamp is None and config.tolerance is not None:
             fail("tolerance", f"the {config.scheme} scheme signs no timestamp; remove tolerance")
         if config.tolerance is not None and config.tolerance <= 0:

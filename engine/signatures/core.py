@@ -34,7 +34,7 @@ from ..extract import JsonPath, JsonPathError, compile_jsonpath
 from ..request import InboundRequest
 
 Algorithm = Literal["sha1", "sha256", "sha512", "token", "ed25519", "ecdsa-p256"]
-Encoding = Literal["hex", "base64", "raw"]
+Encoding = Literal["hex", "base64", "base64url", "raw"]
 TimeUnit = Literal["s", "ms", "rfc3339"]
 DEFAULT_TOLERANCE = 300.0
 MAX_SIGNATURES = 16  # signatures considered per request (a header may list several)
@@ -106,7 +106,11 @@ class Scheme:
     timestamp: str | None = None  # "header:<name>", "label" (in the signature header), "$.path"
     timestamp_unit: TimeUnit = "s"
     tolerance: float | None = None  # default; None: the age is checked only when configured
-    key: Literal["secret", "whsec", "ed25519-hex", "whpk", "ecdsa-spki"] = "secret"
+    # how the configured secret becomes the key: as text, Standard Webhooks' whsec_, decoded
+    # from base64 (Airtable) or hex (Close, Squarespace); or a public key
+    key: Literal[
+        "secret", "whsec", "base64-secret", "hex-secret", "ed25519-hex", "whpk", "ecdsa-spki"
+    ] = "secret"
     delivery_id: str | None = None  # a header name, or a JSONPath into the payload
     handshake: str | None = None
     header_aliases: Mapping[str, str] = attrs.field(factory=dict)  # name -> the other name
@@ -251,6 +255,8 @@ def decode(value: str, encoding: Encoding) -> bytes | None:
         except ValueError:
             return None
     try:
+        if encoding == "base64url":  # sent without its padding (Sanity)
+            return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)) or None
         return base64.b64decode(value, validate=True) or None
     except (binascii.Error, ValueError):
         return None

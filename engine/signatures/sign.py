@@ -47,6 +47,8 @@ def _stamp(unit: str, now: datetime) -> str:
 
 
 def _encode(digest: bytes, encoding: str) -> str:
+    if encoding == "base64url":
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
     return digest.hex() if encoding == "hex" else base64.b64encode(digest).decode()
 
 
