@@ -3,14 +3,16 @@
 Run from the repository root:
 
     .venv/bin/python bench/limits.py [--duration 10] [--warmup 2] [--flood-connections 32]
-                                     [--store URL | --pg] [--rounds N]
+                                     [--flood-delay-ms N] [--store URL | --pg] [--rounds N]
 
 One hookwise (default durable SQLite store, or PostgreSQL with `--pg`: a fresh database on
-127.0.0.1:5432, dropped afterwards) with three mappings: `ping` (the route measured, no limit),
-`flood-rate` (`rateLimit: {requests: 30, per: 1m}`) and `flood-cap` (`maxInFlight: 4`). Each
-round measures `ping`'s latency with `wrk --latency -c2` three times: unloaded, during a wrk
-flood of `--flood-connections` connections on `flood-rate`, and during one on `flood-cap`
-(flood and probe start together; the probe runs 1 s shorter inside the flood). It prints p50 and
+127.0.0.1:5432, dropped afterwards) with four mappings: `ping` (the route measured, no limit),
+`flood-rate` (`rateLimit: {requests: 30, per: 1m}`), `flood-cap` (`maxInFlight: 4`) and
+`flood-free` (no limit: what the limits spare the other routes). Each round measures `ping`'s
+latency with `wrk --latency -c2`: unloaded, then during a wrk flood of `--flood-connections`
+connections on each flood route in turn (flood and probe start together, the probe 1 s shorter
+inside the flood). `--flood-delay-ms N` paces each flood connection (N ms between requests);
+0 floods as fast as wrk can. It prints p50 and
 p99 of `ping`, the flood's requests/s and share refused (non-2xx), and the ratio of `ping`'s p99
 flooded to unloaded against the issue's target (at most 2x), then a line `BENCH_JSON {...}`.
 
@@ -37,6 +39,7 @@ from ingest import (
     LoadSpec,
     ServerSpec,
     WrkStats,
+    _lua_script,
     ensure_wrk,
     machine_info,
     run_wrk,
@@ -49,6 +52,8 @@ PING = EndpointSpec("ping", "/hooks/ping", {"host": "db-1", "check": "disk", "va
 FLOODS = {
     "rate": EndpointSpec("flood-rate", "/hooks/flood-rate", {"n": 1}),
     "cap": EndpointSpec("flood-cap", "/hooks/flood-cap", {"n": 1}),
+    # the same flood on a route without limits: what the limits spare the other routes
+    "free": EndpointSpec("flood-free", "/hooks/flood-free", {"n": 1}),
 }
 HOOKS = {
     "enabled": True,
@@ -70,6 +75,12 @@ HOOKS = {
             "textTemplate": "flood",
             "maxInFlight": 4,
         },
+        {
+            "id": "flood-free",
+            "match": {"path": "flood-free"},
+            "action": "wake",
+            "textTemplate": "flood",
+        },
     ],
 }
 
@@ -78,11 +89,17 @@ def _probe(url: str, seconds: int) -> WrkStats:
     return run_wrk(url, PING, LoadSpec(connections=2, threads=1), seconds)
 
 
-def _flooded(url: str, flood: EndpointSpec, seconds: int, connections: int) -> dict[str, Any]:
+def _flooded(
+    url: str, flood: EndpointSpec, seconds: int, connections: int, delay_ms: int
+) -> dict[str, Any]:
     out: dict[str, WrkStats] = {}
+    lua = _lua_script(flood)
+    if delay_ms:  # each connection waits this long between requests: a bounded flood
+        lua += f"function delay()\n  return {delay_ms}\nend\n"
 
     def flood_run() -> None:
-        out["flood"] = run_wrk(url, flood, LoadSpec(connections=connections), seconds + 1)
+        load = LoadSpec(connections=connections)
+        out["flood"] = run_wrk(url, flood, load, seconds + 1, lua=lua)
 
     thread = threading.Thread(target=flood_run)
     thread.start()
@@ -103,6 +120,12 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--flood-connections", type=int, default=32)
+    parser.add_argument(
+        "--flood-delay-ms",
+        type=int,
+        default=0,
+        help="each flood connection waits this long between requests (0: as fast as it can)",
+    )
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--store", default=None, help="a store URL for `hookwise serve --store`")
     parser.add_argument(
@@ -128,7 +151,13 @@ def main() -> int:
                     "unloaded": {"p50_ms": quiet.p50_ms, "p99_ms": quiet.p99_ms},
                 }
                 for name, flood in FLOODS.items():
-                    row[name] = _flooded(server.url, flood, args.duration, args.flood_connections)
+                    row[name] = _flooded(
+                        server.url,
+                        flood,
+                        args.duration,
+                        args.flood_connections,
+                        args.flood_delay_ms,
+                    )
                     base = quiet.p99_ms or 0.0
                     got = row[name]["p99_ms"]
                     row[name]["p99_ratio"] = got / base if base and got is not None else None
@@ -141,7 +170,11 @@ def main() -> int:
     finally:
         stop_all()
     store = "postgresql" if (args.pg or (args.store or "").startswith("postgres")) else "sqlite"
-    print(f"store: {store}; probe: wrk -c2 on /hooks/ping; flood: wrk -c{args.flood_connections}")
+    pace = f", {args.flood_delay_ms} ms between requests" if args.flood_delay_ms else ""
+    print(
+        f"store: {store}; probe: wrk -c2 on /hooks/ping;"
+        f" flood: wrk -c{args.flood_connections}{pace}"
+    )
     print(
         f"{'round':>5} {'flood':>6} {'p50 ms':>8} {'p99 ms':>8} {'x p99':>6} {'flood/s':>9} "
         f"{'refused':>8} target"
