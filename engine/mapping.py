@@ -88,6 +88,7 @@ SchemeName = Literal[
     "gitlab",
     "gocardless",
     "gogs",
+    "google-pubsub",
     "helpscout",
     "heroku",
     "hmac",
@@ -107,6 +108,7 @@ SchemeName = Literal[
     "meta",
     "msgraph",
     "mux",
+    "netlify",
     "notion",
     "nylas",
     "okta",
@@ -123,6 +125,7 @@ SchemeName = Literal[
     "shopify",
     "shortcut",
     "slack",
+    "sns",
     "sonarqube",
     "square",
     "squarespace",
@@ -179,6 +182,13 @@ class VerifyConfig:
     signed: str | None = None
     timestamp_header: str | None = None
     tolerance: Duration | None = None
+    # schemes that check a provider's published keys (google-pubsub): the token's audience,
+    # the service account it must name, and where the keys are instead of the provider's URL
+    audience: str | None = None
+    service_account: str | None = None
+    keys_url: str | None = None
+    # sns: the TopicArn of each topic whose messages are accepted
+    topics: tuple[str, ...] | None = None
 
 
 @attrs.frozen

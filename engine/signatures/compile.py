@@ -76,6 +76,34 @@ def _whsec(secret: str) -> bytes | None:
     return _b64(body)
 
 
+_LOOPBACK = ("http://127.0.0.1:", "http://127.0.0.1/", "http://localhost:", "http://[::1]:")
+
+
+def _fetched_keys(scheme: Scheme, config: VerifyConfig, fail: Fail) -> None:
+    """The keys of the schemes that check a provider's published keys (and only theirs)."""
+    given = {
+        "audience": (config.audience, "google-pubsub"),
+        "serviceAccount": (config.service_account, "google-pubsub"),
+        "topics": (config.topics, "sns"),
+        "keysUrl": (config.keys_url, scheme.name),
+    }
+    for key, (value, owner) in given.items():
+        if value is not None and (scheme.key != "fetched" or owner != scheme.name):
+            fail(key, f"does not apply to the {config.scheme} scheme")
+    if scheme.key != "fetched":
+        return
+    for key in ("secret", "secretFile", "secrets", "publicKey"):
+        if getattr(config, {"secretFile": "secret_file", "publicKey": "public_key"}.get(key, key)):
+            fail(key, f"the {config.scheme} scheme checks the keys the provider publishes")
+    if scheme.name == "google-pubsub" and not (config.audience or "").strip():
+        fail("audience", "is required for the google-pubsub scheme (the push token's audience)")
+    if scheme.name == "sns" and not [t for t in config.topics or () if t.strip()]:
+        fail("topics", "is required for the sns scheme: the TopicArn of each topic accepted")
+    url = config.keys_url
+    if url is not None and not url.startswith(("https://", *_LOOPBACK)):
+        fail("keysUrl", "must be an https:// URL (http:// only on the loopback interface)")
+
+
 def _hex(value: str) -> bytes | None:
     try:
         return bytes.fromhex(value) or None
@@ -181,7 +209,10 @@ def compile_verifier(config: VerifyConfig, base_dir: Path, where: str) -> Verifi
     scheme = _scheme(config, fail)
     keys = Keys()
     if scheme is not None:
-        if scheme.key in ("ed25519-hex", "whpk", "ecdsa-spki"):
+        _fetched_keys(scheme, config, fail)
+        if scheme.key == "fetched":
+            pass
+        elif scheme.key in ("ed25519-hex", "whpk", "ecdsa-spki"):
             for key in ("secret", "secretFile", "secrets"):
                 if getattr(config, {"secretFile": "secret_file"}.get(key, key)) is not None:
                     fail(key, f"the {config.scheme} scheme checks a publicKey, not a secret")
@@ -240,6 +271,10 @@ def compile_verifier(config: VerifyConfig, base_dir: Path, where: str) -> Verifi
         public_url=config.public_url,
         tolerance=float(config.tolerance) if config.tolerance is not None else None,
         verify_token=config.verify_token,
+        audience=config.audience,
+        service_account=config.service_account,
+        keys_url=config.keys_url,
+        topics=tuple(t.strip() for t in config.topics or ()),
     )
     return Verifier(scheme, keys, options, config.auth, where)
 

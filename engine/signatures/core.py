@@ -33,7 +33,17 @@ import attrs
 from ..extract import JsonPath, JsonPathError, compile_jsonpath
 from ..request import InboundRequest
 
-Algorithm = Literal["sha1", "sha256", "sha512", "token", "ed25519", "ecdsa-p256"]
+Algorithm = Literal[
+    "sha1",
+    "sha256",
+    "sha512",
+    "token",
+    "ed25519",
+    "ecdsa-p256",
+    "jwt-hs256",
+    "jwt-rs256",
+    "rsa-sha256",
+]
 Encoding = Literal["hex", "base64", "base64url", "raw"]
 TimeUnit = Literal["s", "ms", "rfc3339"]
 DEFAULT_TOLERANCE = 300.0
@@ -89,9 +99,17 @@ class Options:
     public_url: str | None = None
     tolerance: float | None = None
     verify_token: str | None = attrs.field(default=None, repr=False)
+    audience: str | None = None  # the `aud` a signed JWT must carry (Google Pub/Sub push)
+    service_account: str | None = None  # the `email` it must carry, when given
+    keys_url: str | None = None  # where the provider's public keys are, instead of its own
+    topics: tuple[str, ...] = ()  # the SNS topics accepted
 
 
 PartsFn = Callable[["Scheme", InboundRequest, Options], Parts]
+#: a whole check, for schemes whose proof is not a signature over a message (a signed JWT)
+CheckFn = Callable[["Verifier", InboundRequest], None]
+#: the URLs a request's check needs fetched first (keys, certificates), each one allowed
+FetchFn = Callable[["Verifier", InboundRequest], tuple[str, ...]]
 
 
 @attrs.frozen
@@ -109,7 +127,14 @@ class Scheme:
     # how the configured secret becomes the key: as text, Standard Webhooks' whsec_, decoded
     # from base64 (Airtable) or hex (Close, Squarespace); or a public key
     key: Literal[
-        "secret", "whsec", "base64-secret", "hex-secret", "ed25519-hex", "whpk", "ecdsa-spki"
+        "secret",
+        "whsec",
+        "base64-secret",
+        "hex-secret",
+        "ed25519-hex",
+        "whpk",
+        "ecdsa-spki",
+        "fetched",  # the provider's published keys, fetched by the server (Google)
     ] = "secret"
     delivery_id: str | None = None  # a header name, or a JSONPath into the payload
     handshake: str | None = None
@@ -117,6 +142,8 @@ class Scheme:
     asymmetric: str | None = None  # the scheme to use when a publicKey is configured
     needs_url: bool = False
     parts: PartsFn | None = None
+    check: CheckFn | None = None
+    fetch: FetchFn | None = None
     doc: str = ""
 
     @property
@@ -356,6 +383,9 @@ class Verifier:
     def verify(self, request: InboundRequest) -> None:
         """Raise `SignatureError` unless the request carries a valid signature."""
         scheme = self.scheme
+        if scheme.check is not None:
+            scheme.check(self, request)
+            return
         parts = (scheme.parts or default_parts)(scheme, request, self.options)
         stamp: float | None = None
         if scheme.timestamped:

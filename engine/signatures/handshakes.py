@@ -16,6 +16,8 @@ otherwise. `HandshakeRefused` carries a refusal (Meta's 403 on a wrong verify to
 - `discord`: a signed PING interaction `{"type": 1}` -> 200 JSON `{"type": 1}`.
 - `msgraph`: `POST ?validationToken=V` -> 200 text/plain `V` (Graph signs nothing here).
 - `dropbox`: `GET ?challenge=C` -> 200 text/plain `C` with `X-Content-Type-Options: nosniff`.
+- `sns`: a signed `SubscriptionConfirmation` from an accepted topic -> the gateway visits its
+  `SubscribeURL` (an SNS URL), then 200 (an `UnsubscribeConfirmation`: 200, nothing visited).
 A challenge is echoed only when it is 1 to 1024 printable characters.
 """
 
@@ -29,6 +31,7 @@ from collections.abc import Callable
 import attrs
 
 from ..request import InboundRequest
+from . import sns
 from .core import Verifier, json_body
 
 MAX_CHALLENGE = 1024
@@ -45,6 +48,8 @@ class HandshakeAnswer:
     content_type: str = _TEXT
     status: int = 200
     headers: tuple[tuple[str, str], ...] = ()
+    #: a URL the gateway visits before answering (SNS's SubscribeURL confirms a subscription)
+    follow: str | None = None
 
 
 class HandshakeRefused(Exception):
@@ -141,6 +146,22 @@ def _discord(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnsw
     return HandshakeAnswer("discord_ping", b'{"type":1}', _JSON)
 
 
+def _sns(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnswer | None:
+    kind = request.headers.get("x-amz-sns-message-type", "").strip()
+    if method != "POST" or kind not in ("SubscriptionConfirmation", "UnsubscribeConfirmation"):
+        return None
+    v.verify(request)  # the signature, the certificate's host and the topic
+    data = json_body(request)
+    assert isinstance(data, dict)
+    if kind == "UnsubscribeConfirmation":
+        return HandshakeAnswer("sns_unsubscribe_confirmation", b'{"ok":true}', _JSON)
+    url = data.get("SubscribeURL")
+    if not sns.allowed(v, url, sns.SNS_HOST):
+        raise HandshakeRefused(400, "invalid_handshake", "the SubscribeURL is not an SNS URL")
+    assert isinstance(url, str)
+    return HandshakeAnswer("sns_subscription_confirmation", b'{"ok":true}', _JSON, follow=url)
+
+
 Handshake = Callable[[Verifier, str, InboundRequest], "HandshakeAnswer | None"]
 HANDSHAKES: dict[str, Handshake] = {
     "meta": _meta,
@@ -150,6 +171,7 @@ HANDSHAKES: dict[str, Handshake] = {
     "zoom": _zoom,
     "twitch": _twitch,
     "discord": _discord,
+    "sns": _sns,
 }
 
 

@@ -26,7 +26,9 @@ from .core import (
     malformed,
     request_url,
 )
+from .jwts import JWT_SCHEMES
 from .providers import MORE
+from .sns import SNS
 
 _FORM = "application/x-www-form-urlencoded"
 
@@ -300,7 +302,7 @@ _ALL = [
     ),
 ]
 
-SCHEMES: dict[str, Scheme] = {s.name: s for s in (*_ALL, *MORE)}
+SCHEMES: dict[str, Scheme] = {s.name: s for s in (*_ALL, *MORE, *JWT_SCHEMES, SNS)}
 ALIASES = {
     "whatsapp": "meta",
     "instagram": "meta",

@@ -53,6 +53,7 @@ from .auth import (
     presented_token,
 )
 from .dispatch import Dispatcher, RequestMeta, respond_body
+from .fetch import KeyFetcher
 from .limits import Limited, RouteLimiter
 from .payload import content_type, parse_payload, takes_arrays
 
@@ -165,10 +166,13 @@ class HookEndpoint:
         dispatcher: Dispatcher,
         rules: Callable[[], Any] = lambda: None,
         limiter: RouteLimiter | None = None,
+        keys: KeyFetcher | None = None,
     ) -> None:
         self.settings = settings
         #: per-route `rateLimit` and `maxInFlight` (429), counted before the body is read
         self._limiter = limiter or RouteLimiter(lambda _: None, str)
+        #: what a door's check fetches (a provider's published keys)
+        self._keys = keys or KeyFetcher()
         self._token = token
         self._throttle = throttle
         self._dispatcher = dispatcher
@@ -308,6 +312,8 @@ class HookEndpoint:
             raise RequestError(exc.status, exc.code, exc.message, None, door.rule_id) from None
         if found is None:
             return None
+        if found.follow is not None:  # SNS: confirm the subscription before answering
+            await self._keys.visit(found.follow)
         self._dispatcher.refused(meta, found.status, found.kind, door.rule_id, "handshake")
         hdrs = [(k.lower().encode(), v.encode()) for k, v in found.headers]
         hdrs += [
@@ -332,6 +338,7 @@ class HookEndpoint:
         request = None
         if door is not None:  # the door comes before the payload is even parsed
             request = _inbound(sub, {}, headers, scope, body, url=_url(scope, headers))
+            request = await self._keys.for_request(door.verifier, request)
             answered = await self._at_door(door, scope, request, meta, send)
             if answered is not None:
                 return answered
