@@ -14,10 +14,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import google.auth.transport.requests
@@ -27,6 +25,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from google.oauth2 import id_token
 
+from tests.support.documents import serving
 from tests.support.gateway import GatewayProcess, base_config
 
 AUDIENCE = "https://hooks.example.com/hooks/pubsub"
@@ -38,36 +37,21 @@ NETLIFY_SECRET = "netlify-jws-secret-0123456789abcdef"
 NETLIFY_OLD = "netlify-old-jws-secret-0123456789ab"
 
 
-class _Keys(BaseHTTPRequestHandler):
-    hits: dict[str, int] = {}
+HITS: dict[str, int] = {}
 
-    def do_GET(self) -> None:
-        _Keys.hits[self.path] = _Keys.hits.get(self.path, 0) + 1
-        if self.path != "/certs":
-            self.send_response(500)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(KEY.public_key()))
-        body = json.dumps({"keys": [{**jwk, "kid": KID, "alg": "RS256", "use": "sig"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Cache-Control", "public, max-age=3600")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
-    def log_message(self, *args: Any) -> None:
-        pass
+def _route(path: str) -> tuple[int, bytes, dict[str, str]]:
+    if path != "/certs":
+        return 500, b"", {}
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(KEY.public_key()))
+    body = json.dumps({"keys": [{**jwk, "kid": KID, "alg": "RS256", "use": "sig"}]}).encode()
+    return 200, body, {"Content-Type": "application/json", "Cache-Control": "max-age=3600"}
 
 
 @pytest.fixture(scope="module")
 def keys_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Keys)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(_route, HITS) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -179,20 +163,20 @@ def test_a_pubsub_push_without_a_token_is_401(gw: GatewayProcess) -> None:
 
 def test_the_keys_are_fetched_once_and_cached(gw: GatewayProcess) -> None:
     assert _post(gw, "pubsub", _token(), _push(f"c-{time.time_ns()}")).status_code == 200
-    fetched = _Keys.hits["/certs"]
+    fetched = HITS["/certs"]
     for _ in range(5):
         assert _post(gw, "pubsub", _token(), _push(f"c-{time.time_ns()}")).status_code == 200
-    assert _Keys.hits["/certs"] == fetched  # none of the five fetched the keys again
+    assert HITS["/certs"] == fetched  # none of the five fetched the keys again
 
 
 def test_keys_that_cannot_be_fetched_are_a_503_and_fetched_again_only_later(
     gw: GatewayProcess,
 ) -> None:
-    before = _Keys.hits.get("/broken", 0)
+    before = HITS.get("/broken", 0)
     for _ in range(3):
         r = _post(gw, "pubsub-down", _token(), _push(f"d-{time.time_ns()}"))
         assert r.status_code == 503 and r.json()["code"] == "keys_unavailable"
-    assert _Keys.hits["/broken"] == before + 1  # the failure is remembered: no flood of fetches
+    assert HITS["/broken"] == before + 1  # the failure is remembered: no flood of fetches
     assert "fetching http://127.0.0.1" in gw.stderr()
 
 

@@ -14,10 +14,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -31,6 +29,7 @@ from hookwise.engine.mapping import VerifyConfig
 from hookwise.engine.request import InboundRequest
 from hookwise.engine.signatures import SignatureError, compile_verifier
 from hookwise.engine.signatures.sns import certificate
+from tests.support.documents import serving
 from tests.support.gateway import REPO, GatewayProcess, base_config
 from tests.support.wait import eventually
 
@@ -55,28 +54,17 @@ def _cert(key: Any) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-class _SNS(BaseHTTPRequestHandler):
-    hits: dict[str, int] = {}
+HITS: dict[str, int] = {}
 
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        _SNS.hits[path] = _SNS.hits.get(path, 0) + 1
-        body = _cert(KEY) if path == "/cert.pem" else b"<ConfirmSubscriptionResponse/>"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
-    def log_message(self, *args: Any) -> None:
-        pass
+def _route(path: str) -> tuple[int, bytes, dict[str, str]]:
+    return 200, _cert(KEY) if path == "/cert.pem" else b"<ConfirmSubscriptionResponse/>", {}
 
 
 @pytest.fixture(scope="module")
 def sns_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _SNS)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
+    with serving(_route, HITS) as url:
+        yield url + "/"
 
 
 @pytest.fixture(scope="module")
@@ -182,26 +170,26 @@ def test_another_key_or_topic_is_401(gw: GatewayProcess, sns_url: str) -> None:
 
 def test_the_certificate_is_fetched_once(gw: GatewayProcess, sns_url: str) -> None:
     assert post(gw, message(sns_url)).status_code == 200
-    fetched = _SNS.hits["/cert.pem"]
+    fetched = HITS["/cert.pem"]
     for _ in range(3):
         assert post(gw, message(sns_url)).status_code == 200
-    assert _SNS.hits["/cert.pem"] == fetched
+    assert HITS["/cert.pem"] == fetched
 
 
 def test_a_subscription_confirmation_is_confirmed_by_visiting_its_url(
     gw: GatewayProcess, sns_url: str
 ) -> None:
-    before = _SNS.hits.get("/confirm", 0)
+    before = HITS.get("/confirm", 0)
     forged = message(sns_url, "SubscriptionConfirmation", key=OTHER)
     assert post(gw, forged).status_code == 401
-    assert _SNS.hits.get("/confirm", 0) == before  # nothing visited for a forged one
+    assert HITS.get("/confirm", 0) == before  # nothing visited for a forged one
     other_topic = message(sns_url, "SubscriptionConfirmation", topic=TOPIC + "-x")
     assert post(gw, other_topic).status_code == 401
-    assert _SNS.hits.get("/confirm", 0) == before
+    assert HITS.get("/confirm", 0) == before
     count = events(gw)
     r = post(gw, message(sns_url, "SubscriptionConfirmation"))
     assert r.status_code == 200, r.text
-    assert _SNS.hits["/confirm"] == before + 1
+    assert HITS["/confirm"] == before + 1
     assert events(gw) == count  # a handshake is answered, never dispatched
 
     def confirmations() -> list[dict[str, Any]]:
