@@ -62,11 +62,13 @@ class ExtractConfig:
 
 
 SchemeName = Literal[
+    "adyen",
     "airtable",
     "asana",
     "auth0",
     "bitbucket",
     "box",
+    "braintree",
     "buildkite",
     "calcom",
     "calendly",
@@ -80,6 +82,7 @@ SchemeName = Literal[
     "discord",
     "docusign",
     "dropbox",
+    "figma",
     "flutterwave",
     "forgejo",
     "frameio",
@@ -104,6 +107,7 @@ SchemeName = Literal[
     "linear",
     "mailersend",
     "mailgun",
+    "mandrill",
     "messenger",
     "meta",
     "msgraph",

@@ -11,7 +11,7 @@ from .core import Scheme
 from .schemes import ALIASES, GENERIC, NAMES, SCHEMES
 
 _HEADER_IN_TEMPLATE = re.compile(r"\{header:([A-Za-z0-9_-]+)\}")
-_IN_BODY = {"mailgun", "msgraph"}  # the signature travels in the body, not a header
+_IN_BODY = {"mailgun", "msgraph", "adyen", "braintree", "figma"}  # the proof is in the body
 
 
 def _header_source(source: str | None) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,7 @@ def _strict_b64(value: str) -> bytes | None:
 _DECODED: dict[str, tuple[Callable[[str], bytes | None], str]] = {
     "base64-secret": (_strict_b64, "the base64 the provider gives (macSecretBase64)"),
     "hex-secret": (_hex, "hex digits, as the provider gives it"),
+    "sha1-secret": (lambda s: hashlib.sha1(s.encode("utf-8")).digest() if s else None, "set"),
 }
 
 

@@ -131,6 +131,7 @@ class Scheme:
         "whsec",
         "base64-secret",
         "hex-secret",
+        "sha1-secret",  # the SHA-1 digest of the secret (Braintree's private key)
         "ed25519-hex",
         "whpk",
         "ecdsa-spki",

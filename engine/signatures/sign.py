@@ -27,6 +27,9 @@ from .core import DIGESTS, Verifier, render, request_url
 _UNSIGNABLE = {
     "mailgun": "signs inside the body (its signature object)",
     "msgraph": "carries its clientState inside the body",
+    "adyen": "signs inside the body (each item's hmacSignature)",
+    "braintree": "signs inside its form (bt_signature)",
+    "figma": "carries its passcode inside the body",
 }
 
 
@@ -118,6 +121,14 @@ def sign(
         raise SignError(f"the {scheme.name} scheme needs a secret")
     if scheme.name == "twilio":
         return _twilio(verifier, body, url, form)
+    if scheme.name == "mandrill":
+        if not url and verifier.options.public_url is None:
+            raise SignError("the mandrill scheme signs the URL: give the URL the provider calls")
+        url = request_url(InboundRequest(path="", payload={}, url=url), verifier.options)
+        fields = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+        message = url + "".join(k + v for k, v in sorted(fields, key=lambda kv: kv[0]))
+        mac = hmac.new(verifier.keys.secrets[0], message.encode(), hashlib.sha1).digest()
+        return Signed({scheme.signature.header: base64.b64encode(mac).decode()})
     if "{url}" in scheme.signed and not (url or verifier.options.public_url):
         raise SignError(f"the {scheme.name} scheme signs the URL: give the URL the provider calls")
     fmt = scheme.signature

@@ -21,13 +21,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
+import braintree
 import pytest
 import razorpay
+from Adyen.util import generate_notification_sig
 from box_sdk_gen.managers.webhooks import WebhooksManager
 from hubspot.utils.signature import Signature
 from linebot.v3 import SignatureValidator
@@ -190,6 +194,55 @@ def circleci(body: bytes, secret: str, c: Ctx) -> Headers:
     return {"circleci-signature": f"v1={other},v1={_hmac(secret, body).hex()}"}
 
 
+def no_headers(body: bytes, secret: str, c: Ctx) -> Headers:
+    return {}
+
+
+def form(body: bytes, secret: str, c: Ctx) -> Headers:
+    return {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+def adyen_body(delivery: str, ts: int, key: str) -> bytes:
+    item = {
+        "amount": {"currency": "EUR", "value": 1130},
+        "eventCode": "AUTHORISATION",
+        "merchantAccountCode": "TestMerchant",
+        "merchantReference": delivery,
+        "pspReference": "7914073381342284",
+        "success": "true",
+    }
+    item["additionalData"] = {"hmacSignature": generate_notification_sig(item, key).decode()}
+    return json.dumps(
+        {"live": "false", "notificationItems": [{"NotificationRequestItem": item}]}
+    ).encode()
+
+
+def braintree_body(delivery: str, ts: int, key: str) -> bytes:
+    config = braintree.Configuration(
+        braintree.Environment.Sandbox, merchant_id="m", public_key="pub", private_key=key
+    )
+    gateway = braintree.BraintreeGateway(config)
+    kind = braintree.WebhookNotification.Kind.SubscriptionWentPastDue
+    sample = gateway.webhook_testing.sample_notification(kind, delivery)
+    if key.startswith("braintree"):  # the library's own parser accepts what it made
+        gateway.webhook_notification.parse(sample["bt_signature"], sample["bt_payload"])
+    return urlencode(sample).encode()
+
+
+def mandrill_body(delivery: str, ts: int, key: str) -> bytes:
+    events = [{"event": "send", "_id": delivery}]
+    return urlencode({"mandrill_events": json.dumps(events)}).encode()
+
+
+def mandrill(body: bytes, secret: str, c: Ctx) -> Headers:
+    fields = sorted(parse_qsl(body.decode(), keep_blank_values=True))
+    signed = c.url + "".join(k + v for k, v in fields)
+    return {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Mandrill-Signature": _enc(_hmac(secret, signed.encode(), hashlib.sha1), "base64"),
+    }
+
+
 B64 = base64.b64encode
 HEX_KEY, HEX_OLD = "c0ffee00" * 8, "0badf00d" * 8
 AIR_KEY, AIR_OLD = B64(b"airtable-mac-secret").decode(), B64(b"airtable-old-secret").decode()
@@ -209,6 +262,7 @@ def P(
     dedupe: bool = False,
     signs_body: bool = True,
     token: bool = True,
+    tamper: Callable[[bytes], bytes] | None = None,
 ) -> Provider:
     """A row: `doc` is where the provider documents the scheme (or names its library)."""
     p = Provider(
@@ -223,6 +277,8 @@ def P(
         "dedupe" if dedupe else "none",
         token=token,
     )
+    if tamper is not None:
+        p.tamper = tamper
     p.extra["doc"] = doc  # not a mapping key: taken out before the config is written
     p.extra["signs_body"] = signs_body
     return p
@@ -288,6 +344,11 @@ PROVIDERS = [
     P("squarespace", body_mac("Squarespace-Signature", key=bytes.fromhex), _event(topic="order.create", d=ID), "https://developers.squarespace.com/commerce-apis/webhook-subscriptions-api", key=HEX_KEY, old=HEX_OLD, wrong="ab" * 32),
     P("xero", body_mac("x-xero-signature", encoding="base64"), _event(events=[], d=ID), "https://developer.xero.com/documentation/guides/webhooks/overview/"),
     P("intuit", body_mac("intuit-signature", encoding="base64"), _event(eventNotifications=[], d=ID), "https://developer.intuit.com/app/developer/qbo/docs/develop/webhooks"),
+    # -- proofs in the body's fields or form ------------------------------------------------------
+    P("adyen", no_headers, adyen_body, "Adyen (Adyen.util.generate_notification_sig signs each item)", key=HEX_KEY, old=HEX_OLD, wrong="ab" * 32, tamper=lambda b: b.replace(b'"value": 1130', b'"value": 1')),
+    P("braintree", form, braintree_body, "braintree (WebhookTesting.sample_notification signs; WebhookNotification.parse accepts)", tamper=lambda b: b.replace(b"bt_payload=", b"bt_payload=AAAA")),
+    P("mandrill", mandrill, mandrill_body, "https://mailchimp.com/developer/transactional/guides/track-respond-activity-webhooks/#authenticating-webhook-requests", tamper=lambda b: b.replace(b"send", b"open")),
+    P("figma", no_headers, lambda d, ts, key: _json({"event_type": "PING", "passcode": key, "webhook_id": d}), "https://www.figma.com/developers/api#webhooks-v2-security", signs_body=False),
     # -- delivered through Svix: signed by the svix library -------------------------------------
     P("clerk", svix_sign, _event(type="user.created", d=ID), "svix (Clerk delivers through Svix)", key=SW_SECRET, old=SW_OLD, wrong=SW_WRONG, stale=True, dedupe=True),
     P("resend", svix_sign, _event(type="email.sent", d=ID), "svix (Resend delivers through Svix)", key=SW_SECRET, old=SW_OLD, wrong=SW_WRONG, stale=True, dedupe=True),

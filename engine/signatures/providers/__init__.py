@@ -1,6 +1,7 @@
 """More providers' schemes, as rows of data (`hookwise.engine.signatures.core.Scheme`), grouped by
 what the providers do: `dev` (forges, CI, hosting, monitoring), `business` (CRM, support,
-productivity, forms, messaging) and `commerce` (payments and shops). Each row follows the
+productivity, forms, messaging), `commerce` (payments and shops), and `fields` (proofs in the
+body's fields or form: Adyen, Braintree, Mandrill, Figma). Each row follows the
 provider's documentation: the signature header, what is signed, the encoding, the signed
 timestamp and its default tolerance, and the delivery id that stays the same across retries.
 `hookwise.engine.signatures.schemes` registers them beside the first providers."""
@@ -8,7 +9,8 @@ timestamp and its default tolerance, and the delivery id that stays the same acr
 from .business import BUSINESS
 from .commerce import COMMERCE
 from .dev import DEV
+from .fields import FIELDS
 
-MORE = (*DEV, *BUSINESS, *COMMERCE)
+MORE = (*DEV, *BUSINESS, *COMMERCE, *FIELDS)
 
 __all__ = ["MORE"]
