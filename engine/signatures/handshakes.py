@@ -16,6 +16,8 @@ otherwise. `HandshakeRefused` carries a refusal (Meta's 403 on a wrong verify to
 - `discord`: a signed PING interaction `{"type": 1}` -> 200 JSON `{"type": 1}`.
 - `msgraph`: `POST ?validationToken=V` -> 200 text/plain `V` (Graph signs nothing here).
 - `dropbox`: `GET ?challenge=C` -> 200 text/plain `C` with `X-Content-Type-Options: nosniff`.
+- `okta`: `GET` with `x-okta-verification-challenge: C` and the hook's Authorization header ->
+  200 JSON `{"verification": C}`.
 - `sns`: a signed `SubscriptionConfirmation` from an accepted topic -> the gateway visits its
   `SubscribeURL` (an SNS URL), then 200 (an `UnsubscribeConfirmation`: 200, nothing visited).
 A challenge is echoed only when it is 1 to 1024 printable characters.
@@ -146,6 +148,15 @@ def _discord(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnsw
     return HandshakeAnswer("discord_ping", b'{"type":1}', _JSON)
 
 
+def _okta(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnswer | None:
+    challenge = request.headers.get("x-okta-verification-challenge")
+    if method != "GET" or challenge is None:
+        return None
+    v.verify(request)  # Okta sends the hook's Authorization header on the check too
+    value = _challenge(challenge.strip(), "x-okta-verification-challenge").decode("utf-8")
+    return HandshakeAnswer("okta_verification", json.dumps({"verification": value}).encode(), _JSON)
+
+
 def _sns(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnswer | None:
     kind = request.headers.get("x-amz-sns-message-type", "").strip()
     if method != "POST" or kind not in ("SubscriptionConfirmation", "UnsubscribeConfirmation"):
@@ -172,6 +183,7 @@ HANDSHAKES: dict[str, Handshake] = {
     "twitch": _twitch,
     "discord": _discord,
     "sns": _sns,
+    "okta": _okta,
 }
 
 
@@ -185,4 +197,6 @@ def answer(verifier: Verifier, method: str, request: InboundRequest) -> Handshak
 def answers_get(verifier: Verifier) -> bool:
     """Whether GET is a handshake on this block's path (otherwise GET stays 405)."""
     name = verifier.scheme.handshake
-    return name == "dropbox" or (name == "meta" and verifier.options.verify_token is not None)
+    return name in ("dropbox", "okta") or (
+        name == "meta" and verifier.options.verify_token is not None
+    )

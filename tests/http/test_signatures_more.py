@@ -448,3 +448,15 @@ def test_encoded_secrets_that_do_not_decode_fail_at_load() -> None:
     for scheme, bad in (("airtable", "not base64!"), ("close", "not-hex")):
         with pytest.raises(ConfigError, match=f"the {scheme} secret is"):
             compile_verifier(structure({"scheme": scheme, "secret": bad}, VerifyConfig), REPO, "v")
+
+
+def test_okta_one_time_verification_is_answered_with_its_challenge(gw: GatewayProcess) -> None:
+    # https://developer.okta.com/docs/concepts/event-hooks/#one-time-verification-request
+    p = BY_NAME["okta"]
+    assert gw.client is not None
+    headers = {"x-okta-verification-challenge": "chal-123", "Authorization": p.key}
+    r = gw.client.get("/hooks/okta", headers=headers)
+    assert (r.status_code, r.json()) == (200, {"verification": "chal-123"})
+    r = gw.client.get("/hooks/okta", headers={**headers, "Authorization": p.wrong})
+    assert r.status_code == 401 and r.json()["code"] == "invalid_signature"
+    assert gw.client.get("/hooks/okta", headers={"Authorization": p.key}).status_code == 405

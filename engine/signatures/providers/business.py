@@ -127,6 +127,7 @@ BUSINESS = [
         algorithm="token",
         encoding="raw",
         delivery_id="$.eventId",
+        handshake="okta",
         doc="Authorization: <the event hook's header value> (needs auth: signature)",
     ),
     Scheme(
