@@ -118,6 +118,7 @@ SchemeName = Literal[
     "okta",
     "paddle",
     "pagerduty",
+    "paypal",
     "paystack",
     "persona",
     "razorpay",
@@ -193,6 +194,8 @@ class VerifyConfig:
     keys_url: str | None = None
     # sns: the TopicArn of each topic whose messages are accepted
     topics: tuple[str, ...] | None = None
+    # paypal: the webhook id PayPal gave the subscription (part of what it signs)
+    webhook_id: str | None = None
 
 
 @attrs.frozen

@@ -40,7 +40,7 @@ def describe(scheme: Scheme, name: str | None = None) -> dict[str, Any]:
     return {
         "name": name or scheme.name,
         "headers": headers_of(scheme),
-        "signed": scheme.signed if scheme.parts is None else scheme.doc,
+        "signed": scheme.signed if scheme.parts is None and scheme.check is None else scheme.doc,
         "algorithm": scheme.algorithm,
         "encoding": scheme.encoding,
         "tolerance": scheme.tolerance,

@@ -86,6 +86,7 @@ def _fetched_keys(scheme: Scheme, config: VerifyConfig, fail: Fail) -> None:
         "audience": (config.audience, "google-pubsub"),
         "serviceAccount": (config.service_account, "google-pubsub"),
         "topics": (config.topics, "sns"),
+        "webhookId": (config.webhook_id, "paypal"),
         "keysUrl": (config.keys_url, scheme.name),
     }
     for key, (value, owner) in given.items():
@@ -98,6 +99,8 @@ def _fetched_keys(scheme: Scheme, config: VerifyConfig, fail: Fail) -> None:
             fail(key, f"the {config.scheme} scheme checks the keys the provider publishes")
     if scheme.name == "google-pubsub" and not (config.audience or "").strip():
         fail("audience", "is required for the google-pubsub scheme (the push token's audience)")
+    if scheme.name == "paypal" and not (config.webhook_id or "").strip():
+        fail("webhookId", "is required for the paypal scheme: the id PayPal gave the webhook")
     if scheme.name == "sns" and not [t for t in config.topics or () if t.strip()]:
         fail("topics", "is required for the sns scheme: the TopicArn of each topic accepted")
     url = config.keys_url
@@ -277,6 +280,7 @@ def compile_verifier(config: VerifyConfig, base_dir: Path, where: str) -> Verifi
         service_account=config.service_account,
         keys_url=config.keys_url,
         topics=tuple(t.strip() for t in config.topics or ()),
+        webhook_id=(config.webhook_id or "").strip() or None,
     )
     return Verifier(scheme, keys, options, config.auth, where)
 

@@ -103,6 +103,7 @@ class Options:
     service_account: str | None = None  # the `email` it must carry, when given
     keys_url: str | None = None  # where the provider's public keys are, instead of its own
     topics: tuple[str, ...] = ()  # the SNS topics accepted
+    webhook_id: str | None = None  # the id PayPal gave the subscription (it is signed)
 
 
 PartsFn = Callable[["Scheme", InboundRequest, Options], Parts]

@@ -27,6 +27,7 @@ from .core import (
     request_url,
 )
 from .jwts import JWT_SCHEMES
+from .paypal import PAYPAL
 from .providers import MORE
 from .sns import SNS
 
@@ -302,7 +303,7 @@ _ALL = [
     ),
 ]
 
-SCHEMES: dict[str, Scheme] = {s.name: s for s in (*_ALL, *MORE, *JWT_SCHEMES, SNS)}
+SCHEMES: dict[str, Scheme] = {s.name: s for s in (*_ALL, *MORE, *JWT_SCHEMES, SNS, PAYPAL)}
 ALIASES = {
     "whatsapp": "meta",
     "instagram": "meta",
