@@ -15,6 +15,7 @@ import attrs
 from .convert import converter, structure
 from .durations import Duration
 from .gmail_config import GmailConfig
+from .limits import HookLimitsConfig
 from .mapping import MappingConfig, VerifyConfig
 
 MIN_TOKEN_LENGTH = 24
@@ -80,6 +81,8 @@ class HooksConfig:
     # which agents an explicit `agentId` may name (None: any; `*`: any; empty: none)
     allowed_agent_ids: tuple[str, ...] | None = None
     retain_payloads: RetainPayloadsConfig | None = None
+    # rate and concurrency limits of the built-in paths (mappings carry their own)
+    limits: HookLimitsConfig = attrs.field(factory=HookLimitsConfig)
 
 
 @attrs.frozen

@@ -17,6 +17,7 @@ import attrs
 
 from .convert import converter
 from .durations import Duration
+from .limits import RateLimitConfig, RouteLimitsConfig, positive
 
 
 @attrs.frozen
@@ -61,31 +62,97 @@ class ExtractConfig:
 
 
 SchemeName = Literal[
+    "adyen",
+    "airtable",
+    "asana",
+    "auth0",
+    "bitbucket",
+    "box",
+    "braintree",
+    "buildkite",
+    "calcom",
+    "calendly",
+    "circleci",
+    "clerk",
+    "clickup",
+    "close",
+    "cloudflare",
+    "coinbase",
+    "customerio",
     "discord",
+    "docusign",
     "dropbox",
+    "figma",
+    "flutterwave",
+    "forgejo",
+    "frameio",
+    "gitea",
     "github",
     "gitlab",
+    "gocardless",
+    "gogs",
+    "google-pubsub",
+    "helpscout",
+    "heroku",
     "hmac",
     "hmac-sha256",
+    "hubspot",
     "instagram",
+    "intercom",
+    "intuit",
+    "jira",
+    "launchdarkly",
+    "lemonsqueezy",
+    "line",
     "linear",
+    "mailersend",
     "mailgun",
+    "mandrill",
     "messenger",
     "meta",
     "msgraph",
+    "mux",
+    "netlify",
+    "notion",
+    "nylas",
+    "okta",
     "paddle",
     "pagerduty",
+    "paypal",
+    "paystack",
+    "persona",
+    "razorpay",
+    "resend",
+    "sanity",
+    "segment",
     "sendgrid",
     "sentry",
     "shopify",
+    "shortcut",
     "slack",
+    "sns",
+    "sonarqube",
     "square",
+    "squarespace",
     "standard-webhooks",
     "stripe",
     "svix",
+    "tally",
+    "telegram",
+    "terraform",
+    "trello",
     "twilio",
     "twitch",
+    "typeform",
+    "vercel",
+    "viber",
+    "webex",
+    "webflow",
     "whatsapp",
+    "woocommerce",
+    "workos",
+    "xero",
+    "zendesk",
     "zoom",
 ]
 
@@ -120,6 +187,15 @@ class VerifyConfig:
     signed: str | None = None
     timestamp_header: str | None = None
     tolerance: Duration | None = None
+    # schemes that check a provider's published keys (google-pubsub): the token's audience,
+    # the service account it must name, and where the keys are instead of the provider's URL
+    audience: str | None = None
+    service_account: str | None = None
+    keys_url: str | None = None
+    # sns: the TopicArn of each topic whose messages are accepted
+    topics: tuple[str, ...] | None = None
+    # paypal: the webhook id PayPal gave the subscription (part of what it signs)
+    webhook_id: str | None = None
 
 
 @attrs.frozen
@@ -169,6 +245,13 @@ class MappingConfig:
     # The MCP tools its runs may use (`server.tool`, `server.*`); none when unset, never the
     # agent's (see hookwise.engine.grants).
     tools: tuple[str, ...] = ()
+    # Per-route limits (`hookwise.engine.limits`): shared by every rule on the rule's path.
+    rate_limit: RateLimitConfig | None = None
+    max_in_flight: int | None = attrs.field(default=None, validator=positive)
+
+    @property
+    def limits(self) -> RouteLimitsConfig:
+        return RouteLimitsConfig(self.rate_limit, self.max_in_flight)
 
 
 _structure_extract_mapping = converter.get_structure_hook(ExtractConfig)

@@ -34,3 +34,6 @@ class InboundRequest:
     now: datetime | None = None
     # The URL as requested (scheme, host, path, query), for schemes that sign it (Twilio, Square).
     url: str = ""
+    # Documents the server fetched for the door's check, by URL (a provider's public keys, its
+    # certificate): the engine fetches nothing itself.
+    fetched: Mapping[str, bytes] = attrs.field(factory=dict, repr=False)

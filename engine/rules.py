@@ -73,6 +73,7 @@ import attrs
 from .actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
 from .errors import ConfigError, ConfigIssue, RequestError
 from .fanout import items_of, listed, with_list
+from .limits import RouteLimitsConfig, path_limits
 from .mapping import MappingConfig, RespondConfig, VerifyConfig
 from .render import (
     MissingValueError,
@@ -164,11 +165,13 @@ class RuleSet:
         host: TransformHost,
         doors: Mapping[str, Door] | None = None,
         warnings: Sequence[str] = (),
+        limits: Mapping[str, RouteLimitsConfig] | None = None,
     ) -> None:
         self._rules = tuple(rules)
         self._by_id = {r.id: r for r in self._rules}
         self._host = host
         self._doors = dict(doors or {})
+        self._limits = dict(limits or {})
         #: what loaded but deserves a word (an unknown `agentId` falls back to the default agent)
         self.warnings = tuple(warnings)
         # Selection: a lookup by path, then by discriminator (`hookwise.engine.ruleindex`).
@@ -259,10 +262,12 @@ class RuleSet:
             verify or {}, ((r.id, r.path, r.verifier) for r in rules), base
         )
         issues.extend(door_issues)
+        limits, limit_issues = path_limits((r.id, r.path, r.config.limits) for r in rules)
+        issues.extend(limit_issues)
         if issues:
             host.close()
             raise ConfigError(issues)
-        return cls(rules, host, doors, warnings)
+        return cls(rules, host, doors, warnings, limits)
 
     def tools_of(self, rule_id: str) -> tuple[str, ...]:
         """The tool grant of rule `rule_id` (none for a rule that is not, or no longer, there)."""
@@ -272,6 +277,10 @@ class RuleSet:
     def door(self, path: str) -> Door | None:
         """The verify block guarding a mapped path, if any."""
         return self._doors.get(path.strip("/"))
+
+    def limits(self, path: str) -> RouteLimitsConfig | None:
+        """The rate and concurrency limits of a mapped path, if any (`hookwise.engine.limits`)."""
+        return self._limits.get(path.strip("/"))
 
     def select(self, request: InboundRequest) -> CompiledRule | None:
         """The first rule matching the request, or None (answer 404)."""

@@ -99,6 +99,20 @@ class _Metrics:
             ("server", "tool"),
             _DURATION_BUCKETS,
         )
+        self.limited = counter(
+            "hookwise_limited",
+            "Hook requests refused by a per-route limit (rate_limited, too_many_in_flight)",
+            ("route", "code"),
+        )
+        from prometheus_client import Gauge
+
+        self.in_flight = Gauge(
+            "hookwise_in_flight",
+            "Hook requests being handled now, per route with a maxInFlight limit",
+            ("route",),
+            registry=reg,
+            multiprocess_mode="livesum",
+        )
         self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def http_children(self, route: str, status: int) -> tuple[Any, Any]:
@@ -149,6 +163,16 @@ def tool_call(server: str, tool: str, outcome: str, seconds: float) -> None:
     if _metrics is not None:
         _metrics.tool_calls.labels(server, tool, outcome).inc()
         _metrics.tool_call_duration.labels(server, tool).observe(max(0.0, seconds))
+
+
+def limited(route: str, code: str) -> None:
+    if _metrics is not None:
+        _metrics.limited.labels(route, code).inc()
+
+
+def in_flight(route: str, delta: int) -> None:
+    if _metrics is not None:
+        _metrics.in_flight.labels(route).inc(delta)
 
 
 def provider_request(provider: str, status: int | str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,59 @@ def _whsec(secret: str) -> bytes | None:
     if not body or not all(c.isalnum() or c in "+/=" for c in body):
         return None
     return _b64(body)
+
+
+_LOOPBACK = ("http://127.0.0.1:", "http://127.0.0.1/", "http://localhost:", "http://[::1]:")
+
+
+def _fetched_keys(scheme: Scheme, config: VerifyConfig, fail: Fail) -> None:
+    """The keys of the schemes that check a provider's published keys (and only theirs)."""
+    given = {
+        "audience": (config.audience, "google-pubsub"),
+        "serviceAccount": (config.service_account, "google-pubsub"),
+        "topics": (config.topics, "sns"),
+        "webhookId": (config.webhook_id, "paypal"),
+        "keysUrl": (config.keys_url, scheme.name),
+    }
+    for key, (value, owner) in given.items():
+        if value is not None and (scheme.key != "fetched" or owner != scheme.name):
+            fail(key, f"does not apply to the {config.scheme} scheme")
+    if scheme.key != "fetched":
+        return
+    for key in ("secret", "secretFile", "secrets", "publicKey"):
+        if getattr(config, {"secretFile": "secret_file", "publicKey": "public_key"}.get(key, key)):
+            fail(key, f"the {config.scheme} scheme checks the keys the provider publishes")
+    if scheme.name == "google-pubsub" and not (config.audience or "").strip():
+        fail("audience", "is required for the google-pubsub scheme (the push token's audience)")
+    if scheme.name == "paypal" and not (config.webhook_id or "").strip():
+        fail("webhookId", "is required for the paypal scheme: the id PayPal gave the webhook")
+    if scheme.name == "sns" and not [t for t in config.topics or () if t.strip()]:
+        fail("topics", "is required for the sns scheme: the TopicArn of each topic accepted")
+    url = config.keys_url
+    if url is not None and not url.startswith(("https://", *_LOOPBACK)):
+        fail("keysUrl", "must be an https:// URL (http:// only on the loopback interface)")
+
+
+def _hex(value: str) -> bytes | None:
+    try:
+        return bytes.fromhex(value) or None
+    except ValueError:
+        return None
+
+
+def _strict_b64(value: str) -> bytes | None:
+    try:
+        return base64.b64decode(value, validate=True) or None
+    except (binascii.Error, ValueError):
+        return None
+
+
+#: secrets given encoded: how each is decoded, and what it must be
+_DECODED: dict[str, tuple[Callable[[str], bytes | None], str]] = {
+    "base64-secret": (_strict_b64, "the base64 the provider gives (macSecretBase64)"),
+    "hex-secret": (_hex, "hex digits, as the provider gives it"),
+    "sha1-secret": (lambda s: hashlib.sha1(s.encode("utf-8")).digest() if s else None, "set"),
+}
 
 
 def _public_key(scheme: Scheme, value: str) -> Any:
@@ -160,7 +214,10 @@ def compile_verifier(config: VerifyConfig, base_dir: Path, where: str) -> Verifi
     scheme = _scheme(config, fail)
     keys = Keys()
     if scheme is not None:
-        if scheme.key in ("ed25519-hex", "whpk", "ecdsa-spki"):
+        _fetched_keys(scheme, config, fail)
+        if scheme.key == "fetched":
+            pass
+        elif scheme.key in ("ed25519-hex", "whpk", "ecdsa-spki"):
             for key in ("secret", "secretFile", "secrets"):
                 if getattr(config, {"secretFile": "secret_file"}.get(key, key)) is not None:
                     fail(key, f"the {config.scheme} scheme checks a publicKey, not a secret")
@@ -189,9 +246,17 @@ def compile_verifier(config: VerifyConfig, base_dir: Path, where: str) -> Verifi
                     if decoded is None:
                         fail(shown, "a standard-webhooks secret must be whsec_ followed by base64")
                     raw.append(decoded or b"")
+                elif scheme.key in _DECODED:
+                    decoded = _DECODED[scheme.key][0](secret.strip())
+                    if decoded is None:
+                        fail(shown, f"the {config.scheme} secret is {_DECODED[scheme.key][1]}")
+                    raw.append(decoded or b"")
                 else:
                     raw.append(secret.encode("utf-8"))
             keys = Keys(secrets=tuple(raw))
+        if scheme.signature.header.lower() == "authorization" and config.auth != "signature":
+            fail("auth", f"the {config.scheme} scheme reads the Authorization header, where a hook"
+                 " token would be: give auth: signature")  # fmt: skip
         if scheme.timestamp is None and config.tolerance is not None:
             fail("tolerance", f"the {config.scheme} scheme signs no timestamp; remove tolerance")
         if config.tolerance is not None and config.tolerance <= 0:
@@ -211,6 +276,11 @@ def compile_verifier(config: VerifyConfig, base_dir: Path, where: str) -> Verifi
         public_url=config.public_url,
         tolerance=float(config.tolerance) if config.tolerance is not None else None,
         verify_token=config.verify_token,
+        audience=config.audience,
+        service_account=config.service_account,
+        keys_url=config.keys_url,
+        topics=tuple(t.strip() for t in config.topics or ()),
+        webhook_id=(config.webhook_id or "").strip() or None,
     )
     return Verifier(scheme, keys, options, config.auth, where)
 

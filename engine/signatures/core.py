@@ -33,8 +33,18 @@ import attrs
 from ..extract import JsonPath, JsonPathError, compile_jsonpath
 from ..request import InboundRequest
 
-Algorithm = Literal["sha1", "sha256", "sha512", "token", "ed25519", "ecdsa-p256"]
-Encoding = Literal["hex", "base64", "raw"]
+Algorithm = Literal[
+    "sha1",
+    "sha256",
+    "sha512",
+    "token",
+    "ed25519",
+    "ecdsa-p256",
+    "jwt-hs256",
+    "jwt-rs256",
+    "rsa-sha256",
+]
+Encoding = Literal["hex", "base64", "base64url", "raw"]
 TimeUnit = Literal["s", "ms", "rfc3339"]
 DEFAULT_TOLERANCE = 300.0
 MAX_SIGNATURES = 16  # signatures considered per request (a header may list several)
@@ -89,9 +99,18 @@ class Options:
     public_url: str | None = None
     tolerance: float | None = None
     verify_token: str | None = attrs.field(default=None, repr=False)
+    audience: str | None = None  # the `aud` a signed JWT must carry (Google Pub/Sub push)
+    service_account: str | None = None  # the `email` it must carry, when given
+    keys_url: str | None = None  # where the provider's public keys are, instead of its own
+    topics: tuple[str, ...] = ()  # the SNS topics accepted
+    webhook_id: str | None = None  # the id PayPal gave the subscription (it is signed)
 
 
 PartsFn = Callable[["Scheme", InboundRequest, Options], Parts]
+#: a whole check, for schemes whose proof is not a signature over a message (a signed JWT)
+CheckFn = Callable[["Verifier", InboundRequest], None]
+#: the URLs a request's check needs fetched first (keys, certificates), each one allowed
+FetchFn = Callable[["Verifier", InboundRequest], tuple[str, ...]]
 
 
 @attrs.frozen
@@ -106,13 +125,27 @@ class Scheme:
     timestamp: str | None = None  # "header:<name>", "label" (in the signature header), "$.path"
     timestamp_unit: TimeUnit = "s"
     tolerance: float | None = None  # default; None: the age is checked only when configured
-    key: Literal["secret", "whsec", "ed25519-hex", "whpk", "ecdsa-spki"] = "secret"
+    # how the configured secret becomes the key: as text, Standard Webhooks' whsec_, decoded
+    # from base64 (Airtable) or hex (Close, Squarespace); or a public key
+    key: Literal[
+        "secret",
+        "whsec",
+        "base64-secret",
+        "hex-secret",
+        "sha1-secret",  # the SHA-1 digest of the secret (Braintree's private key)
+        "ed25519-hex",
+        "whpk",
+        "ecdsa-spki",
+        "fetched",  # the provider's published keys, fetched by the server (Google)
+    ] = "secret"
     delivery_id: str | None = None  # a header name, or a JSONPath into the payload
     handshake: str | None = None
     header_aliases: Mapping[str, str] = attrs.field(factory=dict)  # name -> the other name
     asymmetric: str | None = None  # the scheme to use when a publicKey is configured
     needs_url: bool = False
     parts: PartsFn | None = None
+    check: CheckFn | None = None
+    fetch: FetchFn | None = None
     doc: str = ""
 
     @property
@@ -251,6 +284,8 @@ def decode(value: str, encoding: Encoding) -> bytes | None:
         except ValueError:
             return None
     try:
+        if encoding == "base64url":  # sent without its padding (Sanity)
+            return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)) or None
         return base64.b64decode(value, validate=True) or None
     except (binascii.Error, ValueError):
         return None
@@ -350,6 +385,9 @@ class Verifier:
     def verify(self, request: InboundRequest) -> None:
         """Raise `SignatureError` unless the request carries a valid signature."""
         scheme = self.scheme
+        if scheme.check is not None:
+            scheme.check(self, request)
+            return
         parts = (scheme.parts or default_parts)(scheme, request, self.options)
         stamp: float | None = None
         if scheme.timestamped:

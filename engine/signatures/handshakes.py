@@ -16,6 +16,10 @@ otherwise. `HandshakeRefused` carries a refusal (Meta's 403 on a wrong verify to
 - `discord`: a signed PING interaction `{"type": 1}` -> 200 JSON `{"type": 1}`.
 - `msgraph`: `POST ?validationToken=V` -> 200 text/plain `V` (Graph signs nothing here).
 - `dropbox`: `GET ?challenge=C` -> 200 text/plain `C`.
+- `okta`: `GET` with `x-okta-verification-challenge: C` and the hook's Authorization header ->
+  200 JSON `{"verification": C}`.
+- `sns`: a signed `SubscriptionConfirmation` from an accepted topic -> the gateway visits its
+  `SubscribeURL` (an SNS URL), then 200 (an `UnsubscribeConfirmation`: 200, nothing visited).
 A challenge is echoed only when it is 1 to 1024 printable characters, and every answer carries
 `X-Content-Type-Options: nosniff` (a browser never reads the echoed text as HTML or script).
 """
@@ -30,6 +34,7 @@ from collections.abc import Callable
 import attrs
 
 from ..request import InboundRequest
+from . import sns
 from .core import Verifier, json_body
 
 MAX_CHALLENGE = 1024
@@ -47,6 +52,8 @@ class HandshakeAnswer:
     status: int = 200
     #: every answer echoes text from the caller: never sniffed as anything but its type
     headers: tuple[tuple[str, str], ...] = (("X-Content-Type-Options", "nosniff"),)
+    #: a URL the gateway visits before answering (SNS's SubscribeURL confirms a subscription)
+    follow: str | None = None
 
 
 class HandshakeRefused(Exception):
@@ -141,6 +148,31 @@ def _discord(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnsw
     return HandshakeAnswer("discord_ping", b'{"type":1}', _JSON)
 
 
+def _okta(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnswer | None:
+    challenge = request.headers.get("x-okta-verification-challenge")
+    if method != "GET" or challenge is None:
+        return None
+    v.verify(request)  # Okta sends the hook's Authorization header on the check too
+    value = _challenge(challenge.strip(), "x-okta-verification-challenge").decode("utf-8")
+    return HandshakeAnswer("okta_verification", json.dumps({"verification": value}).encode(), _JSON)
+
+
+def _sns(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnswer | None:
+    kind = request.headers.get("x-amz-sns-message-type", "").strip()
+    if method != "POST" or kind not in ("SubscriptionConfirmation", "UnsubscribeConfirmation"):
+        return None
+    v.verify(request)  # the signature, the certificate's host and the topic
+    data = json_body(request)
+    assert isinstance(data, dict)
+    if kind == "UnsubscribeConfirmation":
+        return HandshakeAnswer("sns_unsubscribe_confirmation", b'{"ok":true}', _JSON)
+    url = data.get("SubscribeURL")
+    if not sns.allowed(v, url, sns.SNS_HOST):
+        raise HandshakeRefused(400, "invalid_handshake", "the SubscribeURL is not an SNS URL")
+    assert isinstance(url, str)
+    return HandshakeAnswer("sns_subscription_confirmation", b'{"ok":true}', _JSON, follow=url)
+
+
 Handshake = Callable[[Verifier, str, InboundRequest], "HandshakeAnswer | None"]
 HANDSHAKES: dict[str, Handshake] = {
     "meta": _meta,
@@ -150,6 +182,8 @@ HANDSHAKES: dict[str, Handshake] = {
     "zoom": _zoom,
     "twitch": _twitch,
     "discord": _discord,
+    "sns": _sns,
+    "okta": _okta,
 }
 
 
@@ -163,4 +197,6 @@ def answer(verifier: Verifier, method: str, request: InboundRequest) -> Handshak
 def answers_get(verifier: Verifier) -> bool:
     """Whether GET is a handshake on this block's path (otherwise GET stays 405)."""
     name = verifier.scheme.handshake
-    return name == "dropbox" or (name == "meta" and verifier.options.verify_token is not None)
+    return name in ("dropbox", "okta") or (
+        name == "meta" and verifier.options.verify_token is not None
+    )

@@ -26,6 +26,10 @@ from .core import (
     malformed,
     request_url,
 )
+from .jwts import JWT_SCHEMES
+from .paypal import PAYPAL
+from .providers import MORE
+from .sns import SNS
 
 _FORM = "application/x-www-form-urlencoded"
 
@@ -299,12 +303,15 @@ _ALL = [
     ),
 ]
 
-SCHEMES: dict[str, Scheme] = {s.name: s for s in _ALL}
+SCHEMES: dict[str, Scheme] = {s.name: s for s in (*_ALL, *MORE, *JWT_SCHEMES, SNS, PAYPAL)}
 ALIASES = {
     "whatsapp": "meta",
     "instagram": "meta",
     "messenger": "meta",
     "svix": "standard-webhooks",
+    # providers that deliver through Svix (Standard Webhooks' headers, svix-* or webhook-*)
+    "clerk": "standard-webhooks",
+    "resend": "standard-webhooks",
 }
 GENERIC = ("hmac", "hmac-sha256")
 # Names a verify block may give (the v1a variant is chosen by giving a publicKey).

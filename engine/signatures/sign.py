@@ -5,8 +5,9 @@ the labelled list of Stripe, Paddle, PagerDuty and Standard Webhooks), the times
 delivery id header and the headers the signed template names, signing with the block's first
 (current) secret. It is the inverse of `Verifier.verify` for every shared-secret scheme; Twilio
 adds `bodySHA256` to the URL of a JSON body (`Signed.url`). Schemes that sign with a private key
-(Discord, SendGrid, Standard Webhooks v1a) or inside the body (Mailgun, Microsoft Graph) cannot
-be signed here (`SignError`). Pure: the time and the delivery id are arguments.
+(Discord, SendGrid, Standard Webhooks v1a) are signed with one given (a pair made for a test);
+those that sign inside the body (Mailgun, Microsoft Graph) cannot be signed here (`SignError`).
+Pure: the time, the delivery id and the key are arguments.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import base64
 import hashlib
 import hmac
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import attrs
@@ -25,7 +27,13 @@ from .core import DIGESTS, Verifier, render, request_url
 _UNSIGNABLE = {
     "mailgun": "signs inside the body (its signature object)",
     "msgraph": "carries its clientState inside the body",
+    "adyen": "signs inside the body (each item's hmacSignature)",
+    "braintree": "signs inside its form (bt_signature)",
+    "figma": "carries its passcode inside the body",
 }
+
+
+_ASYMMETRIC = ("ed25519", "ecdsa-p256")
 
 
 class SignError(Exception):
@@ -47,6 +55,8 @@ def _stamp(unit: str, now: datetime) -> str:
 
 
 def _encode(digest: bytes, encoding: str) -> str:
+    if encoding == "base64url":
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
     return digest.hex() if encoding == "hex" else base64.b64encode(digest).decode()
 
 
@@ -67,6 +77,18 @@ def _twilio(v: Verifier, body: bytes, url: str, form: bool) -> Signed:
     return Signed({"X-Twilio-Signature": base64.b64encode(mac).decode()}, None if form else url)
 
 
+def _signature(verifier: Verifier, message: bytes, private_key: Any) -> bytes:
+    algorithm = verifier.scheme.algorithm
+    if algorithm == "ed25519":
+        return private_key.sign(message)  # type: ignore[no-any-return]
+    if algorithm == "ecdsa-p256":
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        return private_key.sign(message, ec.ECDSA(hashes.SHA256()))  # type: ignore[no-any-return]
+    return hmac.new(verifier.keys.secrets[0], message, DIGESTS[algorithm]).digest()
+
+
 def sign(
     verifier: Verifier,
     body: bytes,
@@ -75,15 +97,38 @@ def sign(
     delivery_id: str,
     url: str = "",
     form: bool = False,
+    private_key: Any = None,
 ) -> Signed:
-    """The headers a provider using `verifier`'s scheme and secret would send with `body`."""
+    """The headers a provider using `verifier`'s scheme and secret would send with `body`; the
+    schemes that sign with a private key (Discord, SendGrid, Standard Webhooks v1a) take it as
+    `private_key` (a cryptography private key, e.g. a pair made for a test)."""
     scheme = verifier.scheme
     if scheme.name in _UNSIGNABLE:
         raise SignError(f"the {scheme.name} scheme {_UNSIGNABLE[scheme.name]}")
-    if verifier.keys.public is not None or not verifier.keys.secrets:
-        raise SignError(f"the {scheme.name} scheme signs with the provider's private key")
+    if scheme.key == "fetched":
+        raise SignError(f"the {scheme.name} scheme is signed by the provider's own keys")
+    if scheme.algorithm == "jwt-hs256":  # Netlify: a JWT naming the body's digest
+        import jwt
+
+        claims = {"iss": "netlify", "sha256": hashlib.sha256(body).hexdigest()}
+        return Signed({scheme.signature.header: jwt.encode(claims, verifier.keys.secrets[0])})
+    if scheme.algorithm in _ASYMMETRIC and private_key is None:
+        raise SignError(
+            f"the {scheme.name} scheme signs with the provider's private key: give one"
+            " (--private-key-file)"
+        )
+    if scheme.algorithm not in _ASYMMETRIC and not verifier.keys.secrets:
+        raise SignError(f"the {scheme.name} scheme needs a secret")
     if scheme.name == "twilio":
         return _twilio(verifier, body, url, form)
+    if scheme.name == "mandrill":
+        if not url and verifier.options.public_url is None:
+            raise SignError("the mandrill scheme signs the URL: give the URL the provider calls")
+        url = request_url(InboundRequest(path="", payload={}, url=url), verifier.options)
+        fields = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+        message = url + "".join(k + v for k, v in sorted(fields, key=lambda kv: kv[0]))
+        mac = hmac.new(verifier.keys.secrets[0], message.encode(), hashlib.sha1).digest()
+        return Signed({scheme.signature.header: base64.b64encode(mac).decode()})
     if "{url}" in scheme.signed and not (url or verifier.options.public_url):
         raise SignError(f"the {scheme.name} scheme signs the URL: give the URL the provider calls")
     fmt = scheme.signature
@@ -110,8 +155,7 @@ def sign(
     message = render(
         scheme.signed, request, scheme, timestamp=stamp, url=request_url(request, verifier.options)
     )
-    digest = hmac.new(verifier.keys.secrets[0], message, DIGESTS[scheme.algorithm]).digest()
-    signature = _encode(digest, scheme.encoding)
+    signature = _encode(_signature(verifier, message, private_key), scheme.encoding)
     if fmt.separator is None:
         value = fmt.prefix + signature
     else:

@@ -1,4 +1,5 @@
-"""`hookwise webhooks sign`: print the headers a provider would send with a payload.
+"""`hookwise webhooks sign`: print the headers a provider would send with a payload;
+`hookwise webhooks schemes`: the table of schemes a verify block may name (`--json`: a list).
 
 For curl and for tests: `hookwise webhooks sign --scheme stripe --secret-file s --payload e.json`
 prints `Stripe-Signature: t=...,v1=...` (one `Name: value` line per header, ready for `curl -H`).
@@ -10,6 +11,8 @@ the same signing for `hookwise rules test --sign`, with the secret of the block 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import os
 import sys
 import uuid
@@ -49,16 +52,49 @@ def _secret(args: argparse.Namespace) -> str:
     return value
 
 
+def _private_key(path: str) -> Any:
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        return load_pem_private_key(Path(path).read_bytes(), password=None)
+    except OSError as e:
+        raise SystemExit(f"hookwise: cannot read {path}: {e.strerror or e}") from None
+    except (ValueError, TypeError):
+        raise SystemExit(f"hookwise: {path} is not an unencrypted PEM private key") from None
+
+
+def _public_key_text(scheme: str, private: Any) -> str:
+    """The public key of `private` as the scheme's verify block takes it."""
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    public = private.public_key()
+    if isinstance(private, ed25519.Ed25519PrivateKey):
+        raw = public.public_bytes(Encoding.Raw, PublicFormat.Raw)
+        return raw.hex() if scheme == "discord" else "whpk_" + base64.b64encode(raw).decode()
+    if isinstance(private, ec.EllipticCurvePrivateKey):
+        der = public.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+        return base64.b64encode(der).decode()
+    raise SystemExit("hookwise: the private key must be Ed25519 or ECDSA P-256")
+
+
 def cmd_sign(args: argparse.Namespace) -> int:
     try:
         body = sys.stdin.buffer.read() if args.payload == "-" else Path(args.payload).read_bytes()
     except OSError as e:
         raise SystemExit(f"hookwise: cannot read {args.payload}: {e.strerror or e}") from None
-    if args.scheme in ("discord", "sendgrid"):
+    private = None
+    block: dict[str, Any] = {"scheme": args.scheme, "auth": "signature"}  # auth: no effect here
+    if args.private_key_file:
+        private = _private_key(args.private_key_file)
+        block["publicKey"] = _public_key_text(args.scheme, private)
+    elif args.scheme in ("discord", "sendgrid"):
         raise SystemExit(
-            f"hookwise: the {args.scheme} scheme signs with the provider's private key"
+            f"hookwise: the {args.scheme} scheme signs with the provider's private key:"
+            " give --private-key-file (PEM)"
         )
-    block: dict[str, Any] = {"scheme": args.scheme, "secret": _secret(args)}
+    else:
+        block["secret"] = _secret(args)
     if args.scheme in ("hmac", "hmac-sha256"):
         block.update(header=args.header or "X-Signature", prefix=args.prefix or "")
     try:
@@ -70,6 +106,7 @@ def cmd_sign(args: argparse.Namespace) -> int:
             delivery_id=args.id or str(uuid.uuid4()),
             url=args.url or "",
             form=args.form,
+            private_key=private,
         )
     except ConfigError as e:
         raise SystemExit(f"hookwise: {'; '.join(str(i) for i in e.issues)}") from None
@@ -79,6 +116,38 @@ def cmd_sign(args: argparse.Namespace) -> int:
         print(f"# POST {signed.url}")
     for name, value in signed.headers.items():
         print(f"{name}: {value}")
+    return 0
+
+
+def _tolerance(row: dict[str, Any]) -> str:
+    if row["timestamped"] is False:
+        return "-"
+    value = row["tolerance"]
+    return f"{value:g}s" if value is not None else "unchecked"
+
+
+def cmd_schemes(args: argparse.Namespace) -> int:
+    from ...engine.signatures.catalogue import catalogue
+    from .admin import table
+
+    rows = catalogue()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    shown = [
+        {
+            **row,
+            "name": row["name"] + (f" (= {row['aliasOf']})" if "aliasOf" in row else ""),
+            "tolerance": _tolerance(row),
+            "deliveryId": row["deliveryId"] or "-",
+            "handshake": row["handshake"] or "-",
+        }
+        for row in rows
+    ]
+    columns = [("NAME", "name"), ("HEADERS", "headers"), ("SIGNED", "signed")]
+    columns += [("ALGORITHM", "algorithm"), ("TOLERANCE", "tolerance")]
+    columns += [("DELIVERY ID", "deliveryId"), ("HANDSHAKE", "handshake")]
+    table(shown, columns, sys.stdout)
     return 0
 
 
@@ -110,7 +179,21 @@ def rules_test_sign(ruleset: Any, request: InboundRequest, url: str | None) -> I
 
 
 def add_cli(providers: Any) -> None:
-    """Add `sign` under `hookwise webhooks`."""
+    """Add `sign` and `schemes` under `hookwise webhooks`."""
+    listing = providers.add_parser(
+        "schemes",
+        help="list the signature schemes a verify block may name",
+        description="The signature schemes a verify block may name: the headers each reads, "
+        "what it signs, its algorithm, the default tolerance of its signed timestamp, the "
+        "delivery id that deduplicates retries, and the handshake hookwise answers.",
+    )
+    listing.add_argument(
+        "--json",
+        action="store_true",
+        help="a JSON list of objects (name, headers, signed, algorithm, encoding, tolerance, "
+        "timestamped, deliveryId, handshake, key, doc; aliasOf for an alias)",
+    )
+    listing.set_defaults(func=cmd_schemes)
     p = providers.add_parser(
         "sign",
         help="print the headers a provider would send with a payload",
@@ -123,6 +206,12 @@ def add_cli(providers: Any) -> None:
     p.add_argument("--payload", required=True, metavar="FILE", help="the body ('-' reads stdin)")
     p.add_argument("--secret-file", metavar="FILE", help="a file holding the secret")
     p.add_argument("--secret", help="the secret (prefer --secret-file or HOOKWISE_SIGN_SECRET)")
+    p.add_argument(
+        "--private-key-file",
+        metavar="FILE",
+        help="discord, sendgrid, standard-webhooks (v1a): a PEM private key (Ed25519, or ECDSA "
+        "P-256 for sendgrid) to sign with, e.g. a pair made for a test",
+    )
     p.add_argument("--url", help="the URL the provider calls (twilio, square)")
     p.add_argument("--id", help="the delivery id to send (default: a random UUID)")
     p.add_argument("--form", action="store_true", help="the body is a form (twilio)")

@@ -61,6 +61,8 @@ from .auth import (
     presented_token,
 )
 from .dispatch import Dispatcher, RequestMeta, respond_body
+from .fetch import KeyFetcher
+from .limits import Limited, RouteLimiter
 from .payload import content_type, parse_payload, takes_arrays
 
 log = logging.getLogger("hookwise.hooks")
@@ -171,8 +173,14 @@ class HookEndpoint:
         throttle: AuthThrottle | SharedAuthThrottle,
         dispatcher: Dispatcher,
         rules: Callable[[], Any] = lambda: None,
+        limiter: RouteLimiter | None = None,
+        keys: KeyFetcher | None = None,
     ) -> None:
         self.settings = settings
+        #: per-route `rateLimit` and `maxInFlight` (429), counted before the body is read
+        self._limiter = limiter or RouteLimiter(lambda _: None, str)
+        #: what a door's check fetches (a provider's published keys)
+        self._keys = keys or KeyFetcher()
         self._token = token
         self._throttle = throttle
         self._dispatcher = dispatcher
@@ -223,19 +231,22 @@ class HookEndpoint:
                 raise RequestError(
                     404, "not_found", "name a hook: {hook_path}/wake, /agent or a mapping"
                 )
-            body = b""
-            if scope["method"] == "POST":
-                body = await read_body(
-                    receive,
-                    declared=content_length(headers),
-                    limit=self.settings.max_body_bytes,
-                    timeout=self.settings.body_timeout,
-                )
-            meta.size = len(body)
-            if self.settings.retain_payloads and not by_signature:
-                # signature-authenticated requests are kept once their door has checked them
-                self._retain(sub, headers, scope.get("query_string", b""), body, meta)
-            return await self._handle(sub, headers, scope, body, meta, send, door)
+            async with self._limiter.admit(sub, client):
+                body = b""
+                if scope["method"] == "POST":
+                    body = await read_body(
+                        receive,
+                        declared=content_length(headers),
+                        limit=self.settings.max_body_bytes,
+                        timeout=self.settings.body_timeout,
+                    )
+                meta.size = len(body)
+                if self.settings.retain_payloads and not by_signature:
+                    # signature-authenticated requests are kept once their door has checked them
+                    self._retain(sub, headers, scope.get("query_string", b""), body, meta)
+                return await self._handle(sub, headers, scope, body, meta, send, door)
+        except Limited as e:  # not in the request log: a flood must not become store writes
+            return await send_error(send, e.error, e.headers)
         except _LockedOut as e:
             return await send_error(
                 send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())]
@@ -313,6 +324,8 @@ class HookEndpoint:
             raise RequestError(exc.status, exc.code, exc.message, None, door.rule_id) from None
         if found is None:
             return None
+        if found.follow is not None:  # SNS: confirm the subscription before answering
+            await self._keys.visit(found.follow)
         self._dispatcher.refused(meta, found.status, found.kind, door.rule_id, "handshake")
         hdrs = [(k.lower().encode(), v.encode()) for k, v in found.headers]
         hdrs += [
@@ -337,6 +350,7 @@ class HookEndpoint:
         request = None
         if door is not None:  # the door comes before the payload is even parsed
             request = _inbound(sub, {}, headers, scope, body, url=_url(scope, headers))
+            request = await self._keys.for_request(door.verifier, request)
             answered = await self._at_door(door, scope, request, meta, send)
             if answered is not None:
                 return answered

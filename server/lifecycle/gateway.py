@@ -24,6 +24,7 @@ from ...engine.errors import ConfigError, ConfigIssue
 from ..ingress.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
 from ..ingress.dispatch import Dispatcher
 from ..ingress.hooks import HookEndpoint, HookSettings
+from ..ingress.limits import RouteLimiter, route_limits
 from ..store.sqlite import SQLiteStore
 
 log = logging.getLogger("hookwise")
@@ -190,6 +191,11 @@ class Gateway:
                 ),
                 dispatcher=self.dispatcher,
                 rules=lambda: self.rules,
+                limiter=RouteLimiter(
+                    route_limits(hooks.limits, lambda: self.rules),
+                    lambda sub: f"{hooks.path}/{sub}",
+                    shared=None if isinstance(self.store, SQLiteStore) else self.store,
+                ),
             )
         self._tasks: list[asyncio.Task[None]] = []
         self._reloading = asyncio.Lock()

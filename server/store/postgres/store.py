@@ -166,6 +166,11 @@ class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention, Postgr
                 now - idempotency_window,
                 now,
             )
+            # limit counters that no longer hold anything back
+            await conn.execute("DELETE FROM limit_rates WHERE tat < $1", now)
+            await conn.execute(
+                "DELETE FROM limit_in_flight WHERE n = 0 OR seen < $1", now - log_retention
+            )
 
         await self._writer.submit(fn)
 
@@ -323,3 +328,30 @@ class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention, Postgr
     async def auth_success(self, client: str) -> None:
         """A correct token: forget `client`'s failures and lock-out."""
         await self._readers.execute("DELETE FROM auth_failures WHERE client = $1", client)
+
+    # per-route limits, counted across processes (server/ingress/limits.py) -------------------
+
+    async def limit_rate(self, key: str, *, now: float, step: float, burst: float) -> float:
+        """Count one request of `key` against its rate (GCRA: one every `step` seconds, up to
+        `burst` seconds ahead); 0 when admitted, else the seconds until one would be."""
+        return await self._readers.fetchval(
+            "SELECT hookwise_limit_rate($1, $2, $3, $4)", key, now, step, burst
+        )
+
+    async def limit_enter(
+        self, key: str, owner: str, *, most: int, now: float, stale: float
+    ) -> bool:
+        """One more request of `key` in flight for `owner` (a process), unless `most` are."""
+        return await self._readers.fetchval(
+            "SELECT hookwise_limit_enter($1, $2, $3, $4, $5)", key, owner, most, now, stale
+        )
+
+    async def limit_leave(self, key: str, owner: str, *, now: float) -> None:
+        """A request of `key` that `limit_enter` admitted for `owner` is done."""
+        await self._readers.execute(
+            "UPDATE limit_in_flight SET n = GREATEST(n - 1, 0), seen = $3"
+            " WHERE key = $1 AND owner = $2",
+            key,
+            owner,
+            now,
+        )
