@@ -27,6 +27,7 @@ from .config_models import (
 from .convert import structure
 from .envrefs import resolve_env
 from .errors import ConfigError, ConfigIssue
+from .store_url import store_url_problem
 from .yamlfile import YamlSyntaxError, load_yaml
 
 # ---------------------------------------------------------------------------------------------
@@ -156,6 +157,11 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
         issues.append(ConfigIssue("retention.batchSize", "must be at least 1"))
     if defaults.max_concurrent_runs < 1:
         issues.append(ConfigIssue("agents.defaults.maxConcurrentRuns", "must be at least 1"))
+
+    if config.store.url is not None:
+        problem = store_url_problem(config.store.url)
+        if problem is not None:
+            issues.append(ConfigIssue("store.url", problem))
 
     seen_ids: dict[str, int] = {}
     for i, m in enumerate(hooks.mappings):

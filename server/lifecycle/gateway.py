@@ -21,6 +21,7 @@ from ...engine.actions import ValidationPolicy
 from ...engine.config import load_config
 from ...engine.config_models import Config, LoadedConfig
 from ...engine.errors import ConfigError, ConfigIssue
+from ...engine.store_url import store_url_problem
 from ..ingress.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
 from ..ingress.dispatch import Dispatcher
 from ..ingress.hooks import HookEndpoint, HookSettings
@@ -123,14 +124,15 @@ def open_store(
 ) -> Any:
     """The store a URL names: `postgresql://...`, `sqlite:///path`, or None for
     `<state dir>/hookwise.db` (`synchronous` and `writer` are SQLite's)."""
+    problem = store_url_problem(url) if url else None
+    if problem is not None:  # `serve --store` and HOOKWISE_STORE_URL, which the config check missed
+        raise ConfigError([ConfigIssue("store.url", problem)])
     if url and url.startswith(("postgres://", "postgresql://")):
         from ..store.postgres import PostgresStore
 
         return PostgresStore(url)
-    if url and url.startswith("sqlite:///"):
+    if url:
         path = Path(url.removeprefix("sqlite:///"))
-    elif url:
-        raise ConfigError([ConfigIssue("store.url", "must be postgresql://... or sqlite:///path")])
     else:
         path = state_dir / "hookwise.db"
     return SQLiteStore(path, synchronous=synchronous, writer=writer)
