@@ -131,10 +131,7 @@ def open_store(
         from ..store.postgres import PostgresStore
 
         return PostgresStore(url)
-    if url:
-        path = Path(url.removeprefix("sqlite:///"))
-    else:
-        path = state_dir / "hookwise.db"
+    path = Path(url.removeprefix("sqlite:///")) if url else state_dir / "hookwise.db"
     return SQLiteStore(path, synchronous=synchronous, writer=writer)
 
 
