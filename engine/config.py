@@ -266,7 +266,13 @@ def check_data(
     more, notes = check_session_config(config)
     issues.extend(more)
     warnings.extend(notes)
-    return LoadedConfig(config=config, source=source, warnings=tuple(warnings)), issues
+    faulty = frozenset(
+        int(keys[2]) for keys in pruned if keys[:2] == ["hooks", "mappings"] and len(keys) > 2
+    )
+    loaded = LoadedConfig(
+        config=config, source=source, warnings=tuple(warnings), faulty_mappings=faulty
+    )
+    return loaded, issues
 
 
 _PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")

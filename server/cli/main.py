@@ -97,7 +97,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         try:
             ruleset = compile_rules(loaded)
         except ConfigError as e:
-            issues.extend(e.issues)
+            issues.extend(loaded.beside_faults(e.issues))
         try:
             issues.extend(unconfigured_channel_issues(loaded, ruleset=ruleset))
             for warning in rule_warnings(ruleset) if ruleset is not None else ():
