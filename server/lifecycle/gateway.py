@@ -248,7 +248,9 @@ class Gateway:
                 log.warning("reload: hooks.path changed; restart to apply it")
             return compile_rules(fresh)
         except ConfigError as e:
-            log.error("reload failed, keeping the current rules:\n%s", e)
+            # one line (a line break would be escaped as \x0a by the log filter)
+            problems = "; ".join(str(issue) for issue in e.issues)
+            log.error("reload failed, keeping the current rules: %s", problems)
             return None
 
     def _swap_rules(self, rules: Any) -> None:
