@@ -24,8 +24,11 @@ from typing import Any
 
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from .version import version_info
+
 ENV = "PROMETHEUS_MULTIPROC_DIR"
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: the text exposition format; the framework adds `; charset=utf-8` to a text/* media type
+CONTENT_TYPE = "text/plain; version=0.0.4"
 QUEUES = ("runs", "deliveries")
 
 _DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -226,9 +229,11 @@ def http_answered(route: str, status: int, seconds: float) -> None:
 
 
 def render(queues: Mapping[str, tuple[int, float | None]]) -> bytes:
-    """The scrape's body: every process's metrics plus the queue gauges read from the store
-    (`queues`: name -> (depth, age in seconds of the oldest item or None))."""
-    from prometheus_client import CollectorRegistry, generate_latest
+    """The scrape's body: every process's metrics, the queue gauges read from the store
+    (`queues`: name -> (depth, age in seconds of the oldest item or None)), `hookwise_build_info`
+    and the standard `process_*` series of the process that answers the scrape (with
+    `--workers N`, one of the workers: CPU, memory, open files and start time are per process)."""
+    from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
     from prometheus_client.core import GaugeMetricFamily
 
     assert _metrics is not None
@@ -253,8 +258,16 @@ def render(queues: Mapping[str, tuple[int, float | None]]) -> bytes:
         count, age = queues.get(name, (0, None))
         depth.add_metric([name], count)
         oldest.add_metric([name], age or 0.0)
+    build = GaugeMetricFamily(
+        "hookwise_build_info",
+        "The running build (always 1): hookwise's version and Python's",
+        labels=["version", "python"],
+    )
+    info = version_info()
+    build.add_metric([info["version"], info["python"]], 1)
     gauges = CollectorRegistry(auto_describe=False)
-    gauges.register(_Fixed([depth, oldest]))
+    gauges.register(_Fixed([depth, oldest, build]))
+    ProcessCollector(registry=gauges)
     return body + generate_latest(gauges)
 
 
