@@ -179,7 +179,7 @@ def _parser() -> argparse.ArgumentParser:
         "--watch",
         action="store_true",
         help="reload the rules when the config file, a rule file or a transform changes "
-        "(polled every second; SIGHUP always reloads)",
+        "(file-system notifications; SIGHUP always reloads)",
     )
     serve.add_argument(
         "--store",

@@ -94,6 +94,23 @@ def test_watch_reloads_a_changed_config_without_a_signal(launch: Launch) -> None
     assert gw.hook("before", {"n": 1}).status_code == 404
 
 
+def test_watch_sees_a_new_rule_file_and_ignores_other_files_beside_the_config(
+    launch: Launch,
+) -> None:
+    gw = launch(base_config(rules=["rules/*.yaml"]), "--watch")
+    (gw.workdir / "notes.txt").write_text("not read by a reload\n")  # beside the config
+    rules = gw.workdir / "rules"
+    rules.mkdir()
+    (rules / "late.yaml").write_text(
+        "- id: late\n  match: {path: late}\n  messageTemplate: 'late {{n}}'\n"
+    )
+    r = eventually(answers(gw, "late", 202), what="the watcher to see the new rule file")
+    assert r.json()["rule"] == "late"
+    reloads = [line for line in gw.stderr().splitlines() if "changed; reloading" in line]
+    assert reloads and all("late.yaml" in line or "rules" in line for line in reloads), reloads
+    assert not any("notes.txt" in line or "hookwise.db" in line for line in reloads)
+
+
 def test_watch_reloads_a_changed_transform(launch: Launch, tmp_path: Path) -> None:
     tdir = tmp_path / "transforms"
     tdir.mkdir()
