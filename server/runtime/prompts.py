@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
+from ...engine.times import iso_utc
 from ..store.base import EventRecord
 from .ack import TOKEN
 from .external import wrap_external
@@ -47,7 +47,7 @@ def summary_line(name: str, state: str, text: str) -> str:
 
 
 def heartbeat_prompt(events: Sequence[EventRecord], reason: str, now: float) -> str:
-    when = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    when = iso_utc(now, sep=" ", timespec="seconds", suffix=" UTC")
     lines = [f"Heartbeat check ({reason}, {when})."]
     if events:
         block = []
