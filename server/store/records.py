@@ -5,16 +5,25 @@ independent of either store.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from ...engine.names import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 
-if TYPE_CHECKING:
-    from .base import NewEvent
-
 # --- the runtime's records ---------------------------------------------------------------------
+
+
+@attrs.frozen
+class NewEvent:
+    """A system event to enqueue for a session (the main session for hooks)."""
+
+    event_id: str
+    session: str
+    text: str
+    source: str
+    mode: str
+    trusted: bool = False
 
 
 @attrs.frozen
