@@ -55,7 +55,8 @@ ERRORS = {
     409: "The item is not in a state that allows this (`run_not_retryable`, "
     "`delivery_not_retryable`, `hooks_disabled`).",
     413: "The body is larger than `hooks.maxBodyBytes` (`payload_too_large`).",
-    422: "The request cannot be processed as it stands (`idempotency_key_reused`, ...).",
+    422: "The request cannot be processed as it stands: an `Idempotency-Key` used for another "
+    "request (`idempotency_key_reused`), a replay today's rules refuse (`replay_refused`).",
     429: "Too many failed authentications from this address (`locked_out`); see `Retry-After`.",
     503: "Not ready: the store does not answer or a loop of this process is not running.",
 }
