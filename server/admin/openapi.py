@@ -106,13 +106,10 @@ def _accepted(description: str) -> dict[str, Any]:
 
 
 def _hook_operation(summary: str, description: str, body: dict[str, Any]) -> dict[str, Any]:
-    responses: dict[str, Any] = {}
-    for status in (400, 401, 408, 413, 422, 429):
-        responses[str(status)] = (
-            _error(status, "Wrong token or signature (`unauthorized`, `invalid_signature`).")
-            if status == 401
-            else _error(status)
-        )
+    responses = {str(status): _error(status) for status in (400, 408, 413, 422, 429)}
+    responses["401"] = _error(
+        401, "No or a wrong token or signature (`unauthorized`, `invalid_signature`)."
+    )
     return {
         "tags": ["hooks"],
         "summary": summary,
