@@ -28,6 +28,7 @@ from .convert import structure
 from .envrefs import resolve_env
 from .errors import ConfigError, ConfigIssue
 from .grants import SERVER_NAME, check_grant
+from .store_url import store_url_problem
 from .yamlfile import YamlSyntaxError, load_yaml
 
 # ---------------------------------------------------------------------------------------------
@@ -157,6 +158,11 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
         issues.append(ConfigIssue("retention.batchSize", "must be at least 1"))
     if defaults.max_concurrent_runs < 1:
         issues.append(ConfigIssue("agents.defaults.maxConcurrentRuns", "must be at least 1"))
+
+    if config.store.url is not None:
+        problem = store_url_problem(config.store.url)
+        if problem is not None:
+            issues.append(ConfigIssue("store.url", problem))
 
     seen_ids: dict[str, int] = {}
     for i, m in enumerate(hooks.mappings):
@@ -292,7 +298,13 @@ def check_data(
     more, notes = check_session_config(config)
     issues.extend(more)
     warnings.extend(notes)
-    return LoadedConfig(config=config, source=source, warnings=tuple(warnings)), issues
+    faulty = frozenset(
+        int(keys[2]) for keys in pruned if keys[:2] == ["hooks", "mappings"] and len(keys) > 2
+    )
+    loaded = LoadedConfig(
+        config=config, source=source, warnings=tuple(warnings), faulty_mappings=faulty
+    )
+    return loaded, issues
 
 
 _PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")

@@ -7,6 +7,7 @@ refused); loading, `${NAME}` references and the checks that span several keys ar
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ import attrs
 
 from .convert import converter, structure
 from .durations import Duration
+from .errors import ConfigIssue
 from .gmail_config import GmailConfig
 from .limits import HookLimitsConfig
 from .mapping import MappingConfig, VerifyConfig
@@ -339,10 +341,21 @@ class LoadedConfig:
     config: Config
     source: Path | None
     warnings: tuple[str, ...] = ()
+    #: `hooks.mappings[i]` whose keys were at fault and set aside (their defaults in their place):
+    #: later checks of those rules would report the defaults, not the file
+    faulty_mappings: frozenset[int] = frozenset()
 
     @property
     def base_dir(self) -> Path:
         return self.source.parent if self.source else Path.cwd()
+
+    def beside_faults(self, issues: Iterable[ConfigIssue]) -> list[ConfigIssue]:
+        """`issues` without those about a mapping already reported as faulty."""
+        return [
+            i
+            for i in issues
+            if not any(i.path.startswith(f"hooks.mappings[{n}]") for n in self.faulty_mappings)
+        ]
 
 
 def _structure_models(value: object, _: Any) -> tuple[str, ...] | dict[str, ModelEntry]:

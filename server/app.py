@@ -23,7 +23,7 @@ from litestar.types import Receive, Scope, Send
 
 from . import metrics
 from .admin.api import AdminController
-from .admin.openapi import openapi_config
+from .admin.openapi import assets_router, openapi_config
 from .admin.operate import metrics_handler, readyz
 from .admin.recover import RecoverController
 from .admin.replay import ReplayController
@@ -74,6 +74,7 @@ def create_app(gateway: Gateway) -> Litestar:
         RecoverController,
         ReplayController,
         console_router(),
+        assets_router(),
     ]
     observed = gateway.config.gateway.metrics
     if observed.enabled:

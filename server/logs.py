@@ -16,12 +16,13 @@ start-up banner, configuration problems) in the configured format too.
 
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 import re
 import sys
 from typing import Any, Literal, TextIO
+
+from ..engine.times import iso_utc
 
 Format = Literal["text", "json"]
 FORMATS: tuple[Format, ...] = ("text", "json")
@@ -64,13 +65,8 @@ def fields(**ids: Any) -> dict[str, Any]:
     return {"fields": {k: v for k, v in ids.items() if v is not None}}
 
 
-def _iso(created: float) -> str:
-    at = datetime.datetime.fromtimestamp(created, datetime.UTC)
-    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
-
-
 def _json_line(ts: float, level: str, logger: str, msg: str, extra: dict[str, Any]) -> str:
-    out: dict[str, Any] = {"ts": _iso(ts), "level": level, "logger": logger, "msg": redact(msg)}
+    out: dict[str, Any] = {"ts": iso_utc(ts), "level": level, "logger": logger, "msg": redact(msg)}
     for key, value in extra.items():
         if key not in out:
             out[key] = redact(value) if isinstance(value, str) else value

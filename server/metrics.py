@@ -25,8 +25,11 @@ from typing import Any
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from .version import version_info
+
 ENV = "PROMETHEUS_MULTIPROC_DIR"
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: the text exposition format; the framework adds `; charset=utf-8` to a text/* media type
+CONTENT_TYPE = "text/plain; version=0.0.4"
 QUEUES = ("runs", "deliveries")
 
 _DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -276,8 +279,10 @@ def render(
     (name -> (depth, age in seconds of the oldest item or None)), `running` (agent -> (running
     runs, seconds since the oldest started)) and `pending_events` (main session -> events
     waiting for a heartbeat). Their labels are bounded by the configuration: agents and their
-    main sessions."""
-    from prometheus_client import CollectorRegistry, generate_latest
+    main sessions. Then `hookwise_build_info` and the standard `process_*` series of the process
+    that answers the scrape (with `--workers N`, one of the workers: CPU, memory, open files and
+    start time are per process)."""
+    from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
     from prometheus_client.core import GaugeMetricFamily
 
     assert _metrics is not None
@@ -325,8 +330,17 @@ def render(
         for session, n in sorted(pending_events.items()):
             pending.add_metric([session], n)
         families.append(pending)
+    build = GaugeMetricFamily(
+        "hookwise_build_info",
+        "The running build (always 1): hookwise's version and Python's",
+        labels=["version", "python"],
+    )
+    info = version_info()
+    build.add_metric([info["version"], info["python"]], 1)
+    families.append(build)
     gauges = CollectorRegistry(auto_describe=False)
     gauges.register(_Fixed(families))
+    ProcessCollector(registry=gauges)
     return body + generate_latest(gauges)
 
 

@@ -53,6 +53,7 @@ from .query import (
     UNTIL,
     check_choice,
     filters,
+    refuse_nul,
     state_parameter,
     text_parameter,
 )
@@ -70,6 +71,7 @@ def admin_guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:
         raise RequestError(
             401, "unauthorized", "the admin API needs 'Authorization: Bearer <gateway token>'"
         )
+    refuse_nul(connection.path_params, connection.query_params)
 
 
 def store_of(request: Request) -> Any:

@@ -6,12 +6,12 @@ Times are ISO-8601 strings in UTC with millisecond precision (`2026-11-24T23:52:
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
+from ...engine.times import iso_utc
 from ..store.base import EventRecord, RequestLogEntry, RunRecord
 from ..store.records import (
     DeliveryRecord,
@@ -25,7 +25,7 @@ from ..store.toolcalls import ToolCallRecord
 
 def iso(t: float) -> str:
     """Epoch seconds as an ISO-8601 UTC time."""
-    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+    return iso_utc(t)
 
 
 def iso_or_none(t: float | None) -> str | None:

@@ -67,6 +67,17 @@ SINCE = time_parameter("since", "created at or after this ISO-8601 time (UTC if 
 UNTIL = time_parameter("until", "created before this ISO-8601 time (UTC if no offset)")
 
 
+def refuse_nul(path_params: dict[str, Any], query: Any) -> None:
+    """No stored id or text holds a NUL (PostgreSQL cannot): a path naming one is `404
+    not_found`, a query value with one `400 invalid_query`, before any store is asked."""
+    for name, value in path_params.items():
+        if isinstance(value, str) and "\x00" in value:
+            raise RequestError(404, "not_found", f"no item has this {name}")
+    for name, value in query.multi_items():
+        if "\x00" in value or "\x00" in name:
+            raise RequestError(400, "invalid_query", f"{name} must not hold a NUL", field=name)
+
+
 def check_choice(
     name: str, value: str | None, allowed: Sequence[str], *, code: str = "invalid_query"
 ) -> str | None:
@@ -96,6 +107,9 @@ def filters(
     **equal: Any,
 ) -> Filters:
     """Store filters from the API's (None = not given); `until` must follow `since`."""
+    for name, value in equal.items():
+        if isinstance(value, str) and "\x00" in value:
+            raise RequestError(400, code, f"{name} must not hold a NUL", field=name)
     start, end = epoch("since", since), epoch("until", until)
     if start is not None and end is not None and end <= start:
         raise RequestError(400, code, "until must be later than since", field="until")

@@ -24,12 +24,24 @@ COLUMN_WIDTH = 48
 # --- output -------------------------------------------------------------------------------------
 
 
-def _cell(value: Any) -> str:
+def _text(value: Any) -> str:
+    """A value of the API as a person reads it, on one line: `-` for none, `true`/`false`, a
+    list of plain values comma-separated, anything nested as compact JSON (never a Python repr)."""
     if value is None:
         return "-"
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value) or "-"
-    text = " ".join(str(value).split())  # one line, whatever the value holds
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list) and all(
+        v is None or isinstance(v, str | int | float) for v in value
+    ):
+        return ",".join(_text(v) for v in value) or "-"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return " ".join(str(value).split())  # one line, whatever the value holds
+
+
+def _cell(value: Any) -> str:
+    text = _text(value)
     return text if len(text) <= COLUMN_WIDTH else text[: COLUMN_WIDTH - 1] + "…"
 
 
@@ -153,7 +165,7 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
     def show(out: TextIO) -> None:
         for key, value in run.items():
             if key not in ("deliveries", "retries", "toolCalls"):
-                print(f"{key:>15}: {_cell(value) if key != 'message' else value}", file=out)
+                print(f"{key:>15}: {_text(value) if key != 'message' else value}", file=out)
         print("\ndeliveries:", file=out)
         table(run["deliveries"], DELIVERY_COLUMNS, out)
         print("\nretries:", file=out)

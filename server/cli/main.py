@@ -97,7 +97,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         try:
             ruleset = compile_rules(loaded)
         except ConfigError as e:
-            issues.extend(e.issues)
+            issues.extend(loaded.beside_faults(e.issues))
         try:
             issues.extend(unconfigured_channel_issues(loaded, ruleset=ruleset))
             for warning in rule_warnings(ruleset) if ruleset is not None else ():
@@ -183,7 +183,7 @@ def _parser() -> argparse.ArgumentParser:
         "--watch",
         action="store_true",
         help="reload the rules when the config file, a rule file or a transform changes "
-        "(polled every second; SIGHUP always reloads)",
+        "(file-system notifications; SIGHUP always reloads)",
     )
     serve.add_argument(
         "--store",

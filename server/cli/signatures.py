@@ -30,12 +30,22 @@ from ...engine.signatures import NAMES, Verifier, compile_verifier
 from ...engine.signatures.sign import SignError, sign
 
 _EPILOG = """\
-example:
-  hookwise webhooks sign --scheme github --secret-file gh.secret --payload push.json
-  curl -X POST "$URL/hooks/github?token=$HOOK_TOKEN" -H 'Content-Type: application/json' \\
-    $(hookwise webhooks sign --scheme github --secret-file gh.secret --payload push.json \\
-      | sed 's/^/-H /') --data-binary @push.json
+example (a path guarded by `auth: signature`, as GitHub's should be: no hook token; on a path
+that also wants the token, add -H "Authorization: Bearer $HOOK_TOKEN"):
+  hookwise webhooks sign --scheme github --secret-file gh.secret --payload push.json --curl \\
+    | curl -K - "$URL/hooks/github" -H 'Content-Type: application/json' \\
+        -H 'X-GitHub-Event: push' --data-binary @push.json
+
+--curl prints a curl config (`header = "Name: value"`, and `url = "..."` for the schemes that
+sign the URL: then give curl no URL of its own) for `curl -K -`, so no header is split on
+its spaces.
 """
+
+
+def _curl_quoted(value: str) -> str:
+    """`value` as a double-quoted string of a curl config file."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + escaped.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t") + '"'
 
 
 def _secret(args: argparse.Namespace) -> str:
@@ -112,6 +122,12 @@ def cmd_sign(args: argparse.Namespace) -> int:
         raise SystemExit(f"hookwise: {'; '.join(str(i) for i in e.issues)}") from None
     except SignError as e:
         raise SystemExit(f"hookwise: {e}") from None
+    if args.curl:
+        if signed.url is not None:
+            print(f"url = {_curl_quoted(signed.url)}")
+        for name, value in signed.headers.items():
+            print(f"header = {_curl_quoted(f'{name}: {value}')}")
+        return 0
     if signed.url is not None:
         print(f"# POST {signed.url}")
     for name, value in signed.headers.items():
@@ -217,4 +233,7 @@ def add_cli(providers: Any) -> None:
     p.add_argument("--form", action="store_true", help="the body is a form (twilio)")
     p.add_argument("--header", help="hmac: the signature header (default X-Signature)")
     p.add_argument("--prefix", help="hmac: the text before the digest, e.g. sha256=")
+    p.add_argument(
+        "--curl", action="store_true", help="print a curl config for `curl -K -` (see below)"
+    )
     p.set_defaults(func=cmd_sign)

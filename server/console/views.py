@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
+
+from ...engine.times import iso_utc
 
 FAILED_STATES = frozenset({"failed", "timed_out", "error"})
 
@@ -27,7 +29,7 @@ def iso(value: float | str | None) -> str:
     ts = _epoch(value)
     if ts is None:
         return ""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    return iso_utc(ts, sep=" ", timespec="seconds")
 
 
 def duration(start: float | str | None, end: float | str | None) -> str:

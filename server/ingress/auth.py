@@ -65,7 +65,9 @@ def presented_token(headers: list[tuple[bytes, bytes]], query_string: bytes) -> 
         elif name in TOKEN_HEADERS:
             found.append(value.strip())
     if query_string and b"token=" in query_string:
-        for key, text in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        # latin-1 both ways: a percent-escape stands for one byte, whatever it is (UTF-8 or not)
+        query = query_string.decode("latin-1")
+        for key, text in parse_qsl(query, keep_blank_values=True, encoding="latin-1"):
             if key == "token":
                 found.append(text.encode("latin-1"))
     if not found:

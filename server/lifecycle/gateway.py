@@ -21,6 +21,7 @@ from ...engine.actions import ValidationPolicy
 from ...engine.config import load_config
 from ...engine.config_models import Config, LoadedConfig
 from ...engine.errors import ConfigError, ConfigIssue
+from ...engine.store_url import store_url_problem
 from ..ingress.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
 from ..ingress.dispatch import Dispatcher
 from ..ingress.hooks import HookEndpoint, HookSettings
@@ -124,16 +125,14 @@ def open_store(
 ) -> Any:
     """The store a URL names: `postgresql://...`, `sqlite:///path`, or None for
     `<state dir>/hookwise.db` (`synchronous` and `writer` are SQLite's)."""
+    problem = store_url_problem(url) if url else None
+    if problem is not None:  # `serve --store` and HOOKWISE_STORE_URL, which the config check missed
+        raise ConfigError([ConfigIssue("store.url", problem)])
     if url and url.startswith(("postgres://", "postgresql://")):
         from ..store.postgres import PostgresStore
 
         return PostgresStore(url)
-    if url and url.startswith("sqlite:///"):
-        path = Path(url.removeprefix("sqlite:///"))
-    elif url:
-        raise ConfigError([ConfigIssue("store.url", "must be postgresql://... or sqlite:///path")])
-    else:
-        path = state_dir / "hookwise.db"
+    path = Path(url.removeprefix("sqlite:///")) if url else state_dir / "hookwise.db"
     return SQLiteStore(path, synchronous=synchronous, writer=writer)
 
 
@@ -258,7 +257,9 @@ class Gateway:
                 log.warning("reload: hooks.path changed; restart to apply it")
             return compile_rules(fresh)
         except ConfigError as e:
-            log.error("reload failed, keeping the current rules:\n%s", e)
+            # one line (a line break would be escaped as \x0a by the log filter)
+            problems = "; ".join(str(issue) for issue in e.issues)
+            log.error("reload failed, keeping the current rules: %s", problems)
             return None
 
     def _swap_rules(self, rules: Any) -> None:

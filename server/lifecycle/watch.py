@@ -1,23 +1,28 @@
 """`hookwise serve --watch`: reload the rules when the files they come from change.
 
-An asyncio task polls, every second, the stat of the config file, of every file the config's
-`hooks.rules` entries name (globs are expanded on each poll, so new files are seen) and of every
-file under the transforms directory. When anything was added, removed or changed it calls
-`gateway.reload_async()` (which compiles on a thread, keeps the old rules when the new ones do
-not compile, and logs why).
-Polling needs no extra dependency and works on every file system; a second of latency is fine
-for configuration.
+The files a reload reads are the config file, every file the config's `hooks.rules` entries name
+(globs are expanded again after each change, so new files are seen) and every file under the
+transforms directory. `watchfiles` (the file-system notifications of the OS: inotify, FSEvents,
+...) wakes the task when something changes in the folders that hold them; a change to one of
+those files (added, removed, changed, or replaced by an atomic rename) calls
+`gateway.reload_async()`, which compiles on a thread, keeps the old rules when the new ones do
+not compile, and logs why. Other files in those folders (a SQLite store beside the config, an
+editor's swap file) wake nothing. On a file system without notifications (some network and
+container mounts), set `WATCHFILES_FORCE_POLLING=1`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import fnmatch
 import glob
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
+
+from watchfiles import Change, awatch
 
 from ...engine.config import load_config
 from ...engine.config_models import LoadedConfig
@@ -26,9 +31,8 @@ from ...engine.transforms._paths import transforms_dir_of
 
 log = logging.getLogger("hookwise.watch")
 
-POLL_INTERVAL = 1.0
-
-Snapshot = dict[str, tuple[int, int, int]]
+#: how long a burst of changes (an editor's save, a `git checkout`) is gathered into one reload
+DEBOUNCE_MS = 400
 
 
 class Reloadable(Protocol):
@@ -52,50 +56,77 @@ def watched_paths(loaded: LoadedConfig) -> list[Path]:
             paths.extend(Path(p) for p in sorted(glob.glob(str(full), recursive=True)))
         else:
             paths.append(full)
-    try:
-        tdir = transforms_dir_of(base, hooks.transforms_dir)
-    except ConfigError:
-        tdir = base / "hooks" / "transforms"  # the reload reports the error itself
-    for root, dirs, files in os.walk(tdir, followlinks=False):
+    for root, dirs, files in os.walk(_transforms_dir(loaded), followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__pycache__")))
         paths.extend(Path(root) / f for f in sorted(files) if not f.startswith("."))
     return paths
 
 
-def snapshot(paths: list[Path]) -> Snapshot:
-    """mtime, size and inode of each existing file (an atomic rename changes the inode)."""
-    out: Snapshot = {}
-    for path in paths:
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        out[str(path)] = (st.st_mtime_ns, st.st_size, st.st_ino)
-    return out
+def _transforms_dir(loaded: LoadedConfig) -> Path:
+    """Where the transforms live (`<config dir>/hooks/transforms`, or `transformsDir` under it)."""
+    try:
+        return transforms_dir_of(loaded.base_dir, loaded.config.hooks.transforms_dir)
+    except ConfigError:  # the reload reports the error itself
+        return loaded.base_dir / "hooks" / "transforms"
 
 
-async def watch(gateway: Reloadable, *, interval: float = POLL_INTERVAL) -> None:
-    """Poll forever; call `gateway.reload_async()` after each change. Cancel the task to stop."""
+def _patterns(loaded: LoadedConfig) -> list[str]:
+    """The config file, the rule files' patterns and the transforms, as absolute patterns."""
+    out = [Path(loaded.source)] if loaded.source is not None else []
+    for pattern in loaded.config.hooks.rules:
+        full = Path(pattern).expanduser()
+        out.append(full if full.is_absolute() else loaded.base_dir / full)
+    out.append(_transforms_dir(loaded) / "*")
+    return [str(p.resolve()) for p in out]
+
+
+def watched_roots(loaded: LoadedConfig) -> list[Path]:
+    """The existing folders that hold (or may come to hold) the watched files."""
+    roots: set[Path] = set()
+    for pattern in _patterns(loaded):
+        parts = Path(pattern).parts
+        magic = next((i for i, part in enumerate(parts) if glob.has_magic(part)), None)
+        folder = Path(*parts[:magic]) if magic is not None else Path(pattern).parent
+        while not folder.is_dir() and folder != folder.parent:
+            folder = folder.parent
+        roots.add(folder.resolve())
+    # a folder inside another is watched through it (watchfiles watches recursively)
+    return sorted(r for r in roots if not any(o != r and o in r.parents for o in roots))
+
+
+def _relevant(patterns: list[str]) -> Callable[[Change, str], bool]:
+    """watchfiles' filter: a path a reload could read (`*` may cross folders: a prefilter), or a
+    folder on the way to one: a file made in a new folder before the watch on that folder is in
+    place raises no event of its own, so the new folder reloads (the reload reads what is there)."""
+
+    def wanted(_: Change, path: str) -> bool:
+        name = os.path.basename(path)
+        if name.startswith(".") or "__pycache__" in path:
+            return False
+        return any(
+            path == p or fnmatch.fnmatchcase(path, p) or p.startswith(path + os.sep)
+            for p in patterns
+        )
+
+    return wanted
+
+
+async def watch(gateway: Reloadable, *, debounce_ms: int = DEBOUNCE_MS) -> None:
+    """Watch until cancelled; call `gateway.reload_async()` after each change."""
     loaded = gateway.loaded
-    paths = watched_paths(loaded)
-    seen = snapshot(paths)
-    log.info("watching %d file(s) for changes", len(seen))
+    log.info("watching %d file(s) for changes", len(watched_paths(loaded)))
     while True:
-        await asyncio.sleep(interval)
-        paths = watched_paths(loaded)
-        current = snapshot(paths)
-        if current == seen:
-            continue
-        changed = sorted(set(current.items()) ^ set(seen.items()))
-        names = sorted({Path(p).name for p, _ in changed})
-        log.info("watch: %s changed; reloading", ", ".join(names))
-        if loaded.source is not None:
-            # When the config does not load, keep watching the files of the last one that did.
-            with contextlib.suppress(ConfigError):
-                loaded = load_config(loaded.source)
-        # Taken before reloading: a change made while the reload reads the files is seen next time.
-        seen = snapshot(watched_paths(loaded))
-        try:
-            await gateway.reload_async()
-        except Exception:
-            log.exception("watch: reload raised; the current rules stay")
+        roots, patterns = watched_roots(loaded), _patterns(loaded)
+        async for changes in awatch(*roots, watch_filter=_relevant(patterns), debounce=debounce_ms):
+            names = sorted({Path(path).name for _, path in changes})
+            log.info("watch: %s changed; reloading", ", ".join(names))
+            if loaded.source is not None:
+                # When the config does not load, keep watching the files of the last one that did.
+                with contextlib.suppress(ConfigError):
+                    loaded = load_config(loaded.source)
+            try:
+                await gateway.reload_async()
+            except Exception:
+                log.exception("watch: reload raised; the current rules stay")
+            if (watched_roots(loaded), _patterns(loaded)) != (roots, patterns):
+                break  # the config names other files now: watch those

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 import attrs
 
+from ...engine.times import iso_utc
 from ..store.base import EventRecord
 from .external import wrap_external
 
@@ -77,7 +77,7 @@ def source_of(event: EventRecord) -> str:
 
 
 def _when(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return iso_utc(at, sep=" ", timespec="seconds", suffix=" UTC")
 
 
 def _newest(entries: list[Entry]) -> list[str]:

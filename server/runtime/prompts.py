@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
+from ...engine.times import iso_utc
 from ..store.base import EventRecord
 from .ack import TOKEN
 from .digest import digest
@@ -49,7 +49,7 @@ def summary_line(name: str, state: str, text: str) -> str:
 def heartbeat_prompt(events: Sequence[EventRecord], reason: str, now: float) -> str:
     """What a heartbeat asks: its reason and time, the digest of the pending events (bounded:
     see `digest`), and the acknowledgment contract."""
-    when = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    when = iso_utc(now, sep=" ", timespec="seconds", suffix=" UTC")
     return "\n".join(
         [
             f"Heartbeat check ({reason}, {when}).",

@@ -1,7 +1,8 @@
 """The store interface: what the rest of the service may ask of durable state, and the records
 of the request path (events, runs, the request log, an accept operation and its answer).
 
-The runtime's and the admin API's records are in `hookwise.server.store.records`; the rows both
+The runtime's and the admin API's records are in `hookwise.server.store.records` (so is
+`NewEvent`, which a run's outcome carries too; it is imported here for the request path); the rows both
 stores write them as, and the listing helpers, in `hookwise.server.store.rows`.
 
 Callers depend on `Store` only, so a PostgreSQL implementation can sit beside SQLite without
@@ -24,23 +25,12 @@ from .records import (
     DeliveryRecord,
     HeartbeatOutcome,
     HeartbeatRecord,
+    NewEvent,
     Route,
     RunOutcome,
     Turn,
 )
 from .toolcalls import ToolCallRecord
-
-
-@attrs.frozen
-class NewEvent:
-    """A system event to enqueue for a session (the main session for hooks)."""
-
-    event_id: str
-    session: str
-    text: str
-    source: str
-    mode: str
-    trusted: bool = False
 
 
 @attrs.frozen

@@ -5,14 +5,11 @@ independent of either store.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from ...engine.names import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
-
-if TYPE_CHECKING:
-    from .base import NewEvent
 
 # --- the runtime's records ---------------------------------------------------------------------
 
@@ -24,6 +21,18 @@ class InFlight:
 
     running: dict[str, tuple[int, float | None]]
     pending_events: dict[str, int]
+
+
+@attrs.frozen
+class NewEvent:
+    """A system event to enqueue for a session (the main session for hooks)."""
+
+    event_id: str
+    session: str
+    text: str
+    source: str
+    mode: str
+    trusted: bool = False
 
 
 @attrs.frozen

@@ -115,6 +115,13 @@ def test_runs_show_and_retry_one(gw: GatewayProcess, model_server: ModelServer) 
     )
     [retry] = run["retries"]
     assert retry["by"].endswith("@127.0.0.1") and retry["fromState"] == "failed"
+    # values as JSON reads them, never Python's reprs (True, {'inputTokens': ...})
+    fields = dict(
+        line.strip().split(": ", 1)
+        for line in ok("runs", "show", run_id, "--url", gw.url).split("\n\n")[0].splitlines()
+    )
+    assert fields["deliver"] == "false"
+    assert json.loads(fields["usage"]) == run["usage"] and "'" not in fields["usage"]
     # again: the run succeeded, the API's refusal is one line and exit 1
     done = hookwise("runs", "retry", run_id, "--url", gw.url)
     assert done.returncode == 1 and "(run_not_retryable)" in done.stderr

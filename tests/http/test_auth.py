@@ -36,6 +36,7 @@ def test_each_way_of_presenting_the_token_is_accepted(gateway: GatewayProcess, w
         {"params": {"token": HOOK_TOKEN[:-1]}},
         {"headers": {"Authorization": f"Bearer {HOOK_TOKEN}", "x-service-token": HOOK_TOKEN}},
         {"headers": {"x-service-token": HOOK_TOKEN}, "params": {"token": HOOK_TOKEN}},
+        {"params": {"token": "\U0010fdb7"}},  # beyond latin-1 once percent-decoded (was a 500)
     ],
 )
 def test_a_missing_wrong_or_ambiguous_token_is_401(start_gateway, way: dict) -> None:
@@ -45,6 +46,14 @@ def test_a_missing_wrong_or_ambiguous_token_is_401(start_gateway, way: dict) -> 
     body = r.json()
     assert body["ok"] is False and body["code"] == "unauthorized"
     assert gw.admin("/api/events")["items"] == []
+
+
+def test_a_query_token_of_any_bytes_is_a_401_not_a_server_error(start_gateway) -> None:
+    gw = start_gateway()
+    assert gw.client is not None
+    for raw in ("%ED%A0%80", "%FF%FE", "%F4%8F%B6%B7"):  # a surrogate, not UTF-8, beyond latin-1
+        r = gw.client.post(f"/hooks/wake?token={raw}", json={"text": "auth test"})
+        assert (r.status_code, r.json()["code"]) == (401, "unauthorized"), raw
 
 
 def test_non_post_is_405_with_allow_before_auth(gateway: GatewayProcess) -> None:

@@ -245,6 +245,19 @@ def test_metrics_count_requests_runs_and_providers(start_gateway, model_server) 
     assert sample(s, "hookwise_queue_oldest_seconds", queue="runs") == 0
 
 
+def test_metrics_carry_build_info_and_process_series_under_one_charset(start_gateway) -> None:
+    gw = start_gateway(config())
+    assert gw.client is not None
+    r = gw.client.get("/metrics", headers=ADMIN)
+    assert r.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    s = scrape(gw)
+    info = gw.client.get("/readyz").json()
+    assert sample(s, "hookwise_build_info", version=info["version"], python=info["python"]) == 1
+    assert sample(s, "process_resident_memory_bytes") > 1_000_000  # type: ignore[operator]
+    assert sample(s, "process_open_fds") > 0  # type: ignore[operator]
+    assert 0 < time.time() - sample(s, "process_start_time_seconds") < 600  # type: ignore[operator]
+
+
 def test_queue_gauges_show_waiting_runs(start_gateway, model_server) -> None:
     model_server.slow(3, times=1)
     cfg = config(model_server)

@@ -79,8 +79,9 @@ def test_a_broken_config_on_reload_keeps_the_old_rules_and_logs_why(launch: Laun
     assert gw.proc is not None
     gw.proc.send_signal(signal.SIGHUP)
     log = eventually(lambda: (t := gw.stderr()) and "reload failed" in t and t, what="the failure")
-    assert "keeping the current rules" in log
-    assert "rule 'broken'" in log and "hooks.mappings[0].messageTemplate" in log
+    [line] = [line for line in log.splitlines() if "reload failed" in line]
+    assert "keeping the current rules: rule 'broken': hooks.mappings[0].messageTemplate" in line
+    assert "\\x0a" not in line  # the problems are joined, not an escaped line break
     r = gw.hook("before", {"n": 3})
     assert r.status_code == 202, r.text
     assert r.json()["rule"] == "before"
@@ -95,6 +96,23 @@ def test_watch_reloads_a_changed_config_without_a_signal(launch: Launch) -> None
     assert r.json()["rule"] == "after"
     assert [x["runId"] for x in runs_of(gw, "after")] == [r.json()["runId"]]
     assert gw.hook("before", {"n": 1}).status_code == 404
+
+
+def test_watch_sees_a_new_rule_file_and_ignores_other_files_beside_the_config(
+    launch: Launch,
+) -> None:
+    gw = launch(base_config(rules=["rules/*.yaml"]), "--watch")
+    (gw.workdir / "notes.txt").write_text("not read by a reload\n")  # beside the config
+    rules = gw.workdir / "rules"
+    rules.mkdir()
+    (rules / "late.yaml").write_text(
+        "- id: late\n  match: {path: late}\n  messageTemplate: 'late {{n}}'\n"
+    )
+    r = eventually(answers(gw, "late", 202), what="the watcher to see the new rule file")
+    assert r.json()["rule"] == "late"
+    reloads = [line for line in gw.stderr().splitlines() if "changed; reloading" in line]
+    assert reloads and all("late.yaml" in line or "rules" in line for line in reloads), reloads
+    assert not any("notes.txt" in line or "hookwise.db" in line for line in reloads)
 
 
 def test_watch_reloads_a_changed_transform(launch: Launch, tmp_path: Path) -> None:

@@ -160,6 +160,26 @@ def test_config_check_prints_every_problem_and_exits_1(tmp_path: Path) -> None:
     assert "hooks.mappings[0].textTemplat: unknown key; did you mean 'textTemplate'?" in r.stderr
 
 
+def test_a_mistyped_action_is_one_problem_not_a_bogus_missing_template(tmp_path: Path) -> None:
+    cfg = tmp_path / "wakeup.yaml"
+    cfg.write_text(
+        "hooks:\n  enabled: true\n  token: hook-token-0123456789abcdef-0123\n  mappings:\n"
+        "    - {id: a, match: {path: a}, action: wakeup, textTemplate: hi}\n"
+        "    - {id: b, match: {path: b}, action: agent}\n"
+        "gateway: {auth: {token: admin-token-0123456789abcdef-0123}}\n"
+    )
+    r = _cli("config", "check", "--config", str(cfg))
+    assert r.returncode == 1
+    problems = [line.strip() for line in r.stderr.splitlines()[1:]]
+    # the default action (agent) that stood in for `wakeup` is not reported as missing a
+    # messageTemplate; the second rule, whose action is valid, still is
+    assert problems == [
+        "hooks.mappings[0].action: must be one of wake, agent",
+        "rule 'b': hooks.mappings[1].messageTemplate: an agent mapping needs messageTemplate "
+        "(or a transform that sets it)",
+    ], r.stderr
+
+
 def test_config_check_accepts_the_quickstart() -> None:
     repo = Path(__file__).resolve().parents[2]
     r = _cli("config", "check", "--config", str(repo / "examples" / "quickstart.yaml"))

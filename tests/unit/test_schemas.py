@@ -42,6 +42,13 @@ def test_every_example_config_validates_and_loads(path: Path, monkeypatch) -> No
         "ANTHROPIC_API_KEY": "sk-ant-example",
         "TELEGRAM_BOT_TOKEN": "123456:example",
         "SLACK_BOT_TOKEN": "xoxb-example",
+        # the worked examples' signature secrets (production.yaml guards their paths)
+        "GITHUB_WEBHOOK_SECRET": "gh-example",
+        "STRIPE_WEBHOOK_SECRET": "whsec_example",
+        "SHOPIFY_WEBHOOK_SECRET": "shpss_example",
+        "SLACK_SIGNING_SECRET": "slack-example",
+        "DISCORD_PUBLIC_KEY": "ab" * 32,
+        "TWILIO_AUTH_TOKEN": "twilio-example",
     }.items():
         monkeypatch.setenv(name, value)
     data = read_file(path)
