@@ -212,7 +212,9 @@ def _check_tools(config: Config, issues: list[ConfigIssue], warnings: list[str])
             camel = key.split("_")[0] + "".join(w.title() for w in key.split("_")[1:])
             issues.append(ConfigIssue(f"tools.{camel}", "must be positive"))
     servers = tools.mcp_servers.keys()
-    grants = [("agents.defaults.tools", config.agents.defaults.tools)]
+    grants: list[tuple[str, tuple[str, ...] | None]] = [
+        ("agents.defaults.tools", config.agents.defaults.tools)
+    ]
     grants += [(f"agents.list[{i}].tools", a.tools) for i, a in enumerate(config.agents.list)]
     for where, entries in grants:
         more, notes = check_grant(entries, where, servers)

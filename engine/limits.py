@@ -19,8 +19,8 @@ from .durations import Duration
 from .errors import ConfigIssue
 
 
-def positive(_: object, attribute: attrs.Attribute, value: object) -> None:  # type: ignore[type-arg]
-    if value is not None and value <= 0:  # type: ignore[operator]
+def positive(_: object, attribute: attrs.Attribute, value: object) -> None:
+    if isinstance(value, int | float) and value <= 0:
         raise ValueError("must be greater than 0")
 
 

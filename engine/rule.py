@@ -8,7 +8,7 @@ mapping's `where`); `CompiledRule.matches` is the first-match test `hookwise.eng
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -73,7 +73,7 @@ class CompiledRule:
     templates: dict[str, Template]
     static: dict[str, Any]
     transform: Transform | None
-    respond_body: Callable[[dict[str, Any]], Any] | None
+    respond_body: Callable[[Mapping[str, Any]], Any] | None
     verifier: Verifier | None = None
     #: where the fanned-out list sits, for a plain `forEach` path (`$.a.b`, `$.a.b[*]`)
     for_each_list: tuple[str | int, ...] | None = None

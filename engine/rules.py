@@ -65,6 +65,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -262,12 +263,12 @@ class RuleSet:
             verify or {}, ((r.id, r.path, r.verifier) for r in rules), base
         )
         issues.extend(door_issues)
-        limits, limit_issues = path_limits((r.id, r.path, r.config.limits) for r in rules)
+        route_limits, limit_issues = path_limits((r.id, r.path, r.config.limits) for r in rules)
         issues.extend(limit_issues)
         if issues:
             host.close()
             raise ConfigError(issues)
-        return cls(rules, host, doors, warnings, limits)
+        return cls(rules, host, doors, warnings, route_limits)
 
     def tools_of(self, rule_id: str) -> tuple[str, ...]:
         """The tool grant of rule `rule_id` (none for a rule that is not, or no longer, there)."""
@@ -346,15 +347,17 @@ class RuleSet:
                     item=item,
                     index=index,
                 )
-                action = await self._transform(rule, ctx, action)
-                if action is None:
+                transformed = await self._transform(rule, ctx, action)
+                if transformed is None:
                     continue
+                action = transformed
             actions.append(action)
         respond = None
         if rule.config.respond is not None:
             body = None
-            if rule.respond_body is not None:
-                body = self._guard(rule, "respond.body", lambda: rule.respond_body(variables))
+            render_body = rule.respond_body
+            if render_body is not None:
+                body = self._guard(rule, "respond.body", lambda: render_body(variables))
             respond = attrs.evolve(rule.config.respond, body=body)
         return Outcome(rule.id, tuple(actions), not actions, respond, extracted, delivery_id)
 
@@ -364,7 +367,7 @@ class RuleSet:
             template = rule.templates.get(key)
             if template is None:
                 continue
-            text = self._guard(rule, key, lambda t=template: t.render(scope))
+            text = self._guard(rule, key, partial(template.render, scope))
             if optional:
                 text = text.strip()
                 if not text:

@@ -60,10 +60,9 @@ class _HooksFirst(Litestar):
 def _console_throttle(gateway: Gateway) -> AuthThrottle | SharedAuthThrottle:
     """The console login's lock-out: kept in the store when several processes share it (as the
     hook endpoint's is), so `--workers N` does not give a guesser N times the tries."""
-    limits = {"max_failures": 10, "window": 60.0, "lockout": 60.0}
     if gateway.shared:
-        return SharedAuthThrottle(gateway.store, **limits)
-    return AuthThrottle(**limits)
+        return SharedAuthThrottle(gateway.store, max_failures=10, window=60.0, lockout=60.0)
+    return AuthThrottle(max_failures=10, window=60.0, lockout=60.0)
 
 
 def create_app(gateway: Gateway) -> Litestar:

@@ -309,18 +309,18 @@ def render(
         oldest.add_metric([name], age or 0.0)
     families = [depth, oldest]
     if running is not None:
-        count = GaugeMetricFamily(
+        runs = GaugeMetricFamily(
             "hookwise_runs_running", "Agent runs running now, per agent", labels=["agent"]
         )
-        age = GaugeMetricFamily(
+        runs_age = GaugeMetricFamily(
             "hookwise_runs_running_oldest_seconds",
             "Seconds since the oldest running run of an agent started (0 when none runs)",
             labels=["agent"],
         )
         for agent, (n, since) in sorted(running.items()):
-            count.add_metric([agent], n)
-            age.add_metric([agent], since or 0.0)
-        families += [count, age]
+            runs.add_metric([agent], n)
+            runs_age.add_metric([agent], since or 0.0)
+        families += [runs, runs_age]
     if pending_events is not None:
         pending = GaugeMetricFamily(
             "hookwise_events_pending",

@@ -80,12 +80,12 @@ def _twilio(v: Verifier, body: bytes, url: str, form: bool) -> Signed:
 def _signature(verifier: Verifier, message: bytes, private_key: Any) -> bytes:
     algorithm = verifier.scheme.algorithm
     if algorithm == "ed25519":
-        return private_key.sign(message)  # type: ignore[no-any-return]
+        return bytes(private_key.sign(message))
     if algorithm == "ecdsa-p256":
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import ec
 
-        return private_key.sign(message, ec.ECDSA(hashes.SHA256()))  # type: ignore[no-any-return]
+        return bytes(private_key.sign(message, ec.ECDSA(hashes.SHA256())))
     return hmac.new(verifier.keys.secrets[0], message, DIGESTS[algorithm]).digest()
 
 
@@ -126,8 +126,8 @@ def sign(
             raise SignError("the mandrill scheme signs the URL: give the URL the provider calls")
         url = request_url(InboundRequest(path="", payload={}, url=url), verifier.options)
         fields = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
-        message = url + "".join(k + v for k, v in sorted(fields, key=lambda kv: kv[0]))
-        mac = hmac.new(verifier.keys.secrets[0], message.encode(), hashlib.sha1).digest()
+        signed = url + "".join(k + v for k, v in sorted(fields, key=lambda kv: kv[0]))
+        mac = hmac.new(verifier.keys.secrets[0], signed.encode(), hashlib.sha1).digest()
         return Signed({scheme.signature.header: base64.b64encode(mac).decode()})
     if "{url}" in scheme.signed and not (url or verifier.options.public_url):
         raise SignError(f"the {scheme.name} scheme signs the URL: give the URL the provider calls")

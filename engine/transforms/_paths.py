@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from ..errors import ConfigError, ConfigIssue
-from . import TransformLoadError
+from .base import TransformLoadError
 
 
 def resolve_module(transforms_dir: Path, module: str) -> Path:

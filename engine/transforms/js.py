@@ -35,7 +35,7 @@ from typing import Any
 
 from py_mini_racer import JSEvalException, JSOOMException, MiniRacer
 
-from . import (
+from .base import (
     KEEP,
     TransformContext,
     TransformFailed,

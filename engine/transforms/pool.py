@@ -47,7 +47,7 @@ import time
 from collections import deque
 from typing import Any
 
-from . import (
+from .base import (
     TransformBusy,
     TransformFailed,
     TransformLoadError,

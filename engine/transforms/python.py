@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import (
+from .base import (
     TransformContext,
     TransformFailed,
     TransformLimits,

@@ -31,8 +31,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import TransformLoadError
 from ._paths import resolve_module
+from .base import TransformLoadError
 
 TS_SUFFIXES = (".ts", ".mts", ".cts")
 _IMPORTABLE = (*TS_SUFFIXES, ".js", ".mjs", ".cjs")

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from . import TransformError, TransformLoadError, TransformTimedOut
+from .base import TransformError, TransformLoadError, TransformTimedOut
 from .wire import WireClosed, read_request, write_reply
 
 _MIB = 1024 * 1024

@@ -20,7 +20,7 @@ from litestar.params import Parameter
 
 from ...engine.errors import RequestError
 from ..ingress.auth import TokenCheck
-from ..store.listing import Filters
+from ..store.records import Filters
 from .models import (
     Delivery,
     DeliveryPage,
@@ -59,7 +59,7 @@ from .query import (
 )
 
 
-def admin_guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:
+def admin_guard(connection: ASGIConnection, _handler: BaseRouteHandler) -> None:
     check: TokenCheck | None = connection.app.state.admin_token
     if check is None:
         raise RequestError(

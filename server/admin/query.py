@@ -14,7 +14,7 @@ from typing import Any
 from litestar.params import Parameter
 
 from ...engine.errors import RequestError
-from ..store.listing import Filters
+from ..store.records import Filters
 
 RUN_STATES = ("queued", "running", "succeeded", "failed", "timed_out")
 RETRYABLE_RUN_STATES = ("failed", "timed_out")

@@ -24,6 +24,7 @@ from ...engine.config_models import LoadedConfig
 from ...engine.errors import ConfigError, ConfigIssue, RequestError
 from ...engine.mapping import MappingConfig
 from ...engine.request import InboundRequest
+from ...engine.rules import RuleSet
 from ..ingress.explain import explain_with_validation
 from .args import add_common_options
 
@@ -147,7 +148,7 @@ def _configured_channels(loaded: LoadedConfig) -> set[str]:
     return {canonical_channel(str(k)) or str(k).strip().lower() for k in loaded.config.channels}
 
 
-def _rule_locations(ruleset: Any) -> list[tuple[str, str | None, str, MappingConfig]]:
+def _rule_locations(ruleset: RuleSet) -> list[tuple[str, str | None, str, MappingConfig]]:
     """(rule id, file, key path, mapping) for every compiled rule. A rule's `origin` is
     `hooks.mappings[i]` or `<file>[i]` (`hookwise.engine.rules`)."""
     out = []
@@ -170,7 +171,9 @@ def _inline_locations(loaded: LoadedConfig) -> list[tuple[str, str | None, str, 
     return out
 
 
-def unconfigured_channel_issues(loaded: LoadedConfig, *, ruleset: Any = None) -> list[ConfigIssue]:
+def unconfigured_channel_issues(
+    loaded: LoadedConfig, *, ruleset: RuleSet | None = None
+) -> list[ConfigIssue]:
     """Rules whose static `channel` / `fallbackChannel` is not a known channel, or is one that is
     not configured under `channels` (while the rule delivers): every request such a rule matched
     would be refused with 400. Pass `ruleset` when it is already compiled; otherwise the rules
@@ -254,7 +257,7 @@ def cmd_rules_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _index_report(ruleset: Any) -> list[str]:
+def _index_report(ruleset: RuleSet) -> list[str]:
     """Which discriminator each rule is indexed by, per path, then `rule_warnings`."""
     lines = [
         "rule index (a request tries only the rules its discriminator values name, and the rules "
@@ -272,7 +275,7 @@ def _index_report(ruleset: Any) -> list[str]:
     return lines
 
 
-def rule_warnings(ruleset: Any) -> list[str]:
+def rule_warnings(ruleset: RuleSet) -> list[str]:
     """What compiled but deserves a look, one line each: the compile's own warnings (the
     session policy's notes) and the rules that can never match because an earlier one matches
     every request they match. `rules check` and `config check` print them; finding the

@@ -26,6 +26,7 @@ from ...engine.convert import structure
 from ...engine.errors import ConfigError
 from ...engine.mapping import VerifyConfig
 from ...engine.request import InboundRequest
+from ...engine.rules import RuleSet
 from ...engine.signatures import NAMES, Verifier, compile_verifier
 from ...engine.signatures.sign import SignError, sign
 
@@ -167,7 +168,7 @@ def cmd_schemes(args: argparse.Namespace) -> int:
     return 0
 
 
-def rules_test_sign(ruleset: Any, request: InboundRequest, url: str | None) -> InboundRequest:
+def rules_test_sign(ruleset: RuleSet, request: InboundRequest, url: str | None) -> InboundRequest:
     """`request` signed with the secret of the verify block guarding its path (or of the rule
     it selects), as the provider would sign it."""
     door = ruleset.door(request.path)

@@ -7,9 +7,9 @@ may lag that much behind, the pages stay fast however large the store.
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
+
+from ..store.base import Store
 
 CACHE_SECONDS = 10.0
 #: (name, seconds covered, buckets)
@@ -38,7 +38,7 @@ class Series:
 _cache: dict[int, tuple[float, list[Series]]] = {}
 
 
-async def overview_activity(store: Any, now: float) -> list[Series]:
+async def overview_activity(store: Store, now: float) -> list[Series]:
     """Every chart of the overview, at most `CACHE_SECONDS` old."""
     cached = _cache.get(id(store))
     if cached is not None and now - cached[0] < CACHE_SECONDS:

@@ -17,7 +17,7 @@ from litestar.response import Redirect, Template
 
 from ...engine.errors import RequestError
 from ..admin.query import filters
-from ..store.listing import Filters
+from ..store.records import Filters
 from .auth import ConsoleAuth, Viewer
 
 PAGE = 50

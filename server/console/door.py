@@ -34,10 +34,16 @@ def safe_next(target: str | None) -> str:
     return target
 
 
+def _template(request: Request[Any, Any, Any], name: str) -> Any:
+    engine = request.app.template_engine
+    assert engine is not None  # the console's app is made with its templates
+    return engine.get_template(name)
+
+
 async def check_request(request: Request[Any, Any, Any]) -> Response[Any] | None:
     auth = auth_of(request)
     if auth is None:
-        html = request.app.template_engine.get_template("disabled.html").render(
+        html = _template(request, "disabled.html").render(
             nav=None, csrf="", viewer=None, notice=None
         )
         return Response(html, status_code=403, media_type="text/html")
@@ -54,7 +60,7 @@ async def check_request(request: Request[Any, Any, Any]) -> Response[Any] | None
         if request.method == "GET" and browser:
             query = request.url.query
             target = quote(path + ("?" + query if query else ""), safe="")
-            return Redirect(path=f"/ui/login?next={target}", status_code=303)  # type: ignore[return-value]
+            return Redirect(path=f"/ui/login?next={target}", status_code=303)
         return Response(
             {"ok": False, "error": "log in to the console first", "code": "unauthorized"},
             status_code=401,
@@ -81,7 +87,7 @@ async def check_request(request: Request[Any, Any, Any]) -> Response[Any] | None
 async def refused_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """A refusal from the shared admin functions (404, 409, 422...) as a console page."""
     assert isinstance(exc, RequestError)
-    html = request.app.template_engine.get_template("refused.html").render(
+    html = _template(request, "refused.html").render(
         nav=None, csrf="", viewer=viewer_of(request), notice=None, error=exc
     )
     return Response(html, status_code=exc.status, media_type="text/html")

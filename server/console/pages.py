@@ -26,6 +26,7 @@ from ..admin.models import (
     Delivery,
     Event,
     Heartbeat,
+    Replayed,
     RequestEntry,
     Retry,
     Run,
@@ -37,7 +38,7 @@ from ..admin.operate import in_flight
 from ..admin.query import DELIVERY_STATES, RUN_STATES
 from ..admin.recover import RetryFilter, actor, retry_bulk, retry_one
 from ..admin.replay import replay_request
-from ..store.listing import Filters
+from ..store.records import Filters
 from . import STATIC
 from .activity import overview_activity
 from .common import (
@@ -179,6 +180,7 @@ async def replay_page(
             replay=result,
             nav="requests",
         )
+    assert isinstance(result, Replayed)  # not a dry run
     return back_to(
         f"/ui/requests/{result.request_id}", f"Replayed as a new request ({result.status})."
     )
@@ -401,8 +403,8 @@ async def rules_test(request: Request[Any, Any, Any], data: Form) -> Template:
             raw_body=body,
             now=datetime.now(UTC),
         )
-        policy = gw.hooks.settings.policy if gw.hooks else None
-        report = await explain_with_validation_async(gw.rules, inbound, policy)
+        assert gw.hooks is not None  # rules exist only where hooks are enabled
+        report = await explain_with_validation_async(gw.rules, inbound, gw.hooks.settings.policy)
     return render_page(
         request, "rules.html", rules=rules_of(request), report=report, problems=problems, form=form
     )
@@ -446,6 +448,7 @@ def console_router() -> Router:
         ],
         before_request=check_request,
         after_request=secure_headers,
-        exception_handlers={RequestError: refused_page},
+        # Litestar awaits an async handler; its annotation names only the sync kind
+        exception_handlers={RequestError: refused_page},  # type: ignore[dict-item]
         include_in_schema=False,
     )

@@ -21,6 +21,8 @@ import os
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from ..store.base import Store
+
 log = logging.getLogger("hookwise.gmail")
 
 LEADERSHIP = "gmail"
@@ -28,7 +30,7 @@ LEAD_EVERY = 2.0
 
 
 async def run_as_leader(
-    store: Any,
+    store: Store,
     watch: Callable[[], Coroutine[Any, Any, None]],
     *,
     name: str = LEADERSHIP,

@@ -16,11 +16,11 @@ import hmac
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from typing import Any
 from urllib.parse import parse_qsl
 
 import attrs
 
+from ..store.base import Store
 from ..store.bounded import within_store_wait
 
 TOKEN_HEADER = b"x-service-token"
@@ -163,7 +163,7 @@ class SharedAuthThrottle:
 
     def __init__(
         self,
-        store: Any,
+        store: Store,
         *,
         max_failures: int,
         window: float,

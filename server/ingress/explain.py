@@ -13,6 +13,7 @@ import attrs
 from ...engine.actions import Action, ValidationPolicy, validate_action
 from ...engine.errors import RequestError
 from ...engine.request import InboundRequest
+from ...engine.rules import RuleSet
 from ...engine.sessions import mapping_source
 
 
@@ -26,7 +27,7 @@ def _action_json(action: Action) -> dict[str, Any]:
 
 
 def explain_with_validation(
-    ruleset: Any, request: InboundRequest, policy: ValidationPolicy
+    ruleset: RuleSet, request: InboundRequest, policy: ValidationPolicy
 ) -> dict[str, Any]:
     """`hookwise.engine.ruletool.explain` plus what the hook endpoint does next: validate every action
     (as a mapping's, `internal=True`) and work out the status the server would answer with."""
@@ -36,7 +37,7 @@ def explain_with_validation(
 
 
 async def explain_with_validation_async(
-    ruleset: Any, request: InboundRequest, policy: ValidationPolicy
+    ruleset: RuleSet, request: InboundRequest, policy: ValidationPolicy
 ) -> dict[str, Any]:
     """`explain_with_validation` for callers inside an event loop (the web console)."""
     from ...engine.ruletool import explain_async
@@ -44,7 +45,9 @@ async def explain_with_validation_async(
     return _validated(ruleset, await explain_async(ruleset, request), policy)
 
 
-def _validated(ruleset: Any, report: dict[str, Any], policy: ValidationPolicy) -> dict[str, Any]:
+def _validated(
+    ruleset: RuleSet, report: dict[str, Any], policy: ValidationPolicy
+) -> dict[str, Any]:
     rule = next((r for r in ruleset.rules if r.id == report["matched"]), None)
     source = mapping_source(rule.config) if rule is not None else "mapping"
     actions: list[dict[str, Any]] = []

@@ -22,11 +22,11 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, unquote, urlencode
 
 import attrs
-from litestar.types import Receive, Scope, Send
+from litestar.types import HTTPScope, Receive, Scope, Send
 
 from ...engine.actions import (
     Action,
@@ -195,12 +195,14 @@ class HookEndpoint:
         sub = _sub_path(scope, self.settings.hook_path)
         status = 500  # counted so when the handling is cancelled (the client or server went away)
         try:
-            status = await self._serve(sub, scope, receive, send)
+            status = await self._serve(
+                sub, cast("HTTPScope", scope), receive, send
+            )  # mounted for HTTP only
         finally:
             route = self._routes.get(sub, self._mapped_route) if sub else "other"
             metrics.http_answered(route, status, time.perf_counter() - started)
 
-    async def _serve(self, sub: str | None, scope: Scope, receive: Receive, send: Send) -> int:
+    async def _serve(self, sub: str | None, scope: HTTPScope, receive: Receive, send: Send) -> int:
         """Answer the request; the status sent."""
         client = client_key((scope.get("client") or (None,))[0])
         meta = RequestMeta(  # escaped: a decoded path may hold CR/LF (server.logs)
@@ -218,7 +220,7 @@ class HookEndpoint:
                 RequestError(405, "method_not_allowed", "hook endpoints accept POST only"),
                 _ALLOW,
             )
-        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        headers = cast("list[tuple[bytes, bytes]]", scope["headers"])  # uvicorn sends a list
         by_signature = door is not None and door.verifier.signature_auth
         try:
             if by_signature:
@@ -304,7 +306,7 @@ class HookEndpoint:
         return rules.door(sub) if rules is not None else None
 
     async def _at_door(
-        self, door: Door, scope: Scope, request: InboundRequest, meta: RequestMeta, send: Send
+        self, door: Door, scope: HTTPScope, request: InboundRequest, meta: RequestMeta, send: Send
     ) -> int | None:
         """Answer the provider's handshake (its status) or check the door's signature (None)."""
         try:
@@ -327,20 +329,22 @@ class HookEndpoint:
         if found.follow is not None:  # SNS: confirm the subscription before answering
             await self._keys.visit(found.follow)
         self._dispatcher.refused(meta, found.status, found.kind, door.rule_id, "handshake")
-        hdrs = [(k.lower().encode(), v.encode()) for k, v in found.headers]
+        hdrs: list[tuple[bytes, bytes]] = [
+            (k.lower().encode(), v.encode()) for k, v in found.headers
+        ]
         hdrs += [
             (b"content-type", found.content_type.encode()),
             (b"content-length", str(len(found.body)).encode()),
         ]
         await send({"type": "http.response.start", "status": found.status, "headers": hdrs})
-        await send({"type": "http.response.body", "body": found.body})
+        await send({"type": "http.response.body", "body": found.body, "more_body": False})
         return found.status
 
     async def _handle(
         self,
         sub: str,
         headers: list[tuple[bytes, bytes]],
-        scope: Scope,
+        scope: HTTPScope,
         body: bytes,
         meta: RequestMeta,
         send: Send,

@@ -21,6 +21,7 @@ from ...engine.actions import ValidationPolicy
 from ...engine.config import load_config
 from ...engine.config_models import Config, LoadedConfig
 from ...engine.errors import ConfigError, ConfigIssue
+from ...engine.rules import RuleSet
 from ...engine.store_url import store_url_problem
 from ..ingress.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
 from ..ingress.dispatch import Dispatcher
@@ -35,11 +36,10 @@ REQUEST_LOG_RETENTION = 30 * 86400.0
 RETIRED_RULES_GRACE = 30.0  # seconds a reloaded-away RuleSet stays open for requests in flight
 
 
-def compile_rules(loaded: LoadedConfig) -> Any:
+def compile_rules(loaded: LoadedConfig) -> RuleSet:
     """Compile the mapped-hook rules of a configuration (custom mappings, rule files, presets)."""
     import os
 
-    from ...engine.rules import RuleSet
     from ...engine.transforms import TransformLimits
     from ...engine.transforms._paths import transforms_dir_of
 
@@ -166,7 +166,7 @@ class Gateway:
         if isinstance(self.store, SQLiteStore):
             self.store.lock_use(shared=self.shared)  # StoreInUse: refused before serving
         self.dispatcher = Dispatcher(self.store, idempotency_window=float(hooks.idempotency_window))
-        self.rules: Any = compile_rules(loaded) if hooks.enabled else None
+        self.rules: RuleSet | None = compile_rules(loaded) if hooks.enabled else None
         for warning in getattr(self.rules, "warnings", ()):
             log.warning("%s", warning)
         self.hooks: HookEndpoint | None = None
@@ -262,7 +262,7 @@ class Gateway:
             log.error("reload failed, keeping the current rules: %s", problems)
             return None
 
-    def _swap_rules(self, rules: Any) -> None:
+    def _swap_rules(self, rules: RuleSet | None) -> None:
         old, self.rules = self.rules, rules
         if old is not None:
             # Requests already past `select` still run on the old rules: close them later.

@@ -14,10 +14,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from ...engine.config_models import RetentionConfig
 from ..logs import fields
+from ..store.base import Store
 from ..store.retention import TARGETS
 
 log = logging.getLogger("hookwise.retention")
@@ -30,7 +30,7 @@ class Retention:
 
     def __init__(
         self,
-        store: Any,
+        store: Store,
         config: RetentionConfig,
         *,
         shared: bool,

@@ -20,13 +20,13 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...engine.agents import Agent, Roster
 from ...engine.config_models import Config
-from ..store.base import NewEvent, NewRun
+from ..store.base import NewEvent, NewRun, Store
 from ..store.records import Route
 from .deliveries import DeliveryWorker
 from .heartbeat import Heartbeats
@@ -47,7 +47,7 @@ class Runtime:
     def __init__(
         self,
         config: Config,
-        store: Any,
+        store: Store,
         *,
         channels: Mapping[str, Any],
         base_dir: Any = None,
@@ -219,9 +219,7 @@ class Runtime:
             self._store.subscribe("runs", self._notify_lanes)
             for agent_id, topic in self._topics.items():
                 beat = self.heartbeats[agent_id]
-                self._store.subscribe(
-                    topic, lambda beat=beat: self.leader and beat.request("signal")
-                )
+                self._store.subscribe(topic, self._signal_to(beat))
             self._tasks.append(asyncio.create_task(self._lead_forever(), name="hookwise-lead"))
             self._tasks.append(
                 asyncio.create_task(self._recover_forever(), name="hookwise-recover")
@@ -229,6 +227,16 @@ class Runtime:
         for lane in self.lanes.values():
             lane.start()
         self.deliveries.start()
+
+    def _signal_to(self, beat: Heartbeats) -> Callable[[], None]:
+        """What a heartbeat signal from another process does here: ask `beat` for a heartbeat,
+        when this process leads the heartbeats."""
+
+        def signal() -> None:
+            if self.leader:
+                beat.request("signal")
+
+        return signal
 
     def _start_heartbeats(self) -> None:
         for beat in self.heartbeats.values():

@@ -18,12 +18,12 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import httpx
 
 from ..channels.base import Channel, DeliveryError
 from ..retry import Backoff
+from ..store.base import Store
 from ..store.records import DeliveryRecord, Route
 from ..version import outbound_client
 from . import report
@@ -39,7 +39,7 @@ class DeliveryWorker:
     def __init__(
         self,
         *,
-        store: Any,
+        store: Store,
         channels: Mapping[str, Channel],
         max_attempts: int = 8,
         base_delay: float = 2.0,

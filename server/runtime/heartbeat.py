@@ -30,12 +30,13 @@ from typing import Any
 
 from ...engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 from ..ids import new_id
-from ..store.base import EventRecord
+from ..store.base import EventRecord, Store
 from ..store.records import HeartbeatOutcome, NewTurn
 from . import report
 from .ack import is_ack
 from .prompts import MAIN_SYSTEM, heartbeat_prompt
 from .providers.base import ChatMessage, ProviderError
+from .providers.registry import Providers
 from .toolloop import BeatTools, converse
 
 log = logging.getLogger("hookwise.heartbeat")
@@ -61,8 +62,8 @@ class Heartbeats:
     def __init__(
         self,
         *,
-        store: Any,
-        providers: Any,
+        store: Store,
+        providers: Providers,
         model: str,
         every: float,
         coalesce: float,

@@ -20,6 +20,7 @@ from typing import Any
 from ...engine.agents import DEFAULT_MAIN_SESSION
 from ...engine.channels import LAST, PHONE_BASED
 from ..ids import new_id
+from ..store.base import Store
 from ..store.records import NewDelivery
 
 #: why a reply is not delivered when no channel is configured
@@ -30,7 +31,7 @@ class Router:
     """Builds `NewDelivery` rows for replies."""
 
     def __init__(
-        self, store: Any, channels: Mapping[str, Any], fallback_channel: str | None
+        self, store: Store, channels: Mapping[str, Any], fallback_channel: str | None
     ) -> None:
         self._store = store
         self._channels = channels

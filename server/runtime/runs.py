@@ -29,17 +29,18 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from ...engine.agents import DEFAULT_MAIN_SESSION
 from ..ids import new_id
-from ..store.base import NewEvent, RunRecord, StoreUnavailable
+from ..store.base import NewEvent, RunRecord, Store, StoreUnavailable
 from ..store.records import NewDelivery, NewTurn, RunOutcome
 from . import report
 from .ack import is_ack
 from .external import wrap_external
 from .prompts import RUN_SYSTEM, safe_name, summary_line
 from .providers.base import ChatMessage, ProviderError, ProviderTimeout
+from .providers.registry import Providers
+from .routing import Router
 from .slots import Slots
 from .toolloop import RunTools, converse
 
@@ -60,13 +61,13 @@ class RunWorkers:
     def __init__(
         self,
         *,
-        store: Any,
-        providers: Any,
+        store: Store,
+        providers: Providers,
         default_model: str,
         default_timeout: float,
         concurrency: int,
         ack_max_chars: int,
-        router: Any,
+        router: Router,
         on_heartbeat: Callable[[str], None],
         on_delivery: Callable[[], None] = lambda: None,
         lease_grace: float = 60.0,
@@ -251,7 +252,7 @@ class RunWorkers:
             history = await self._store.session_turns(run.session_key, limit=HISTORY_TURNS)
             messages = [
                 ChatMessage("system", self._system),
-                *(ChatMessage(t.role, t.content) for t in history),  # type: ignore[arg-type]
+                *(ChatMessage(t.role, t.content) for t in history),
                 ChatMessage("user", content),
             ]
             tools = self._tools_for(run)

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import attrs
 
 from ...engine.grants import Grant
+from ..store.base import Store
 from ..store.toolcalls import ToolCallRecord
 from ..tools.connection import ToolInfo
 from ..tools.host import ToolHost, arguments_json
@@ -240,7 +241,7 @@ async def _answer(
 class StoreRecorder:
     """A `ToolRecorder` writing to the store."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self._store = store
 
     async def record(self, calls: Sequence[ToolCallRecord]) -> None:
@@ -289,7 +290,7 @@ class BeatRecorder:
     """A heartbeat's `ToolRecorder`: before its first call is recorded, `begin` runs once (it
     writes the heartbeat `started`, consuming its events); a heartbeat has no earlier attempts."""
 
-    def __init__(self, store: Any, begin: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, store: Store, begin: Callable[[], Awaitable[None]]) -> None:
         self._store = store
         self._begin: Callable[[], Awaitable[None]] | None = begin
 
@@ -313,7 +314,7 @@ class BeatTools:
     (`agents.list[].tools`, else `agents.defaults.tools`)."""
 
     def __init__(
-        self, host: ToolHost, store: Any, *, agent_tools: Sequence[str], keep_payloads: bool
+        self, host: ToolHost, store: Store, *, agent_tools: Sequence[str], keep_payloads: bool
     ) -> None:
         self._host = host
         self._store = store

@@ -22,14 +22,22 @@ import attrs
 from ...engine.names import DEFAULT_AGENT_ID
 from ..ids import new_id
 from .records import (
+    AttemptRecord,
     DeliveryRecord,
+    Filters,
     HeartbeatOutcome,
     HeartbeatRecord,
+    InFlight,
     NewEvent,
+    Page,
+    RetryRecord,
+    RetryRequest,
     Route,
     RunOutcome,
+    StoredPayload,
     Turn,
 )
+from .retention import Target
 from .toolcalls import ToolCallRecord
 
 
@@ -187,14 +195,6 @@ class RunRecord:
         }
 
 
-@attrs.frozen
-class Page:
-    """One page of a listing; `next_cursor` is None on the last page."""
-
-    items: Sequence[Any]
-    next_cursor: str | None
-
-
 #: how many runs a claim may take: a number, or a function called when the claim executes
 Limit = int | Callable[[], int]
 
@@ -321,3 +321,101 @@ class Store(Protocol):
     async def update_delivery(self, delivery_id: str, **fields: Any) -> None: ...
 
     async def next_delivery_due(self) -> float | None: ...
+
+    async def delivery_state(self, delivery_id: str) -> str | None: ...
+
+    async def delivery_attempts(self, delivery_ids: list[str]) -> list[AttemptRecord]:
+        """Every attempt of these deliveries, oldest first."""
+        ...
+
+    # the admin API and the console: listings, one record, what is under way
+    async def admin_list(
+        self, name: str, filters: Filters, *, limit: int, cursor: str | None
+    ) -> Page:
+        """One page of a listing (`store.listing.LISTINGS`), newest first."""
+        ...
+
+    async def get_request(self, request_id: str) -> RequestLogEntry | None: ...
+
+    async def list_sessions(self, *, limit: int, cursor: str | None) -> Page: ...
+
+    async def list_retries(self, target_id: str) -> list[RetryRecord]: ...
+
+    async def retry(self, kind: str, req: RetryRequest) -> int:
+        """Send the failed rows `req` picks back to the queue (attempts kept, each retry
+        recorded); the number sent (or, with `dry_run`, that would be)."""
+        ...
+
+    async def activity(
+        self, name: str, *, since: float, width: float, failed: bool = False
+    ) -> dict[int, int]:
+        """Rows of listing `name` created per `width`-second bucket since `since`."""
+        ...
+
+    async def queue_stats(self, *, now: float) -> dict[str, tuple[int, float | None]]:
+        """`runs` (queued) and `deliveries` (pending): (how many, age of the oldest in s)."""
+        ...
+
+    async def in_flight(self, *, now: float, sessions: Sequence[str]) -> InFlight:
+        """Running runs per agent and pending events of each of `sessions`."""
+        ...
+
+    async def readiness(self) -> list[str]:
+        """What keeps the store from serving (empty when it is ready)."""
+        ...
+
+    # requests kept for replay (`hooks.retainPayloads`)
+    def keep_payload(self, payload: StoredPayload) -> None:
+        """Keep a request for replay; written with the next group, never awaited."""
+        ...
+
+    async def get_payload(self, request_id: str) -> StoredPayload | None: ...
+
+    async def delete_payload(self, request_id: str) -> bool: ...
+
+    async def prune_payloads(self, *, before: float, batch: int = 1000) -> int:
+        """Forget payloads kept since before `before`, in small batches; how many."""
+        ...
+
+    # the lock-out of wrong tokens, shared by the processes of one store
+    async def auth_failure(
+        self, client: str, *, now: float, window: float, max_failures: int, lockout: float
+    ) -> float | None:
+        """Count a failure; the end of the lock-out when this failure starts one."""
+        ...
+
+    async def auth_locked_until(self, client: str, *, now: float) -> float | None: ...
+
+    async def auth_success(self, client: str) -> None: ...
+
+    # the console's sessions that were logged out
+    async def end_console_session(self, session_id: str, *, now: float) -> None: ...
+
+    async def console_session_ended(self, session_id: str) -> bool: ...
+
+    # signals between processes, and leaderships (one process runs a loop at a time)
+    async def notify(self, topic: str) -> None:
+        """Tell every process (this one at once, the others within a poll)."""
+        ...
+
+    def subscribe(self, topic: str, callback: Callable[[], None]) -> None:
+        """Call `callback` on the event loop whenever `topic` is notified by any process."""
+        ...
+
+    async def try_lead(self, name: str) -> bool: ...
+
+    async def resign(self, name: str) -> None: ...
+
+    # retention
+    async def retention_boundary(self, target: Target, cutoff: float) -> int:
+        """The highest seq of `target`'s table older than `cutoff` (0: nothing is)."""
+        ...
+
+    async def prune_batch(self, target: Target, *, upto: int, cutoff: float, limit: int) -> int:
+        """Delete up to `limit` finished rows of `target` with seq <= `upto` older than
+        `cutoff`, oldest first; how many went."""
+        ...
+
+    async def reclaim(self, targets: list[Target]) -> None:
+        """Make the space pruned rows held reusable (PostgreSQL vacuums; SQLite reuses it)."""
+        ...

@@ -12,13 +12,18 @@ so a row stored out of time order (two processes, one clock tick) is never shown
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-from .base import Page
-from .records import HeartbeatRecord, RetryRequest, StoredPayload
+from .records import (
+    Filters,
+    HeartbeatRecord,
+    Page,
+    RetryRequest,
+    StoredPayload,
+)
 from .rows import (
     DELIVERY_COLUMNS,
     EVENT_COLUMNS,
@@ -35,16 +40,6 @@ from .rows import (
     run_record,
     turn_record,
 )
-
-
-@attrs.frozen
-class Filters:
-    """What a listing is narrowed to: column -> value equalities, and a creation-time window
-    (epoch seconds, `since` inclusive, `until` exclusive)."""
-
-    equal: Mapping[str, Any] = attrs.field(factory=dict)
-    since: float | None = None
-    until: float | None = None
 
 
 @attrs.frozen
@@ -328,18 +323,6 @@ def payload_record(row: Any) -> StoredPayload:
 # --- delivery attempts (the console's run page) --------------------------------------------------
 
 ATTEMPT_COLUMNS = "delivery_id, at, channel, recipient, outcome, error"
-
-
-@attrs.frozen
-class AttemptRecord:
-    """One delivery attempt and its outcome (`sent`, `pending`: to be tried again, `failed`)."""
-
-    delivery_id: str
-    at: float
-    channel: str | None
-    to: str | None
-    outcome: str
-    error: str | None
 
 
 def attempts_query(count: int, placeholder: Placeholder) -> str:

@@ -5,7 +5,8 @@ independent of either store.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import attrs
 
@@ -57,7 +58,7 @@ class NewTurn:
 class Turn:
     """A stored transcript message."""
 
-    role: str
+    role: Literal["user", "assistant"]
     content: str
 
 
@@ -249,3 +250,33 @@ class StoredPayload:
     headers: tuple[tuple[str, str], ...]
     body: bytes
     created_at: float
+
+
+@attrs.frozen
+class Page:
+    """One page of a listing; `next_cursor` is None on the last page."""
+
+    items: Sequence[Any]
+    next_cursor: str | None
+
+
+@attrs.frozen
+class Filters:
+    """What a listing is narrowed to: column -> value equalities, and a creation-time window
+    (epoch seconds, `since` inclusive, `until` exclusive)."""
+
+    equal: Mapping[str, Any] = attrs.field(factory=dict)
+    since: float | None = None
+    until: float | None = None
+
+
+@attrs.frozen
+class AttemptRecord:
+    """One delivery attempt and its outcome (`sent`, `pending`: to be tried again, `failed`)."""
+
+    delivery_id: str
+    at: float
+    channel: str | None
+    to: str | None
+    outcome: str
+    error: str | None

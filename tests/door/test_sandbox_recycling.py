@@ -35,14 +35,13 @@ def _sandbox(gw: GatewayProcess) -> set[int]:
 def test_a_worker_is_replaced_after_its_calls_and_no_request_fails(
     tmp_path: Path, start_gateway: Callable[..., GatewayProcess]
 ) -> None:
-    tdir = tmp_path / "transforms"
-    tdir.mkdir()
+    tdir = tmp_path / "gw" / "hooks" / "transforms"  # inside <config dir>/hooks/transforms
+    tdir.mkdir(parents=True)
     (tdir / "tag.js").write_text(TRANSFORM, encoding="utf-8")
     config = {
         "hooks": {
             "enabled": True,
             "token": HOOK_TOKEN,
-            "transformsDir": str(tdir),
             "transformLimits": {"workers": 2, "workerRecycleCalls": RECYCLE_CALLS},
             "mappings": [
                 {
@@ -57,7 +56,7 @@ def test_a_worker_is_replaced_after_its_calls_and_no_request_fails(
         },
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
     }
-    gw = start_gateway(config, extra_args=["--log-level", "info"])
+    gw = start_gateway(config, extra_args=["--log-level", "info"], workdir=tmp_path / "gw")
     first = _sandbox(gw)
     assert len(first) == 2
     with concurrent.futures.ThreadPoolExecutor(8) as pool:

@@ -176,7 +176,7 @@ def _wire(m: ChatMessage) -> list[dict[str, Any]]:
 def _tool_calls(raw: object) -> tuple[ToolCall, ...]:
     if not isinstance(raw, list):
         return ()
-    calls = []
+    calls: list[ToolCall] = []
     for item in raw:
         if not isinstance(item, dict) or item.get("type", "function") != "function":
             continue

@@ -15,8 +15,6 @@ from ..base import Page, RequestLogEntry, RunRecord
 from ..listing import (
     LISTINGS,
     PAYLOAD_COLUMNS,
-    AttemptRecord,
-    Filters,
     ListingShortcuts,
     activity_query,
     attempts_query,
@@ -29,7 +27,14 @@ from ..listing import (
     sessions_query,
     sqlite_placeholder,
 )
-from ..records import RetryRecord, RetryRequest, SessionRecord, StoredPayload
+from ..records import (
+    AttemptRecord,
+    Filters,
+    RetryRecord,
+    RetryRequest,
+    SessionRecord,
+    StoredPayload,
+)
 from ..rows import (
     LOG_COLUMNS,
     RETRY_COLUMNS,
