@@ -128,6 +128,9 @@ class ServerSpec:
     model_url: str | None = None
     #: more top-level config keys for hookwise (e.g. metrics off, short retention)
     config: tuple[tuple[str, Any], ...] = ()
+    #: files to write beside the config first, (path relative to its folder, text): transforms
+    #: go under hooks/transforms/, where hookwise looks for them
+    files: tuple[tuple[str, str], ...] = ()
 
     @property
     def store_kind(self) -> str:
@@ -348,6 +351,9 @@ def _drain(stream: Any) -> None:
 def _start_hookwise(spec: ServerSpec, workdir: Path) -> RunningServer:
     config_path = workdir / "hookwise.json"
     state_dir = workdir / "state"
+    for name, text in spec.files:
+        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / name).write_text(text, encoding="utf-8")
     _hookwise_config(config_path, spec.model_url, spec.config)
     stderr = open(workdir / "hookwise.stderr.log", "wb")  # noqa: SIM115 - handed to the child
     cmd = [

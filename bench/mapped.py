@@ -163,7 +163,6 @@ def hookwise_config(route_rule_count: int = 0) -> dict[str, Any]:
                     "transform": {"module": "ping.js"},
                 },
             ],
-            "transformsDir": "transforms",
         },
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
     }
@@ -241,8 +240,8 @@ def hookwise(route_rule_count: int = 0) -> Iterator[tuple[str, int]]:
     process id."""
     with tempfile.TemporaryDirectory(prefix="hookwise-bench-mapped-") as tmp:
         workdir = Path(tmp)
-        (workdir / "transforms").mkdir()
-        (workdir / "transforms" / "ping.js").write_text(JS_TRANSFORM, encoding="utf-8")
+        (workdir / "hooks" / "transforms").mkdir(parents=True)  # where hookwise looks for them
+        (workdir / "hooks" / "transforms" / "ping.js").write_text(JS_TRANSFORM, encoding="utf-8")
         config = workdir / "hookwise.json"
         config.write_text(json.dumps(hookwise_config(route_rule_count), indent=2), encoding="utf-8")
         log = workdir / "stderr.log"

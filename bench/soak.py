@@ -32,7 +32,6 @@ import json
 import os
 import sqlite3
 import sys
-import tempfile
 import threading
 import time
 from contextlib import ExitStack
@@ -139,7 +138,7 @@ def _size_mb(path: Path) -> float:
         return 0.0
 
 
-def config(transforms: Path) -> tuple[tuple[str, Any], ...]:
+def config() -> tuple[tuple[str, Any], ...]:
     hooks = {
         "enabled": True,
         "token": HOOK_TOKEN,
@@ -154,7 +153,6 @@ def config(transforms: Path) -> tuple[tuple[str, Any], ...]:
                 "transform": {"module": "ping.js"},
             }
         ],
-        "transformsDir": str(transforms),
     }
     return (("hooks", hooks),)
 
@@ -221,9 +219,12 @@ def soak(args: argparse.Namespace) -> list[Sample]:
     load = LoadSpec(connections=args.connections, threads=2)
     samples: list[Sample] = []
     with ExitStack() as stack:
-        transforms = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="soak-js-")))
-        (transforms / "ping.js").write_text(JS_TRANSFORM, encoding="utf-8")
-        spec = ServerSpec("soak", "hookwise", config=config(transforms))
+        spec = ServerSpec(
+            "soak",
+            "hookwise",
+            config=config(),
+            files=(("hooks/transforms/ping.js", JS_TRANSFORM),),
+        )
         server = stack.enter_context(running(spec))
         assert server.state_dir is not None
         db = server.state_dir / "hookwise.db"
