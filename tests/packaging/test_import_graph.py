@@ -1,0 +1,118 @@
+"""The tree as checked out is the tree as imported: every import inside the package is relative
+and resolves to a file of the tree, `engine/` never imports `server/`, and the import graph drawn
+from the files has no cycle (every import statement counts: top-level, inside a function, under
+TYPE_CHECKING)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TOPS = ("engine", "server")
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    found = {}
+    for top in TOPS:
+        for path in (REPO / top).rglob("*.py"):
+            parts = list(path.relative_to(REPO).with_suffix("").parts)
+            package = parts[-1] == "__init__"
+            found[".".join(parts[:-1] if package else parts)] = (path, package)
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str) -> list[tuple[int, str | None, list[str], int]]:
+    """(line, module, names, level) of every `from ... import` and `import` in a module."""
+    path, _ = MODULES[name]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            out.append((node.lineno, node.module, [a.name for a in node.names], node.level))
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, [], 0) for a in node.names]
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for name, (_, package) in MODULES.items():
+        here = name.split(".") if package else name.split(".")[:-1]
+        for _, module, names, level in _imports(name):
+            if not level:
+                continue
+            base = here[: len(here) - (level - 1)] + (module.split(".") if module else [])
+            targets = [".".join([*base, n]) for n in names if ".".join([*base, n]) in MODULES]
+            if len(targets) < len(names) and ".".join(base) in MODULES:
+                targets.append(".".join(base))
+            graph[name].update(t for t in targets if t != name)
+    return graph
+
+
+def test_the_package_imports_itself_relatively_and_every_import_is_a_file_of_the_tree():
+    wrong = []
+    for name in MODULES:
+        for line, module, names, level in _imports(name):
+            absolute = not level and (module or "").split(".")[0] == "hookwise"
+            if absolute and (module != "hookwise" or names != ["__version__"]):  # the root's
+                wrong.append(f"{name}:{line}: absolute import of {module}")
+            if level:
+                here = name.split(".") if MODULES[name][1] else name.split(".")[:-1]
+                base = here[: len(here) - (level - 1)]
+                if level - 1 > len(here):
+                    wrong.append(f"{name}:{line}: relative import above the tree")
+                    continue
+                target = ".".join([*base, *(module.split(".") if module else [])])
+                if not base:  # `from .. import __version__`: the namespace's root (hookwise/)
+                    continue
+                if target not in MODULES and not all(f"{target}.{n}" in MODULES for n in names):
+                    wrong.append(f"{name}:{line}: {'.' * level}{module or ''} is not in the tree")
+    assert wrong == []
+
+
+def test_engine_never_imports_server():
+    graph = _graph()
+    back = sorted(
+        f"{m} -> {t}"
+        for m in graph
+        if m.startswith("engine")
+        for t in graph[m]
+        if t.startswith("server")
+    )
+    assert back == []
+
+
+def test_the_import_graph_has_no_cycle():
+    graph = _graph()
+    assert sum(len(targets) for targets in graph.values()) > 400  # the graph was drawn at all
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert cycles == []
