@@ -357,6 +357,14 @@ class LoadedConfig:
             if not any(i.path.startswith(f"hooks.mappings[{n}]") for n in self.faulty_mappings)
         ]
 
+    def warnings_beside_faults(self, warnings: Iterable[str]) -> list[str]:
+        """`warnings` without those about a mapping already reported as faulty."""
+        return [
+            w
+            for w in warnings
+            if not any(f"hooks.mappings[{n}]" in w for n in self.faulty_mappings)
+        ]
+
 
 def _structure_models(value: object, _: Any) -> tuple[str, ...] | dict[str, ModelEntry]:
     if isinstance(value, list):

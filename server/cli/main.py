@@ -100,7 +100,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
             issues.extend(loaded.beside_faults(e.issues))
         try:
             issues.extend(unconfigured_channel_issues(loaded, ruleset=ruleset))
-            for warning in rule_warnings(ruleset) if ruleset is not None else ():
+            found = rule_warnings(ruleset) if ruleset is not None else []
+            for warning in loaded.warnings_beside_faults(found):
                 print(f"hookwise: warning: {warning}", file=sys.stderr)
         finally:
             if ruleset is not None:

@@ -130,7 +130,13 @@ def test_the_runnable_blocks_run_as_written(
 
 @pytest.mark.parametrize(("path", "line"), hookwise_lines())
 def test_every_hookwise_command_line_in_the_docs_parses(path: str, line: str) -> None:
-    argv = shlex.split(line, comments=True)[1:]
+    # the command's own words: up to the first shell operator (`| curl -K -`, `&&`, `>`, ...)
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    words = list(lexer)
+    cut = next((i for i, w in enumerate(words) if w and set(w) <= set("|&;<>()")), len(words))
+    argv = words[1:cut]
     try:
         args = _parser().parse_args(argv)
     except SystemExit as e:  # --version and --help exit 0; a usage error exits 2
