@@ -162,8 +162,9 @@ def test_a_delivery_that_fails_for_good_is_one_warning(start_gateway) -> None:
         gw = start_gateway(cfg, extra_args=["--log-format", "json"])
         r = gw.hook("agent", {"message": "x", "channel": "telegram", "to": "-100404"})
         run_id = r.json()["runId"]
-        line = eventually(
-            lambda: [x for x in json_lines(gw) if "deliveryId" in x], what="delivery line"
+        line = eventually(  # the run's delivery (the heartbeat after it has one of its own)
+            lambda: [x for x in json_lines(gw) if "deliveryId" in x and x.get("runId") == run_id],
+            what="delivery line",
         )[0]
         assert line["level"] == "WARNING" and line["runId"] == run_id
         assert line["channel"] == "telegram" and line["error"]
