@@ -123,8 +123,10 @@ class RouteLimiter:
         try:
             yield
         finally:
-            metrics.in_flight(route, -1)
+            # the gauge falls once the slot is free everywhere (the shared count included), so
+            # what the metrics say is never ahead of what the next request is admitted by
             await self._leave(route)
+            metrics.in_flight(route, -1)
 
     async def _take(self, route: str, rate: RateLimitConfig, client: str) -> None:
         key = f"rate\n{route}" + (f"\n{client}" if rate.by == "address" else "")
@@ -186,6 +188,8 @@ class RouteLimiter:
 
     async def _leave(self, route: str) -> None:
         self._in_flight[route] -= 1
+        # a slot this process held is free: what it remembered of a full shared count is stale
+        self._full_until.pop(route, None)
         if self._shared is not None:
             try:
                 await self._shared.limit_leave(route, self.owner, now=self._clock())
