@@ -116,6 +116,12 @@ class _Metrics:
             registry=reg,
             multiprocess_mode="livesum",
         )
+        self.refusals_held = Gauge(
+            "hookwise_refusals_held",
+            "429 answers being held now: refusals to a client that keeps sending are paced",
+            registry=reg,
+            multiprocess_mode="livesum",
+        )
         self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def http_children(self, route: str, status: int) -> tuple[Any, Any]:
@@ -176,6 +182,11 @@ def limited(route: str, code: str) -> None:
 def in_flight(route: str, delta: int) -> None:
     if _metrics is not None:
         _metrics.in_flight.labels(route).inc(delta)
+
+
+def refusals_held(delta: int) -> None:
+    if _metrics is not None:
+        _metrics.refusals_held.inc(delta)
 
 
 def provider_request(provider: str, status: int | str) -> None:

@@ -63,6 +63,7 @@ from .auth import (
 from .dispatch import Dispatcher, RequestMeta, respond_body
 from .fetch import KeyFetcher
 from .limits import Limited, RouteLimiter
+from .pacing import RefusalPacer
 from .payload import content_type, parse_payload, takes_arrays
 
 log = logging.getLogger("hookwise.hooks")
@@ -179,6 +180,8 @@ class HookEndpoint:
         self.settings = settings
         #: per-route `rateLimit` and `maxInFlight` (429), counted before the body is read
         self._limiter = limiter or RouteLimiter(lambda _: None, str)
+        #: a client that keeps sending after a 429 waits for its next ones
+        self._pacer = RefusalPacer()
         #: what a door's check fetches (a provider's published keys)
         self._keys = keys or KeyFetcher()
         self._token = token
@@ -248,8 +251,10 @@ class HookEndpoint:
                     self._retain(sub, headers, scope.get("query_string", b""), body, meta)
                 return await self._handle(sub, headers, scope, body, meta, send, door)
         except Limited as e:  # not in the request log: a flood must not become store writes
+            await self._pacer.hold(sub or "", client)
             return await send_error(send, e.error, e.headers)
         except _LockedOut as e:
+            await self._pacer.hold("", client)  # locked out of every route at once
             return await send_error(
                 send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())]
             )

@@ -4,6 +4,7 @@ too_many_in_flight) on mappings and on the built-in paths (`hooks.limits`), on b
 from __future__ import annotations
 
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -13,6 +14,7 @@ from hookwise.engine.config import load_data
 from hookwise.engine.errors import ConfigError
 from tests.http.test_operate import sample, scrape
 from tests.support.gateway import HOOK_TOKEN, GatewayProcess, base_config
+from tests.support.wait import eventually
 
 
 def _mapping(path: str, **extra: Any) -> dict[str, Any]:
@@ -37,8 +39,6 @@ def _hold(gw: GatewayProcess, name: str) -> socket.socket:
 
 
 def _wait_in_flight(gw: GatewayProcess, route: str, n: int) -> None:
-    from tests.support.wait import eventually
-
     eventually(lambda: sample(scrape(gw), "hookwise_in_flight", route=route) == n)
 
 
@@ -68,6 +68,24 @@ def test_a_mapping_over_its_rate_is_429_rate_limited_with_retry_after(start_gate
     samples = scrape(gw)
     assert sample(samples, "hookwise_limited_total", route="/hooks/limited", code="rate_limited")
     assert "429 rate_limited" in gw.stderr()
+
+
+def test_a_client_that_keeps_sending_after_429_has_its_refusals_paced(start_gateway) -> None:
+    gw = start_gateway(
+        base_config(
+            mappings=[_mapping("limited", rateLimit={"requests": 1, "per": "1h"}), _mapping("free")]
+        )
+    )
+    assert gw.hook("limited", {}).status_code == 200
+    with ThreadPoolExecutor(max_workers=40) as pool:
+        answers = [pool.submit(gw.hook, "limited", {}) for _ in range(40)]
+        # beyond the burst the refusals wait for their turn (visible in metrics) ...
+        eventually(lambda: (sample(scrape(gw), "hookwise_refusals_held") or 0) >= 1)
+        # ... while another route is answered at once
+        assert gw.hook("free", {}).status_code == 200
+        codes = [a.result().json()["code"] for a in answers]
+    assert codes == ["rate_limited"] * 40  # every one answered, none lost
+    eventually(lambda: sample(scrape(gw), "hookwise_refusals_held") == 0)
 
 
 def test_an_unauthenticated_request_is_not_counted(start_gateway) -> None:
