@@ -50,7 +50,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
 def main(port: int) -> None:
     import uvicorn
 
-    from hookwise.engine.config_models import GatewayConfig
+    from hookwise.engine.config.models import GatewayConfig
     from hookwise.server.lifecycle.serve import uvicorn_options
 
     options = uvicorn_options(GatewayConfig()) | {"log_level": "warning"}

@@ -24,10 +24,10 @@ from typing import Any
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 
-from hookwise.engine.convert import structure
-from hookwise.engine.mapping import MappingConfig
+from hookwise.engine.config.convert import structure
+from hookwise.engine.config.mapping import MappingConfig
 from hookwise.engine.request import InboundRequest
-from hookwise.engine.rules import RuleSet
+from hookwise.engine.rules.ruleset import RuleSet
 from hookwise.engine.transforms import TransformContext, TransformLimits
 
 sys.path.append(str(Path(__file__).resolve().parent))  # after the packages: for mapped.py

@@ -24,8 +24,8 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from hookwise.engine.convert import structure
-from hookwise.engine.mapping import VerifyConfig
+from hookwise.engine.config.convert import structure
+from hookwise.engine.config.mapping import VerifyConfig
 from hookwise.engine.request import InboundRequest
 from hookwise.engine.signatures import NAMES, compile_verifier
 from hookwise.engine.signatures.sign import sign

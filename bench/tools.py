@@ -38,8 +38,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hookwise.engine.config_models import McpServerConfig, ToolsConfig  # noqa: E402
-from hookwise.engine.grants import Grant  # noqa: E402
+from hookwise.engine.config.grants import Grant  # noqa: E402
+from hookwise.engine.config.models import McpServerConfig, ToolsConfig  # noqa: E402
 from hookwise.server.runtime.external import wrap_external  # noqa: E402
 from hookwise.server.runtime.providers.base import ChatMessage  # noqa: E402
 from hookwise.server.runtime.providers.echo import EchoProvider  # noqa: E402

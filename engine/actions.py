@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 import attrs
 
-from .agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
-from .channels import CHANNEL_IDS, LAST, canonical_channel, unknown_channel_hint
+from .config.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+from .config.channels import CHANNEL_IDS, LAST, canonical_channel, unknown_channel_hint
+from .config.sessions import KeySource, SessionPolicy
 from .errors import RequestError
-from .sessions import KeySource, SessionPolicy
 
 WakeMode = Literal["now", "next-heartbeat"]
 WAKE_MODES: tuple[str, ...] = ("now", "next-heartbeat")
@@ -74,7 +74,7 @@ class ValidationPolicy:
     configured_channels: frozenset[str] | None = None
     check_recipient: Callable[[str, str], str | None] | None = None
     max_timeout_seconds: float = 3600
-    #: agents and the session-key policy (see `hookwise.engine.sessions`)
+    #: agents and the session-key policy (see `hookwise.engine.config.sessions`)
     sessions: SessionPolicy = attrs.field(factory=SessionPolicy)
 
 

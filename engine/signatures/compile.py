@@ -1,4 +1,4 @@
-"""From a verify block (`hookwise.engine.mapping.VerifyConfig`) to a `Verifier`, checked at load.
+"""From a verify block (`hookwise.engine.config.mapping.VerifyConfig`) to a `Verifier`, checked at load.
 
 The scheme is looked up by name (aliases such as `whatsapp` -> `meta`; a `publicKey` on
 `standard-webhooks` selects its asymmetric `v1a` variant; `hmac`/`hmac-sha256` build a scheme
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..config.mapping import VerifyConfig
 from ..errors import ConfigError, ConfigIssue
-from ..mapping import VerifyConfig
 from .core import Keys, Options, Scheme, Verifier, template_problem
 from .schemes import ALIASES, GENERIC, NAMES, SCHEMES, generic_hmac
 

@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 import attrs
 
-from ..extract import JsonPath, JsonPathError, compile_jsonpath
 from ..request import InboundRequest
+from ..rules.extract import JsonPath, JsonPathError, compile_jsonpath
 
 Algorithm = Literal[
     "sha1",

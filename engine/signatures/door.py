@@ -20,10 +20,10 @@ from typing import Literal
 
 import attrs
 
+from ..config.mapping import DedupeConfig, MappingConfig, VerifyConfig
 from ..errors import ConfigError, ConfigIssue
-from ..extract import JsonPath, JsonPathError, compile_jsonpath
-from ..mapping import DedupeConfig, MappingConfig, VerifyConfig
 from ..request import BUILT_IN_HOOKS, InboundRequest
+from ..rules.extract import JsonPath, JsonPathError, compile_jsonpath
 from .compile import compile_verifier
 from .core import Verifier
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..mapping import TransformConfig
+from ..config.mapping import TransformConfig
 from .base import (
     KEEP,
     Transform,

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from ..mapping import TransformConfig
+from ..config.mapping import TransformConfig
 
 
 @attrs.frozen

@@ -17,7 +17,7 @@ from litestar import Controller, Request, delete, post
 from litestar.params import Parameter
 
 from ...engine.actions import WakeAction
-from ...engine.convert import camel
+from ...engine.config.convert import camel
 from ...engine.errors import RequestError
 from ..ingress.dispatch import RequestMeta
 from ..ingress.payload import content_type, parse_payload, takes_arrays

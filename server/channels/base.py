@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import attrs
 import httpx
 
-from ...engine.convert import data_key, structure
+from ...engine.config.convert import data_key, structure
 from ...engine.errors import ConfigError, ConfigIssue
 from ..retry import retry_after_seconds
 from .format import (
@@ -108,7 +108,7 @@ class Channel(Protocol):
 def parse_config(config: Mapping[str, Any], cls: type[T], path: str) -> T:
     """Structure a `channels.<id>` mapping into the frozen attrs class `cls`.
 
-    Besides `hookwise.engine.convert.structure`'s checks (required and unknown keys, strict types), every
+    Besides `hookwise.engine.config.convert.structure`'s checks (required and unknown keys, strict types), every
     string must be non-blank and every field whose name ends in `url` must be an absolute http(s)
     URL; its trailing slash is removed. Raises `ConfigError` listing each problem with its key path.
     """

@@ -3,7 +3,7 @@
 Seven channels are built in; more come from plugins, found through the Python entry-point group
 `hookwise.channels` (the entry point's name is the channel id, its object a `Channel` class).
 Mattermost is such a plugin. A plugin cannot replace a built-in channel. Aliases (`imsg`,
-`teams`, from `hookwise.engine.channels.ALIASES`) are accepted wherever a channel id is.
+`teams`, from `hookwise.engine.config.channels.ALIASES`) are accepted wherever a channel id is.
 
 `load_channels(config)` builds the channels configured under `channels`, raising `ConfigError`
 with every problem and its key path (`channels.telegram.botToken: required key is missing`).
@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ...engine.channels import ALIASES
+from ...engine.config.channels import ALIASES
 from ...engine.errors import ConfigError, ConfigIssue
 from .base import Channel
 from .discord import DiscordChannel

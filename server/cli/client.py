@@ -35,7 +35,7 @@ def find_token(config_path: str | None) -> str:
     if token:
         return token
     if config_path:
-        from ...engine.config import load_config
+        from ...engine.config.load import load_config
 
         found = load_config(config_path).config.gateway.auth.token
         if found:

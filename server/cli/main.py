@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ...engine.config_models import LoadedConfig
+from ...engine.config.models import LoadedConfig
 from ...engine.errors import ConfigError
 from ..version import VERSION
 from .args import EXIT_FAILURE, EXIT_USAGE, add_common_options
@@ -60,8 +60,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_config_check(args: argparse.Namespace) -> int:
     """Everything `serve` would check at start-up, without starting: the config, the channels,
     the model providers and allowlist, the rules, and rules naming unconfigured channels."""
-    from ...engine.config import check_config
-    from ...engine.models import ModelPolicy
+    from ...engine.config.load import check_config
+    from ...engine.config.model_policy import ModelPolicy
     from ..channels.registry import load_channels
     from ..lifecycle.gateway import compile_rules, provider_ids
     from ..lifecycle.serve import print_problems

@@ -19,12 +19,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ...engine.channels import LAST, canonical_channel, unknown_channel_hint
-from ...engine.config_models import LoadedConfig
+from ...engine.config.channels import LAST, canonical_channel, unknown_channel_hint
+from ...engine.config.mapping import MappingConfig
+from ...engine.config.models import LoadedConfig
 from ...engine.errors import ConfigError, ConfigIssue, RequestError
-from ...engine.mapping import MappingConfig
 from ...engine.request import InboundRequest
-from ...engine.rules import RuleSet
+from ...engine.rules.ruleset import RuleSet
 from ..ingress.explain import explain_with_validation
 from .args import add_common_options
 
@@ -150,7 +150,7 @@ def _configured_channels(loaded: LoadedConfig) -> set[str]:
 
 def _rule_locations(ruleset: RuleSet) -> list[tuple[str, str | None, str, MappingConfig]]:
     """(rule id, file, key path, mapping) for every compiled rule. A rule's `origin` is
-    `hooks.mappings[i]` or `<file>[i]` (`hookwise.engine.rules`)."""
+    `hooks.mappings[i]` or `<file>[i]` (`hookwise.engine.rules.ruleset`)."""
     out = []
     for rule in ruleset.rules:
         origin: str = rule.origin
@@ -221,7 +221,7 @@ def unconfigured_channel_issues(
 
 
 def cmd_rules_check(args: argparse.Namespace) -> int:
-    from ...engine.config import check_config
+    from ...engine.config.load import check_config
     from ..lifecycle.gateway import compile_rules
     from .args import missing_config_hint
 
@@ -281,7 +281,7 @@ def rule_warnings(ruleset: RuleSet) -> list[str]:
     every request they match. `rules check` and `config check` print them; finding the
     shadowed rules compares every pair of rules on a path (about a second for 1,000 rules on
     one path), so `serve` does not."""
-    from ...engine.ruleindex import shadowed
+    from ...engine.rules.index import shadowed
 
     return [*ruleset.warnings] + [
         f"rule {rule.id!r} ({rule.origin}) can never match: rule {first.id!r} "

@@ -22,11 +22,11 @@ from typing import Any
 
 import attrs
 
-from ...engine.convert import structure
+from ...engine.config.convert import structure
+from ...engine.config.mapping import VerifyConfig
 from ...engine.errors import ConfigError
-from ...engine.mapping import VerifyConfig
 from ...engine.request import InboundRequest
-from ...engine.rules import RuleSet
+from ...engine.rules.ruleset import RuleSet
 from ...engine.signatures import NAMES, Verifier, compile_verifier
 from ...engine.signatures.sign import SignError, sign
 

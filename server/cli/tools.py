@@ -11,8 +11,8 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit
 
-from ...engine.config import load_config
-from ...engine.config_models import ToolsConfig
+from ...engine.config.load import load_config
+from ...engine.config.models import ToolsConfig
 from ..logs import escape_control
 from .args import add_common_options
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ...engine.gmail_config import GMAIL_IMAP_HOST
+from ...engine.config.gmail import GMAIL_IMAP_HOST
 from ..cli.args import add_common_options
 
 DEFAULT_PORT = 8787
@@ -160,7 +160,7 @@ def _setup_command(args: argparse.Namespace) -> int:
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    from ...engine.config import load_config
+    from ...engine.config.load import load_config
     from ...engine.errors import ConfigError
     from .watcher import WatcherError, run_watcher
 

@@ -27,7 +27,7 @@ import attrs
 from imapclient import IMAPClient
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError
 
-from ...engine.gmail_config import GmailConfig
+from ...engine.config.gmail import GmailConfig
 from .secrets import Credential
 
 SKIPPED_SPECIAL_USE = (b"\\Junk", b"\\Trash", b"\\Drafts", b"\\Sent")

@@ -18,7 +18,7 @@ from typing import Literal
 
 import attrs
 
-from ...engine.gmail_config import GmailConfig
+from ...engine.config.gmail import GmailConfig
 
 _ENV_ONLY = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 COMMAND_TIMEOUT_SECONDS = 30

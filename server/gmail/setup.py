@@ -27,9 +27,9 @@ from typing import Any
 
 import attrs
 
-from ...engine.convert import structure
+from ...engine.config.convert import structure
+from ...engine.config.gmail import GMAIL_IMAP_HOST, GmailConfig
 from ...engine.errors import ConfigError
-from ...engine.gmail_config import GMAIL_IMAP_HOST, GmailConfig
 from .imap import ImapError, Mailbox
 from .secrets import SecretError, resolve_credential
 

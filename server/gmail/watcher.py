@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from ...engine.gmail_config import GmailConfig
+from ...engine.config.gmail import GmailConfig
 from .checkpoint import Checkpoint, CheckpointError, CheckpointStore, utcnow
 from .imap import (
     FetchedMessage,

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from ...engine.actions import Action, AgentAction, WakeAction
-from ...engine.mapping import RespondConfig
+from ...engine.config.mapping import RespondConfig
 from ..ids import new_id
 from ..store.base import Accepted, AcceptOp, NewEvent, NewRun, RequestLogEntry, Store
 from ..store.bounded import within_store_wait

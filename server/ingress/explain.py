@@ -11,10 +11,10 @@ from typing import Any
 import attrs
 
 from ...engine.actions import Action, ValidationPolicy, validate_action
+from ...engine.config.sessions import mapping_source
 from ...engine.errors import RequestError
 from ...engine.request import InboundRequest
-from ...engine.rules import RuleSet
-from ...engine.sessions import mapping_source
+from ...engine.rules.ruleset import RuleSet
 
 
 def _camel(name: str) -> str:
@@ -29,9 +29,9 @@ def _action_json(action: Action) -> dict[str, Any]:
 def explain_with_validation(
     ruleset: RuleSet, request: InboundRequest, policy: ValidationPolicy
 ) -> dict[str, Any]:
-    """`hookwise.engine.ruletool.explain` plus what the hook endpoint does next: validate every action
+    """`hookwise.engine.rules.tool.explain` plus what the hook endpoint does next: validate every action
     (as a mapping's, `internal=True`) and work out the status the server would answer with."""
-    from ...engine.ruletool import explain
+    from ...engine.rules.tool import explain
 
     return _validated(ruleset, explain(ruleset, request), policy)
 
@@ -40,7 +40,7 @@ async def explain_with_validation_async(
     ruleset: RuleSet, request: InboundRequest, policy: ValidationPolicy
 ) -> dict[str, Any]:
     """`explain_with_validation` for callers inside an event loop (the web console)."""
-    from ...engine.ruletool import explain_async
+    from ...engine.rules.tool import explain_async
 
     return _validated(ruleset, await explain_async(ruleset, request), policy)
 

@@ -35,9 +35,9 @@ from ...engine.actions import (
     validate_agent,
     validate_wake,
 )
+from ...engine.config.sessions import mapping_source
 from ...engine.errors import RequestError
 from ...engine.request import BUILT_IN_HOOKS, InboundRequest
-from ...engine.sessions import mapping_source
 from ...engine.signatures import (
     HandshakeRefused,
     SignatureError,

@@ -1,5 +1,5 @@
 """Per-route limits at the hook endpoint: `rateLimit` (429 `rate_limited` with `Retry-After`) and
-`maxInFlight` (429 `too_many_in_flight`), as configured in `hookwise.engine.limits`.
+`maxInFlight` (429 `too_many_in_flight`), as configured in `hookwise.engine.config.limits`.
 
 A request is counted once it is authenticated (by token; on a path whose door authenticates by
 signature, once the address is not locked out) and before its body is read, so a refusal costs
@@ -29,8 +29,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Protocol
 
+from ...engine.config.limits import HookLimitsConfig, RateLimitConfig, RouteLimitsConfig
 from ...engine.errors import RequestError
-from ...engine.limits import HookLimitsConfig, RateLimitConfig, RouteLimitsConfig
 from .. import metrics
 
 log = logging.getLogger("hookwise.limits")

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from ...engine.actions import ValidationPolicy
-from ...engine.config import load_config
-from ...engine.config_models import Config, LoadedConfig
+from ...engine.config.load import load_config
+from ...engine.config.models import Config, LoadedConfig
+from ...engine.config.store_url import store_url_problem
 from ...engine.errors import ConfigError, ConfigIssue
-from ...engine.rules import RuleSet
-from ...engine.store_url import store_url_problem
+from ...engine.rules.ruleset import RuleSet
 from ..ingress.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
 from ..ingress.dispatch import Dispatcher
 from ..ingress.hooks import HookEndpoint, HookSettings
@@ -80,7 +80,7 @@ def provider_ids(config: Config) -> frozenset[str]:
 def _session_policy(config: Config) -> Any:
     """The session policy rules are checked against; None (the built-in one) when the agents
     themselves are broken: the config check reports those."""
-    from ...engine.sessions import SessionPolicy
+    from ...engine.config.sessions import SessionPolicy
 
     try:
         return SessionPolicy.from_config(config)
@@ -93,9 +93,9 @@ def validation_policy(
 ) -> ValidationPolicy:
     """What request validation needs: the model allowlist, the configured channels, the agents
     and the session-key policy (fresh keys are `hook:<uuid>`)."""
-    from ...engine.agents import Roster
-    from ...engine.models import ModelPolicy
-    from ...engine.sessions import GENERATED_PREFIX, SessionPolicy
+    from ...engine.config.agents import Roster
+    from ...engine.config.model_policy import ModelPolicy
+    from ...engine.config.sessions import GENERATED_PREFIX, SessionPolicy
     from ..channels.registry import load_channels
     from ..ids import new_id
 

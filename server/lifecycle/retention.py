@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from ...engine.config_models import RetentionConfig
+from ...engine.config.models import RetentionConfig
 from ..logs import fields
 from ..store.base import Store
 from ..store.retention import TARGETS

@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...engine.config import load_config
-from ...engine.config_models import LoadedConfig
+from ...engine.config.load import load_config
+from ...engine.config.models import LoadedConfig
 from ...engine.errors import ConfigError
 from ..logs import say
 from ..version import VERSION

@@ -24,8 +24,8 @@ from typing import Protocol
 
 from watchfiles import Change, awatch
 
-from ...engine.config import load_config
-from ...engine.config_models import LoadedConfig
+from ...engine.config.load import load_config
+from ...engine.config.models import LoadedConfig
 from ...engine.errors import ConfigError
 from ...engine.transforms._paths import transforms_dir_of
 

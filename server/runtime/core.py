@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...engine.agents import Agent, Roster
-from ...engine.config_models import Config
+from ...engine.config.agents import Agent, Roster
+from ...engine.config.models import Config
 from ..store.base import NewEvent, NewRun, Store
 from ..store.records import Route
 from .deliveries import DeliveryWorker

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...engine.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+from ...engine.config.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 from ..ids import new_id
 from ..store.base import EventRecord, Store
 from ..store.records import HeartbeatOutcome, NewTurn

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...engine.agents import DEFAULT_MAIN_SESSION
-from ...engine.channels import LAST, PHONE_BASED
+from ...engine.config.agents import DEFAULT_MAIN_SESSION
+from ...engine.config.channels import LAST, PHONE_BASED
 from ..ids import new_id
 from ..store.base import Store
 from ..store.records import NewDelivery

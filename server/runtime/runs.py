@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from ...engine.agents import DEFAULT_MAIN_SESSION
+from ...engine.config.agents import DEFAULT_MAIN_SESSION
 from ..ids import new_id
 from ..store.base import NewEvent, RunRecord, Store, StoreUnavailable
 from ..store.records import NewDelivery, NewTurn, RunOutcome

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from ...engine.grants import Grant
+from ...engine.config.grants import Grant
 from ..store.base import Store
 from ..store.toolcalls import ToolCallRecord
 from ..tools.connection import ToolInfo

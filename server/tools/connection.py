@@ -30,7 +30,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from ...engine.config_models import McpServerConfig
+from ...engine.config.models import McpServerConfig
 from ..logs import escape_control
 
 log = logging.getLogger("hookwise.tools")

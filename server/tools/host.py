@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 import attrs
 
-from ...engine.config_models import ToolsConfig
-from ...engine.grants import Grant
+from ...engine.config.grants import Grant
+from ...engine.config.models import ToolsConfig
 from .. import metrics
 from .connection import McpConnection, ServerDown, ToolInfo
 from .results import cap, result_text

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hookwise.engine.config import load_config
+from hookwise.engine.config.load import load_config
 from tests.cli.support import run
 
 TOKENS = (

@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from sendgrid.helpers.eventwebhook import EventWebhook
 
-from hookwise.engine.convert import structure
-from hookwise.engine.mapping import VerifyConfig
+from hookwise.engine.config.convert import structure
+from hookwise.engine.config.mapping import VerifyConfig
 from hookwise.engine.request import InboundRequest
 from hookwise.engine.signatures import compile_verifier
 from tests.cli.support import run

@@ -22,7 +22,7 @@ import httpx
 import pytest
 import yaml
 
-from hookwise.engine.store_url import encode_password
+from hookwise.engine.config.store_url import encode_password
 from tests.cli.support import run
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess, base_config
 from tests.support.postgres import fresh_database

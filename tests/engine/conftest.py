@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from hookwise.engine.convert import structure
-from hookwise.engine.mapping import MappingConfig
+from hookwise.engine.config.convert import structure
+from hookwise.engine.config.mapping import MappingConfig
 from hookwise.engine.request import InboundRequest
-from hookwise.engine.rules import Outcome, RuleSet
+from hookwise.engine.rules.ruleset import Outcome, RuleSet
 from hookwise.engine.transforms import TransformLimits
 
 REPO = Path(__file__).resolve().parents[2]

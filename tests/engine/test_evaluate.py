@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from hookwise.engine.config.mapping import MappingConfig, TransformConfig
 from hookwise.engine.errors import ConfigError
-from hookwise.engine.mapping import MappingConfig, TransformConfig
-from hookwise.engine.rules import ActionSpec, RuleSet
+from hookwise.engine.rules.ruleset import ActionSpec, RuleSet
 from tests.engine.conftest import Rules, make_request, run
 
 MAIL = {
@@ -436,7 +436,7 @@ def test_transforms_dir_defaults_to_hooks_transforms_beside_the_config(tmp_path:
     (folder / "t.py").write_text(
         "def transform(ctx):\n    return {'message': 'from default dir'}\n"
     )
-    from hookwise.engine.convert import structure
+    from hookwise.engine.config.convert import structure
 
     config = structure(
         {"id": "t", "messageTemplate": "m", "transform": {"module": "t.py"}}, MappingConfig

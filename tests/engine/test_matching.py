@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from hookwise.engine.conditions import compile_when
 from hookwise.engine.errors import ConfigError
-from hookwise.engine.extract import compile_jsonpath
+from hookwise.engine.rules.conditions import compile_when
+from hookwise.engine.rules.extract import compile_jsonpath
 from tests.engine.conftest import Rules, make_request
 
 PR = {

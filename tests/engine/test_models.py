@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hookwise.engine.config import load_data
+from hookwise.engine.config.load import load_data
+from hookwise.engine.config.model_policy import ModelPolicy
 from hookwise.engine.errors import ConfigError, RequestError
-from hookwise.engine.models import ModelPolicy
 
 
 def policy(defaults: dict) -> ModelPolicy:

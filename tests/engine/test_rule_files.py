@@ -11,17 +11,17 @@ import jsonschema
 import pytest
 import yaml
 
-from hookwise.engine.convert import data_key
-from hookwise.engine.errors import ConfigError
-from hookwise.engine.mapping import (
+from hookwise.engine.config.convert import data_key
+from hookwise.engine.config.mapping import (
     ExtractConfig,
     MappingConfig,
     MatchConfig,
     RespondConfig,
     TransformConfig,
 )
-from hookwise.engine.rules import ActionSpec, RuleSet
-from hookwise.engine.ruletool import explain
+from hookwise.engine.errors import ConfigError
+from hookwise.engine.rules.ruleset import ActionSpec, RuleSet
+from hookwise.engine.rules.tool import explain
 from tests.engine.conftest import REPO, Rules, make_request
 
 RULE_FILES = sorted((REPO / "rules").rglob("*.yaml"))

@@ -1,4 +1,4 @@
-"""Indexed rule selection (`hookwise.engine.ruleindex`): the same rule as trying every rule in
+"""Indexed rule selection (`hookwise.engine.rules.index`): the same rule as trying every rule in
 order, for hand-written tables and for seeded random rule sets; discriminator choice; shadowing."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from hookwise.engine.request import InboundRequest
-from hookwise.engine.ruleindex import RuleIndex, shadowed
-from hookwise.engine.rules import CompiledRule, RuleSet
+from hookwise.engine.rules.index import RuleIndex, shadowed
+from hookwise.engine.rules.ruleset import CompiledRule, RuleSet
 from tests.engine.conftest import Rules, make_request
 
 

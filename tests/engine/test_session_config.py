@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from hookwise.engine.config import check_data, load_data
+from hookwise.engine.config.load import check_data, load_data
+from hookwise.engine.config.sessions import SessionPolicy
 from hookwise.engine.errors import ConfigError
-from hookwise.engine.rules import RuleSet
-from hookwise.engine.sessions import SessionPolicy
+from hookwise.engine.rules.ruleset import RuleSet
 
 TOKEN = "a-hook-token-that-is-long-enough"
 
@@ -167,7 +167,7 @@ def test_mappings_the_peer_loads_load_with_a_warning(
 def test_an_agents_heartbeat_block_overrides_only_the_keys_it_sets() -> None:
     """Like every other value of an `agents.list` entry, what a `heartbeat` block leaves out is
     taken from `agents.defaults.heartbeat` (not from the built-in defaults)."""
-    from hookwise.engine.agents import Roster
+    from hookwise.engine.config.agents import Roster
 
     loaded = _load(
         agents={

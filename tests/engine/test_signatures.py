@@ -16,11 +16,11 @@ import jsonschema
 import pytest
 import yaml
 
-from hookwise.engine.config import load_data
-from hookwise.engine.convert import data_key, structure
+from hookwise.engine.config.convert import data_key, structure
+from hookwise.engine.config.load import load_data
+from hookwise.engine.config.mapping import MappingConfig, VerifyConfig
 from hookwise.engine.errors import ConfigError, RequestError
-from hookwise.engine.mapping import MappingConfig, VerifyConfig
-from hookwise.engine.rules import RuleSet
+from hookwise.engine.rules.ruleset import RuleSet
 from hookwise.engine.signatures import NAMES, SCHEMES, SignatureError, compile_verifier
 from hookwise.engine.signatures.sign import SignError, sign
 from tests.engine.conftest import NOW, REPO, Rules, make_request, run

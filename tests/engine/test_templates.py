@@ -9,14 +9,14 @@ import attrs
 import pytest
 
 from hookwise.engine.errors import RequestError
-from hookwise.engine.render import (
+from hookwise.engine.request import InboundRequest
+from hookwise.engine.rules.render import (
     RequestView,
     TemplateCompileError,
     TemplateVariables,
     compile_template,
     template_variables,
 )
-from hookwise.engine.request import InboundRequest
 from tests.engine.conftest import Rules
 
 PAYLOAD: dict[str, Any] = {

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from hookwise.engine.agents import Roster
-from hookwise.engine.config import load_data
+from hookwise.engine.config.agents import Roster
+from hookwise.engine.config.grants import NO_TOOLS, Grant
+from hookwise.engine.config.load import load_data
 from hookwise.engine.errors import ConfigError
-from hookwise.engine.grants import NO_TOOLS, Grant
-from hookwise.engine.rules import RuleSet
+from hookwise.engine.rules.ruleset import RuleSet
 
 SERVERS = {
     "github": {"command": "github-mcp", "args": ["stdio"], "env": {"T": "${GH}"}, "cwd": "."},

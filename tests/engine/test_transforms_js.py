@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hookwise.engine.errors import ConfigError, RequestError
-from hookwise.engine.rules import ActionSpec
+from hookwise.engine.rules.ruleset import ActionSpec
 from hookwise.engine.transforms import TransformLimits
 from hookwise.engine.transforms.jsmodule import ModuleSyntaxError, module_to_script
 from tests.engine.conftest import Rules, make_request, run
@@ -507,9 +507,9 @@ def test_close_frees_the_contexts(rules: Rules, write_transform: Any) -> None:
 def test_compile_and_evaluate_from_inside_a_running_loop(
     transforms_dir: Path, write_transform: Any
 ) -> None:
-    from hookwise.engine.convert import structure
-    from hookwise.engine.mapping import MappingConfig
-    from hookwise.engine.rules import RuleSet
+    from hookwise.engine.config.convert import structure
+    from hookwise.engine.config.mapping import MappingConfig
+    from hookwise.engine.rules.ruleset import RuleSet
 
     write_transform("t.js", "export default () => ({ message: 'in loop' });")
 

@@ -35,8 +35,8 @@ import attrs
 import pytest
 from imapclient import IMAPClient
 
-from hookwise.engine.convert import structure
-from hookwise.engine.gmail_config import GmailConfig
+from hookwise.engine.config.convert import structure
+from hookwise.engine.config.gmail import GmailConfig
 from hookwise.server.gmail.watcher import run_watcher
 
 DOVECOT = shutil.which("dovecot") or (

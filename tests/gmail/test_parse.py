@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hookwise.engine.config import load_data
+from hookwise.engine.config.load import load_data
 from hookwise.engine.errors import ConfigError
 from hookwise.server.gmail.checkpoint import Checkpoint, CheckpointStore
 from hookwise.server.gmail.parse import html_to_text, idempotency_key, parse_message, truncate_utf8

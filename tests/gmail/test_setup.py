@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hookwise.engine.config import load_config
+from hookwise.engine.config.load import load_config
 from hookwise.server.gmail import add_cli
 from hookwise.server.gmail.setup import SetupError, run_setup
 from tests.gmail import gmail_mails as mails

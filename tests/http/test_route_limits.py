@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from hookwise.engine.config import load_data
+from hookwise.engine.config.load import load_data
 from hookwise.engine.errors import ConfigError
 from tests.http.test_operate import sample, scrape
 from tests.support.gateway import HOOK_TOKEN, GatewayProcess, base_config

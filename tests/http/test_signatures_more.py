@@ -428,9 +428,9 @@ def test_a_retried_delivery_is_a_replay_and_stores_nothing(gw: GatewayProcess, p
 
 
 def test_okta_and_auth0_need_auth_signature() -> None:
-    from hookwise.engine.convert import structure
+    from hookwise.engine.config.convert import structure
+    from hookwise.engine.config.mapping import VerifyConfig
     from hookwise.engine.errors import ConfigError
-    from hookwise.engine.mapping import VerifyConfig
     from hookwise.engine.signatures import compile_verifier
     from tests.support.gateway import REPO
 
@@ -439,9 +439,9 @@ def test_okta_and_auth0_need_auth_signature() -> None:
 
 
 def test_encoded_secrets_that_do_not_decode_fail_at_load() -> None:
-    from hookwise.engine.convert import structure
+    from hookwise.engine.config.convert import structure
+    from hookwise.engine.config.mapping import VerifyConfig
     from hookwise.engine.errors import ConfigError
-    from hookwise.engine.mapping import VerifyConfig
     from hookwise.engine.signatures import compile_verifier
     from tests.support.gateway import REPO
 

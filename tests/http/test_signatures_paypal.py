@@ -19,8 +19,8 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
-from hookwise.engine.convert import structure
-from hookwise.engine.mapping import VerifyConfig
+from hookwise.engine.config.convert import structure
+from hookwise.engine.config.mapping import VerifyConfig
 from hookwise.engine.request import InboundRequest
 from hookwise.engine.signatures import SignatureError, compile_verifier
 from hookwise.engine.signatures.paypal import certificate

@@ -24,8 +24,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
 
-from hookwise.engine.convert import structure
-from hookwise.engine.mapping import VerifyConfig
+from hookwise.engine.config.convert import structure
+from hookwise.engine.config.mapping import VerifyConfig
 from hookwise.engine.request import InboundRequest
 from hookwise.engine.signatures import SignatureError, compile_verifier
 from hookwise.engine.signatures.sns import certificate

@@ -16,8 +16,8 @@ import attrs
 import httpx
 import pytest
 
-from hookwise.engine.config_models import ModelsConfig, ProviderConfig
-from hookwise.engine.convert import structure
+from hookwise.engine.config.convert import structure
+from hookwise.engine.config.models import ModelsConfig, ProviderConfig
 from hookwise.engine.errors import ConfigError
 from hookwise.server.runtime.providers import (
     ChatMessage,

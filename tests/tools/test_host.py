@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hookwise.engine.config_models import McpServerConfig, ToolsConfig
-from hookwise.engine.grants import Grant
+from hookwise.engine.config.grants import Grant
+from hookwise.engine.config.models import McpServerConfig, ToolsConfig
 from hookwise.server.tools.host import ToolHost
 from tests.fakes.mcp_server import HttpServer, stdio_command
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from hookwise.engine.config_models import McpServerConfig, ProviderConfig, ToolsConfig
-from hookwise.engine.grants import Grant
+from hookwise.engine.config.grants import Grant
+from hookwise.engine.config.models import McpServerConfig, ProviderConfig, ToolsConfig
 from hookwise.server.runtime.providers.anthropic import AnthropicProvider
 from hookwise.server.runtime.providers.base import ChatMessage, ProviderError
 from hookwise.server.runtime.providers.openai import OpenAIProvider

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hookwise.engine.config import load_config, load_data, normalize_hook_path
+from hookwise.engine.config.load import load_config, load_data, normalize_hook_path
 from hookwise.engine.errors import ConfigError
 
 TOKEN = "a-hook-token-that-is-long-enough-123"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hookwise.engine.config import load_data
+from hookwise.engine.config.load import load_data
 from hookwise.server.cli.rules import unconfigured_channel_issues
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,9 +9,9 @@ import jsonschema
 import pytest
 
 from hookwise.engine.actions import ValidationPolicy, validate_agent, validate_wake
-from hookwise.engine.config import load_config, read_file
+from hookwise.engine.config.load import load_config, read_file
+from hookwise.engine.config.schema import config_schema
 from hookwise.engine.errors import ConfigError, RequestError
-from hookwise.engine.schema import config_schema
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "schemas"
@@ -29,7 +29,7 @@ def _schema(name: str) -> jsonschema.protocols.Validator:
 def test_the_config_schema_is_generated_from_the_models() -> None:
     committed = json.loads((SCHEMAS / "config.schema.json").read_text())
     assert committed == config_schema(), (
-        "run: python -m hookwise.engine.schema > schemas/config.schema.json"
+        "run: python -m hookwise.engine.config.schema > schemas/config.schema.json"
     )
 
 
@@ -76,7 +76,7 @@ INVALID_CONFIGS = [
 
 @pytest.mark.parametrize("data", INVALID_CONFIGS)
 def test_an_invalid_config_fails_both_the_schema_and_the_models(data: dict) -> None:
-    from hookwise.engine.config import load_data
+    from hookwise.engine.config.load import load_data
 
     assert list(_schema("config.schema.json").iter_errors(data))
     with pytest.raises(ConfigError):

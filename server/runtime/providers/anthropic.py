@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 
-from ....engine.config_models import ProviderConfig
+from ....engine.config.models import ProviderConfig
 from .base import ChatMessage, Completion, ToolCall, ToolSpec, Usage, check_thinking
 from .http import HttpProvider
 from .retry import RetryPolicy

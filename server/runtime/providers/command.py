@@ -27,7 +27,7 @@ import signal
 import time
 from collections.abc import Sequence
 
-from ....engine.config_models import ProviderConfig
+from ....engine.config.models import ProviderConfig
 from .base import (
     ChatMessage,
     Completion,

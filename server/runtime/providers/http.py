@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import httpx
 
-from ....engine.config_models import ProviderConfig
+from ....engine.config.models import ProviderConfig
 from ...version import outbound_client
 from .base import Completion
 from .retry import RetryPolicy

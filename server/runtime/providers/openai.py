@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from ....engine.config_models import ProviderConfig
+from ....engine.config.models import ProviderConfig
 from .base import (
     ChatMessage,
     Completion,

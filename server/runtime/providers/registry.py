@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from ....engine.config_models import ModelsConfig, ProviderConfig
+from ....engine.config.models import ModelsConfig, ProviderConfig
 from ....engine.errors import ConfigError, ConfigIssue
 from ...version import outbound_client
 from .anthropic import AnthropicProvider

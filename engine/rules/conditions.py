@@ -38,9 +38,9 @@ from typing import Any, Protocol
 
 import attrs
 
-from .errors import ConfigError, ConfigIssue
+from ..errors import ConfigError, ConfigIssue
+from ..request import InboundRequest
 from .extract import JsonPathError, compile_jsonpath
-from .request import InboundRequest
 
 _SUBJECTS = ("jsonpath", "header", "query")
 _TESTS = ("equals", "in", "regex", "exists")
@@ -276,7 +276,7 @@ def compile_when(data: Any, where: str = "match.when") -> Condition | None:
 class Equality:
     """A test a condition requires: `subject` (`jsonpath`, `header` or `query`) `name` equals one
     of `values` (a header's or query parameter's already in their text form), read from a request
-    as the condition reads it. Used to index rules (`hookwise.engine.ruleindex`)."""
+    as the condition reads it. Used to index rules (`hookwise.engine.rules.index`)."""
 
     subject: str
     name: str

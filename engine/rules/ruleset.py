@@ -1,21 +1,21 @@
 """The rule set of mapped hooks: compile mappings once, then select and evaluate per request.
 
-Its parts: where rules come from (`hookwise.engine.rulefiles`), one rule compiled
-(`hookwise.engine.rule`), selection by path and discriminator (`hookwise.engine.ruleindex`) and
-`forEach`'s items (`hookwise.engine.fanout`); this module holds the set and its evaluation.
+Its parts: where rules come from (`hookwise.engine.rules.files`), one rule compiled
+(`hookwise.engine.rules.rule`), selection by path and discriminator (`hookwise.engine.rules.index`) and
+`forEach`'s items (`hookwise.engine.rules.fanout`); this module holds the set and its evaluation.
 
 Order and identity:
 - Rules are tried in this order: `hooks.mappings`, then the mappings of each `hooks.rules` file (in
   the order listed; a glob's files sorted by name), then the presets named in `hooks.presets`
   (from the project's `rules/presets/<name>.yaml`). The first rule that matches wins. Selection
-  looks candidates up by path and discriminator (`hookwise.engine.ruleindex`), with the result
+  looks candidates up by path and discriminator (`hookwise.engine.rules.index`), with the result
   of trying every rule in order.
 - A rule without `id` is `mapping-N`, N being its 1-based position in that combined order (as
   OpenClaw numbers `mapping-${index + 1}` over custom mappings then presets). Ids must be unique.
 
 Matching: `match.path` equals the request's sub-path (slashes trimmed on both); `match.source`
 equals the payload's `source` when that is a string; `match.when` holds (see
-`hookwise.engine.conditions`). A missing part matches anything.
+`hookwise.engine.rules.conditions`). A missing part matches anything.
 
 Evaluation (`RuleSet.evaluate`) produces `ActionSpec`s: the raw fields of a direct `/wake` or
 `/agent` payload, not yet validated. Templates fill `text` (`textTemplate`) or `message`
@@ -71,25 +71,15 @@ from typing import Any
 
 import attrs
 
-from .actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
-from .errors import ConfigError, ConfigIssue, RequestError
-from .fanout import items_of, listed, with_list
-from .limits import RouteLimitsConfig, path_limits
-from .mapping import MappingConfig, RespondConfig, VerifyConfig
-from .render import (
-    MissingValueError,
-    RequestView,
-    TemplateRenderError,
-    TemplateVariables,
-)
-from .request import InboundRequest
-from .rule import ActionKind, CompiledRule, compile_rule
-from .rulefiles import gather
-from .ruleindex import RuleIndex
-from .sessions import SessionPolicy
-from .signatures import SignatureError, Verifier
-from .signatures.door import Door, compile_doors
-from .transforms import (
+from ..actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
+from ..config.limits import RouteLimitsConfig, path_limits
+from ..config.mapping import MappingConfig, RespondConfig, VerifyConfig
+from ..config.sessions import SessionPolicy
+from ..errors import ConfigError, ConfigIssue, RequestError
+from ..request import InboundRequest
+from ..signatures import SignatureError, Verifier
+from ..signatures.door import Door, compile_doors
+from ..transforms import (
     KEEP,
     Transform,
     TransformBusy,
@@ -99,6 +89,16 @@ from .transforms import (
     TransformLimits,
     TransformTimedOut,
 )
+from .fanout import items_of, listed, with_list
+from .files import gather
+from .index import RuleIndex
+from .render import (
+    MissingValueError,
+    RequestView,
+    TemplateRenderError,
+    TemplateVariables,
+)
+from .rule import ActionKind, CompiledRule, compile_rule
 
 __all__ = ["ActionKind", "ActionSpec", "CompiledRule", "Outcome", "RuleSet"]
 
@@ -175,7 +175,7 @@ class RuleSet:
         self._limits = dict(limits or {})
         #: what loaded but deserves a word (an unknown `agentId` falls back to the default agent)
         self.warnings = tuple(warnings)
-        # Selection: a lookup by path, then by discriminator (`hookwise.engine.ruleindex`).
+        # Selection: a lookup by path, then by discriminator (`hookwise.engine.rules.index`).
         self._wildcard = RuleIndex([r for r in self._rules if r.path is None])
         paths = {r.path for r in self._rules if r.path is not None}
         self._by_path = {
@@ -280,7 +280,7 @@ class RuleSet:
         return self._doors.get(path.strip("/"))
 
     def limits(self, path: str) -> RouteLimitsConfig | None:
-        """The rate and concurrency limits of a mapped path, if any (`hookwise.engine.limits`)."""
+        """The rate and concurrency limits of a mapped path, if any (`hookwise.engine.config.limits`)."""
         return self._limits.get(path.strip("/"))
 
     def select(self, request: InboundRequest) -> CompiledRule | None:

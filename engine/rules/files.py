@@ -12,16 +12,16 @@ from pathlib import Path
 
 import attrs
 
-from .convert import structure
-from .envrefs import resolve_env
-from .errors import ConfigError, ConfigIssue
-from .mapping import MappingConfig
-from .yamlfile import YamlSyntaxError, load_yaml
+from ..config.convert import structure
+from ..config.mapping import MappingConfig
+from ..envrefs import resolve_env
+from ..errors import ConfigError, ConfigIssue
+from ..yamlfile import YamlSyntaxError, load_yaml
 
 
 def _presets_dir() -> Path:
     # `rules/` sits beside `engine/` both in the repository and installed (`hookwise/rules`).
-    return Path(__file__).resolve().parent.parent / "rules" / "presets"
+    return Path(__file__).resolve().parents[2] / "rules" / "presets"
 
 
 def available_presets() -> list[str]:

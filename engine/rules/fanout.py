@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .convert import kind_of
-from .errors import RequestError
+from ..config.convert import kind_of
+from ..errors import RequestError
 from .extract import JsonPath
 from .rule import CompiledRule
 

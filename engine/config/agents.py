@@ -17,10 +17,10 @@ from collections.abc import Iterable
 
 import attrs
 
-from .config_models import AgentDefaults, Config, HeartbeatConfig
-from .errors import ConfigError, ConfigIssue
-from .models import ModelPolicy
-from .names import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+from ..errors import ConfigError, ConfigIssue
+from ..names import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+from .model_policy import ModelPolicy
+from .models import AgentDefaults, Config, HeartbeatConfig
 
 AGENT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 

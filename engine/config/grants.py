@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from .errors import ConfigIssue
+from ..errors import ConfigIssue
 
 #: an MCP server's name as written under `tools.mcpServers` (it prefixes its tools' names)
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")

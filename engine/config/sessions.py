@@ -37,10 +37,10 @@ from typing import Literal
 
 import attrs
 
+from ..errors import ConfigError, ConfigIssue, RequestError
 from .agents import Agent, Roster
-from .config_models import Config
-from .errors import ConfigError, ConfigIssue, RequestError
 from .mapping import MappingConfig
+from .models import Config
 
 #: where a session key came from: a request's payload, a mapping (or its transform), or a
 #: mapping whose `sessionMode` is `per-request`

@@ -1,9 +1,9 @@
 """The configuration file: its loading, and the rules that span several keys (its models are in
-`hookwise.engine.config_models`, `${NAME}` references in `hookwise.engine.envrefs`).
+`hookwise.engine.config.models`, `${NAME}` references in `hookwise.engine.envrefs`).
 
 One file, YAML, JSON or JSON5 (chosen by extension), is read once, `${ENV_NAME}` references in
 string values are resolved, and the data is structured into frozen attrs models (see
-`hookwise.engine.convert` for the key conventions). Every problem is reported with its key path; rules
+`hookwise.engine.config.convert` for the key conventions). Every problem is reported with its key path; rules
 that involve several keys (an enabled hook interface needs a token, the hook token must differ
 from the gateway token, ...) are checked here too. Nothing here touches the network.
 """
@@ -19,17 +19,17 @@ from typing import Any
 
 import attrs
 
-from .config_models import (
+from ..envrefs import resolve_env
+from ..errors import ConfigError, ConfigIssue
+from ..yamlfile import YamlSyntaxError, load_yaml
+from .convert import structure
+from .grants import SERVER_NAME, check_grant
+from .models import (
     MIN_TOKEN_LENGTH,
     Config,
     LoadedConfig,
 )
-from .convert import structure
-from .envrefs import resolve_env
-from .errors import ConfigError, ConfigIssue
-from .grants import SERVER_NAME, check_grant
 from .store_url import store_url_problem
-from .yamlfile import YamlSyntaxError, load_yaml
 
 # ---------------------------------------------------------------------------------------------
 # reading

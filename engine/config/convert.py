@@ -27,7 +27,7 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_dict_structure_fn, override
 
-from .errors import ConfigError, ConfigIssue
+from ..errors import ConfigError, ConfigIssue
 
 T = TypeVar("T")
 

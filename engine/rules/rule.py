@@ -2,8 +2,8 @@
 transform, its `respond` body and its signature block, each checked once at load time.
 
 `compile_rule` reports every problem of a mapping at once (`ConfigError`, key paths under the
-mapping's `where`); `CompiledRule.matches` is the first-match test `hookwise.engine.rules` and
-`hookwise.engine.ruleindex` apply per request. Evaluating a rule is `RuleSet.evaluate`'s.
+mapping's `where`); `CompiledRule.matches` is the first-match test `hookwise.engine.rules.ruleset` and
+`hookwise.engine.rules.index` apply per request. Evaluating a rule is `RuleSet.evaluate`'s.
 """
 
 from __future__ import annotations
@@ -14,22 +14,22 @@ from typing import Any, Literal
 
 import attrs
 
+from ..config.grants import check_grant
+from ..config.mapping import ExtractConfig, MappingConfig
+from ..config.sessions import SessionPolicy
+from ..errors import ConfigError, ConfigIssue
+from ..request import InboundRequest
+from ..signatures import Verifier, compile_verifier
+from ..signatures.door import Dedupe, compile_dedupe
+from ..transforms import Transform, TransformHost, TransformLoadError
 from .conditions import Condition, compile_when
-from .errors import ConfigError, ConfigIssue
 from .extract import JsonPath, JsonPathError, compile_jsonpath
-from .grants import check_grant
-from .mapping import ExtractConfig, MappingConfig
 from .render import (
     RESERVED_NAMES,
     Template,
     TemplateCompileError,
     compile_template,
 )
-from .request import InboundRequest
-from .sessions import SessionPolicy
-from .signatures import Verifier, compile_verifier
-from .signatures.door import Dedupe, compile_dedupe
-from .transforms import Transform, TransformHost, TransformLoadError
 
 ActionKind = Literal["wake", "agent"]
 

@@ -24,10 +24,10 @@ import asyncio
 import concurrent.futures
 from typing import Any
 
-from .errors import RequestError
-from .request import InboundRequest
-from .rules import Outcome, RuleSet
-from .transforms import TransformError
+from ..errors import RequestError
+from ..request import InboundRequest
+from ..transforms import TransformError
+from .ruleset import Outcome, RuleSet
 
 
 def explain(ruleset: RuleSet, request: InboundRequest) -> dict[str, Any]:

@@ -2,9 +2,9 @@
 
 Field names follow OpenClaw's mappings so that an OpenClaw mapping loads unchanged, plus hookwise's
 own `match.when`, `extract`, `respond`, `forEach` and `verify`. Compilation (templates, JSONPaths,
-conditions, transforms, signature verifiers) happens in `hookwise.engine.rules`.
+conditions, transforms, signature verifiers) happens in `hookwise.engine.rules.ruleset`.
 
-Structuring follows `hookwise.engine.convert`: snake_case attrs fields, camelCase keys, strict types,
+Structuring follows `hookwise.engine.config.convert`: snake_case attrs fields, camelCase keys, strict types,
 unknown keys refused. One shorthand: an `extract` entry may be a bare JSONPath string
 (`subject: $.messages[0].subject`) or a mapping (`{path: $.labels[*].name, all: true}`).
 """
@@ -27,7 +27,7 @@ class MatchConfig:
     path: str | None = None
     source: str | None = None
     # Conditions tree (all/any/not, jsonpath/header/query with equals/in/regex/exists); compiled
-    # and validated by engine.conditions, which reports errors with their key path.
+    # and validated by engine.rules.conditions, which reports errors with their key path.
     when: Any = None
 
 
@@ -243,9 +243,9 @@ class MappingConfig:
     # default), or {header: ...} / {jsonpath: ...}.
     dedupe: Literal["off", "provider"] | DedupeConfig | None = None
     # The MCP tools its runs may use (`server.tool`, `server.*`); none when unset, never the
-    # agent's (see hookwise.engine.grants).
+    # agent's (see hookwise.engine.config.grants).
     tools: tuple[str, ...] = ()
-    # Per-route limits (`hookwise.engine.limits`): shared by every rule on the rule's path.
+    # Per-route limits (`hookwise.engine.config.limits`): shared by every rule on the rule's path.
     rate_limit: RateLimitConfig | None = None
     max_in_flight: int | None = attrs.field(default=None, validator=positive)
 

@@ -1,6 +1,6 @@
 """Rule selection that does not grow with the rules: an index over the rules that may serve a path.
 
-Selection is first-match over the rules in their configured order (`hookwise.engine.rules`). With
+Selection is first-match over the rules in their configured order (`hookwise.engine.rules.ruleset`). With
 many rules on one path (one generic ingest path routing many sources), trying each rule's
 conditions in turn costs time in proportion to the rules. The index keeps the result and drops
 that cost:
@@ -15,7 +15,7 @@ that cost:
   the rules that have no discriminator, are tried in their original order with the full match;
   the first that matches wins. A rule left out can never match the request (its required value
   is not there), so the result is exactly that of trying every rule in order.
-- Values compare as `equals` does (`hookwise.engine.conditions.equality_key`: `true` is not `1`,
+- Values compare as `equals` does (`hookwise.engine.rules.conditions.equality_key`: `true` is not `1`,
   a header's `200` is the text `"200"`); values no key stands for (lists, objects) are not
   indexed, and such a rule is simply tried on every request.
 
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..request import InboundRequest
 from .conditions import Equality, equality_key, requirements, subject_reader
-from .request import InboundRequest
 
 if TYPE_CHECKING:
     from .rule import CompiledRule

@@ -1,8 +1,8 @@
 """The configuration's models: one frozen attrs class per block of the file, with its defaults.
 
-Structured from the file's data by `hookwise.engine.convert` (camelCase keys, unknown keys
+Structured from the file's data by `hookwise.engine.config.convert` (camelCase keys, unknown keys
 refused); loading, `${NAME}` references and the checks that span several keys are in
-`hookwise.engine.config`.
+`hookwise.engine.config.load`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 import attrs
 
+from ..errors import ConfigIssue
 from .convert import converter, structure
 from .durations import Duration
-from .errors import ConfigIssue
-from .gmail_config import GmailConfig
+from .gmail import GmailConfig
 from .limits import HookLimitsConfig
 from .mapping import MappingConfig, VerifyConfig
 
@@ -76,7 +76,7 @@ class HooksConfig:
     auth_throttle: AuthThrottleConfig = attrs.field(factory=AuthThrottleConfig)
     transform_limits: TransformLimitsConfig = attrs.field(factory=TransformLimitsConfig)
     gmail: GmailConfig | None = None
-    # the session-key policy (see hookwise.engine.sessions)
+    # the session-key policy (see hookwise.engine.config.sessions)
     allow_request_session_key: bool = True
     allowed_session_key_prefixes: tuple[str, ...] | None = None
     default_session_key: str | None = None

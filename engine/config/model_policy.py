@@ -19,8 +19,8 @@ from collections.abc import Iterable
 
 import attrs
 
-from .config_models import AgentDefaults
-from .errors import ConfigError, ConfigIssue, RequestError
+from ..errors import ConfigError, ConfigIssue, RequestError
+from .models import AgentDefaults
 
 _MODEL_REF = re.compile(r"[^\s/]+/\S+")
 

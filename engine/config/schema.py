@@ -1,6 +1,6 @@
 """JSON Schema from the config models, so the schema editors use can never drift from the code.
 
-`python -m hookwise.engine.schema > schemas/config.schema.json` writes the config file's schema; a test
+`python -m hookwise.engine.config.schema > schemas/config.schema.json` writes the config file's schema; a test
 regenerates it and compares. Descriptions come from the models' docstrings.
 """
 
@@ -91,7 +91,7 @@ def _class_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_schema() -> dict[str, Any]:
-    from .config_models import Config
+    from .models import Config
 
     defs: dict[str, Any] = {}
     root = _class_schema(Config, defs)

@@ -15,8 +15,8 @@ from typing import Literal
 
 import attrs
 
+from ..errors import ConfigIssue
 from .durations import Duration
-from .errors import ConfigIssue
 
 
 def positive(_: object, attribute: attrs.Attribute, value: object) -> None:
