@@ -65,10 +65,12 @@ SchemeName = Literal[
     "adyen",
     "airtable",
     "asana",
+    "atlassian-connect",
     "auth0",
     "bitbucket",
     "box",
     "braintree",
+    "brevo",
     "buildkite",
     "calcom",
     "calendly",
@@ -110,6 +112,8 @@ SchemeName = Literal[
     "mandrill",
     "messenger",
     "meta",
+    "mollie",
+    "monday",
     "msgraph",
     "mux",
     "netlify",
@@ -187,8 +191,9 @@ class VerifyConfig:
     signed: str | None = None
     timestamp_header: str | None = None
     tolerance: Duration | None = None
-    # schemes that check a provider's published keys (google-pubsub): the token's audience,
-    # the service account it must name, and where the keys are instead of the provider's URL
+    # schemes that check a provider's published keys (google-pubsub): the token's audience
+    # (monday: the `aud` its JWT must carry, when given), the service account it must name,
+    # and where the keys are instead of the provider's URL
     audience: str | None = None
     service_account: str | None = None
     keys_url: str | None = None

@@ -83,14 +83,14 @@ _LOOPBACK = ("http://127.0.0.1:", "http://127.0.0.1/", "http://localhost:", "htt
 def _fetched_keys(scheme: Scheme, config: VerifyConfig, fail: Fail) -> None:
     """The keys of the schemes that check a provider's published keys (and only theirs)."""
     given = {
-        "audience": (config.audience, "google-pubsub"),
-        "serviceAccount": (config.service_account, "google-pubsub"),
-        "topics": (config.topics, "sns"),
-        "webhookId": (config.webhook_id, "paypal"),
-        "keysUrl": (config.keys_url, scheme.name),
+        "audience": (config.audience, ("google-pubsub", "monday")),
+        "serviceAccount": (config.service_account, ("google-pubsub",)),
+        "topics": (config.topics, ("sns",)),
+        "webhookId": (config.webhook_id, ("paypal",)),
+        "keysUrl": (config.keys_url, (scheme.name,) if scheme.key == "fetched" else ()),
     }
-    for key, (value, owner) in given.items():
-        if value is not None and (scheme.key != "fetched" or owner != scheme.name):
+    for key, (value, owners) in given.items():
+        if value is not None and scheme.name not in owners:
             fail(key, f"does not apply to the {config.scheme} scheme")
     if scheme.key != "fetched":
         return

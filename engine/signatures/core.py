@@ -85,11 +85,13 @@ class SignatureFormat:
 @attrs.frozen
 class Parts:
     """What a request presents: the candidate messages that may have been signed (usually one),
-    the encoded signatures, and the signed timestamp as sent (or None)."""
+    the encoded signatures, the signed timestamp as sent (or None), and the HMAC's digest when
+    the request names it (Twilio's signature settings; None: the scheme's)."""
 
     messages: tuple[bytes, ...]
     signatures: tuple[str, ...]
     timestamp: str | None = None
+    algorithm: Literal["sha1", "sha256", "sha512"] | None = None
 
 
 @attrs.frozen
@@ -394,7 +396,8 @@ class Verifier:
             stamp = parse_time(parts.timestamp or "", scheme.timestamp_unit)
             if stamp is None:
                 raise malformed(scheme, "the signed timestamp is not a valid time")
-        size = DIGESTS[scheme.algorithm]().digest_size if scheme.algorithm in DIGESTS else None
+        algorithm = parts.algorithm or scheme.algorithm
+        size = DIGESTS[algorithm]().digest_size if algorithm in DIGESTS else None
         decoded = [
             d
             for s in parts.signatures[:MAX_SIGNATURES]
@@ -405,10 +408,10 @@ class Verifier:
             raise malformed(
                 scheme, f"the {fmt.header} header is not of the form {fmt.describe(shape(scheme))}"
             )
-        if scheme.algorithm == "token":
+        if algorithm == "token":
             ok = _token_ok(self.keys, decoded)
-        elif scheme.algorithm in DIGESTS:
-            ok = _hmac_ok(scheme.algorithm, self.keys, parts.messages, decoded)
+        elif algorithm in DIGESTS:
+            ok = _hmac_ok(algorithm, self.keys, parts.messages, decoded)
         else:
             ok = _public_ok(scheme.algorithm, self.keys, parts.messages, decoded)
         if not ok:
