@@ -125,6 +125,7 @@ SchemeName = Literal[
     "paypal",
     "paystack",
     "persona",
+    "plaid",
     "razorpay",
     "resend",
     "sanity",
@@ -201,6 +202,8 @@ class VerifyConfig:
     topics: tuple[str, ...] | None = None
     # paypal: the webhook id PayPal gave the subscription (part of what it signs)
     webhook_id: str | None = None
+    # plaid: the API client id its key endpoint is asked with (beside `secret`, the API secret)
+    client_id: str | None = None
 
 
 @attrs.frozen

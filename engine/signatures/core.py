@@ -42,6 +42,7 @@ Algorithm = Literal[
     "ecdsa-p256",
     "jwt-hs256",
     "jwt-rs256",
+    "jwt-es256",
     "rsa-sha256",
 ]
 Encoding = Literal["hex", "base64", "base64url", "raw"]
@@ -106,13 +107,26 @@ class Options:
     keys_url: str | None = None  # where the provider's public keys are, instead of its own
     topics: tuple[str, ...] = ()  # the SNS topics accepted
     webhook_id: str | None = None  # the id PayPal gave the subscription (it is signed)
+    client_id: str | None = None  # Plaid's API client id (its key endpoint asks for it)
+
+
+@attrs.frozen
+class KeyRequest:
+    """A document a check needs that is asked for with a POST (Plaid's key endpoint): the URL,
+    the JSON body (it holds the block's API credentials: never shown), and the name it is
+    cached and found under in `InboundRequest.fetched`."""
+
+    url: str
+    body: bytes = attrs.field(repr=False)
+    name: str
 
 
 PartsFn = Callable[["Scheme", InboundRequest, Options], Parts]
 #: a whole check, for schemes whose proof is not a signature over a message (a signed JWT)
 CheckFn = Callable[["Verifier", InboundRequest], None]
-#: the URLs a request's check needs fetched first (keys, certificates), each one allowed
-FetchFn = Callable[["Verifier", InboundRequest], tuple[str, ...]]
+#: what a request's check needs fetched first (keys, certificates), each one allowed: a URL to
+#: GET, or a `KeyRequest` to POST
+FetchFn = Callable[["Verifier", InboundRequest], tuple["str | KeyRequest", ...]]
 
 
 @attrs.frozen

@@ -30,6 +30,7 @@ from .core import (
 )
 from .jwts import JWT_SCHEMES
 from .paypal import PAYPAL
+from .plaid import PLAID
 from .providers import MORE
 from .sns import SNS
 
@@ -330,7 +331,7 @@ _ALL = [
 ]
 
 SCHEMES: dict[str, Scheme] = {
-    s.name: s for s in (*_ALL, *MORE, *JWT_SCHEMES, *APP_SCHEMES, SNS, PAYPAL)
+    s.name: s for s in (*_ALL, *MORE, *JWT_SCHEMES, *APP_SCHEMES, SNS, PAYPAL, PLAID)
 }
 ALIASES = {
     "whatsapp": "meta",

@@ -671,7 +671,7 @@ def test_the_delivery_id_is_taken_only_after_verification(rules: Rules) -> None:
 
 SIGNABLE = sorted(
     set(NAMES)
-    - {"discord", "sendgrid", "mailgun", "msgraph", "google-pubsub", "sns", "paypal"}
+    - {"discord", "sendgrid", "mailgun", "msgraph", "google-pubsub", "sns", "paypal", "plaid"}
     - {"adyen", "braintree", "figma"}  # proofs inside the body
 )
 
