@@ -65,10 +65,12 @@ SchemeName = Literal[
     "adyen",
     "airtable",
     "asana",
+    "atlassian-connect",
     "auth0",
     "bitbucket",
     "box",
     "braintree",
+    "brevo",
     "buildkite",
     "calcom",
     "calendly",
@@ -110,6 +112,8 @@ SchemeName = Literal[
     "mandrill",
     "messenger",
     "meta",
+    "mollie",
+    "monday",
     "msgraph",
     "mux",
     "netlify",
@@ -121,6 +125,7 @@ SchemeName = Literal[
     "paypal",
     "paystack",
     "persona",
+    "plaid",
     "razorpay",
     "resend",
     "sanity",
@@ -187,8 +192,9 @@ class VerifyConfig:
     signed: str | None = None
     timestamp_header: str | None = None
     tolerance: Duration | None = None
-    # schemes that check a provider's published keys (google-pubsub): the token's audience,
-    # the service account it must name, and where the keys are instead of the provider's URL
+    # schemes that check a provider's published keys (google-pubsub): the token's audience
+    # (monday: the `aud` its JWT must carry, when given), the service account it must name,
+    # and where the keys are instead of the provider's URL
     audience: str | None = None
     service_account: str | None = None
     keys_url: str | None = None
@@ -196,6 +202,8 @@ class VerifyConfig:
     topics: tuple[str, ...] | None = None
     # paypal: the webhook id PayPal gave the subscription (part of what it signs)
     webhook_id: str | None = None
+    # plaid: the API client id its key endpoint is asked with (beside `secret`, the API secret)
+    client_id: str | None = None
 
 
 @attrs.frozen

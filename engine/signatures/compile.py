@@ -83,20 +83,28 @@ _LOOPBACK = ("http://127.0.0.1:", "http://127.0.0.1/", "http://localhost:", "htt
 def _fetched_keys(scheme: Scheme, config: VerifyConfig, fail: Fail) -> None:
     """The keys of the schemes that check a provider's published keys (and only theirs)."""
     given = {
-        "audience": (config.audience, "google-pubsub"),
-        "serviceAccount": (config.service_account, "google-pubsub"),
-        "topics": (config.topics, "sns"),
-        "webhookId": (config.webhook_id, "paypal"),
-        "keysUrl": (config.keys_url, scheme.name),
+        "audience": (config.audience, ("google-pubsub", "monday")),
+        "serviceAccount": (config.service_account, ("google-pubsub",)),
+        "topics": (config.topics, ("sns",)),
+        "webhookId": (config.webhook_id, ("paypal",)),
+        "clientId": (config.client_id, ("plaid",)),
+        "keysUrl": (config.keys_url, (scheme.name,) if scheme.key == "fetched" else ()),
     }
-    for key, (value, owner) in given.items():
-        if value is not None and (scheme.key != "fetched" or owner != scheme.name):
+    for key, (value, owners) in given.items():
+        if value is not None and scheme.name not in owners:
             fail(key, f"does not apply to the {config.scheme} scheme")
     if scheme.key != "fetched":
         return
-    for key in ("secret", "secretFile", "secrets", "publicKey"):
+    # Plaid's keys are asked for with the API credentials: its secret is the API secret
+    for key in (
+        ("publicKey",)
+        if scheme.name == "plaid"
+        else ("secret", "secretFile", "secrets", "publicKey")
+    ):
         if getattr(config, {"secretFile": "secret_file", "publicKey": "public_key"}.get(key, key)):
             fail(key, f"the {config.scheme} scheme checks the keys the provider publishes")
+    if scheme.name == "plaid" and not (config.client_id or "").strip():
+        fail("clientId", "is required for the plaid scheme: the API client id (with its secret)")
     if scheme.name == "google-pubsub" and not (config.audience or "").strip():
         fail("audience", "is required for the google-pubsub scheme (the push token's audience)")
     if scheme.name == "paypal" and not (config.webhook_id or "").strip():
@@ -215,7 +223,9 @@ def compile_verifier(config: VerifyConfig, base_dir: Path, where: str) -> Verifi
     keys = Keys()
     if scheme is not None:
         _fetched_keys(scheme, config, fail)
-        if scheme.key == "fetched":
+        if scheme.name == "plaid":
+            keys = Keys(secrets=tuple(s.encode() for s in _secrets(config, base_dir, fail)))
+        elif scheme.key == "fetched":
             pass
         elif scheme.key in ("ed25519-hex", "whpk", "ecdsa-spki"):
             for key in ("secret", "secretFile", "secrets"):
@@ -281,6 +291,7 @@ def compile_verifier(config: VerifyConfig, base_dir: Path, where: str) -> Verifi
         keys_url=config.keys_url,
         topics=tuple(t.strip() for t in config.topics or ()),
         webhook_id=(config.webhook_id or "").strip() or None,
+        client_id=(config.client_id or "").strip() or None,
     )
     return Verifier(scheme, keys, options, config.auth, where)
 

@@ -42,6 +42,7 @@ Algorithm = Literal[
     "ecdsa-p256",
     "jwt-hs256",
     "jwt-rs256",
+    "jwt-es256",
     "rsa-sha256",
 ]
 Encoding = Literal["hex", "base64", "base64url", "raw"]
@@ -85,11 +86,13 @@ class SignatureFormat:
 @attrs.frozen
 class Parts:
     """What a request presents: the candidate messages that may have been signed (usually one),
-    the encoded signatures, and the signed timestamp as sent (or None)."""
+    the encoded signatures, the signed timestamp as sent (or None), and the HMAC's digest when
+    the request names it (Twilio's signature settings; None: the scheme's)."""
 
     messages: tuple[bytes, ...]
     signatures: tuple[str, ...]
     timestamp: str | None = None
+    algorithm: Literal["sha1", "sha256", "sha512"] | None = None
 
 
 @attrs.frozen
@@ -104,13 +107,26 @@ class Options:
     keys_url: str | None = None  # where the provider's public keys are, instead of its own
     topics: tuple[str, ...] = ()  # the SNS topics accepted
     webhook_id: str | None = None  # the id PayPal gave the subscription (it is signed)
+    client_id: str | None = None  # Plaid's API client id (its key endpoint asks for it)
+
+
+@attrs.frozen
+class KeyRequest:
+    """A document a check needs that is asked for with a POST (Plaid's key endpoint): the URL,
+    the JSON body (it holds the block's API credentials: never shown), and the name it is
+    cached and found under in `InboundRequest.fetched`."""
+
+    url: str
+    body: bytes = attrs.field(repr=False)
+    name: str
 
 
 PartsFn = Callable[["Scheme", InboundRequest, Options], Parts]
 #: a whole check, for schemes whose proof is not a signature over a message (a signed JWT)
 CheckFn = Callable[["Verifier", InboundRequest], None]
-#: the URLs a request's check needs fetched first (keys, certificates), each one allowed
-FetchFn = Callable[["Verifier", InboundRequest], tuple[str, ...]]
+#: what a request's check needs fetched first (keys, certificates), each one allowed: a URL to
+#: GET, or a `KeyRequest` to POST
+FetchFn = Callable[["Verifier", InboundRequest], tuple["str | KeyRequest", ...]]
 
 
 @attrs.frozen
@@ -394,7 +410,8 @@ class Verifier:
             stamp = parse_time(parts.timestamp or "", scheme.timestamp_unit)
             if stamp is None:
                 raise malformed(scheme, "the signed timestamp is not a valid time")
-        size = DIGESTS[scheme.algorithm]().digest_size if scheme.algorithm in DIGESTS else None
+        algorithm = parts.algorithm or scheme.algorithm
+        size = DIGESTS[algorithm]().digest_size if algorithm in DIGESTS else None
         decoded = [
             d
             for s in parts.signatures[:MAX_SIGNATURES]
@@ -405,10 +422,10 @@ class Verifier:
             raise malformed(
                 scheme, f"the {fmt.header} header is not of the form {fmt.describe(shape(scheme))}"
             )
-        if scheme.algorithm == "token":
+        if algorithm == "token":
             ok = _token_ok(self.keys, decoded)
-        elif scheme.algorithm in DIGESTS:
-            ok = _hmac_ok(scheme.algorithm, self.keys, parts.messages, decoded)
+        elif algorithm in DIGESTS:
+            ok = _hmac_ok(algorithm, self.keys, parts.messages, decoded)
         else:
             ok = _public_ok(scheme.algorithm, self.keys, parts.messages, decoded)
         if not ok:

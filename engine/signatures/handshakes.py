@@ -16,6 +16,8 @@ otherwise. `HandshakeRefused` carries a refusal (Meta's 403 on a wrong verify to
 - `discord`: a signed PING interaction `{"type": 1}` -> 200 JSON `{"type": 1}`.
 - `msgraph`: `POST ?validationToken=V` -> 200 text/plain `V` (Graph signs nothing here).
 - `dropbox`: `GET ?challenge=C` -> 200 text/plain `C`.
+- `monday`: `POST {"challenge": C}` -> 200 JSON `{"challenge": C}` (monday.com signs nothing
+  here when the webhook was not made by an app).
 - `okta`: `GET` with `x-okta-verification-challenge: C` and the hook's Authorization header ->
   200 JSON `{"verification": C}`.
 - `sns`: a signed `SubscriptionConfirmation` from an accepted topic -> the gateway visits its
@@ -110,6 +112,14 @@ def _body(method: str, request: InboundRequest) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
+def _monday(_: Verifier, method: str, request: InboundRequest) -> HandshakeAnswer | None:
+    data = _body(method, request)
+    if data is None or "challenge" not in data or "event" in data:
+        return None
+    value = _challenge(data["challenge"], "challenge").decode("utf-8")
+    return HandshakeAnswer("monday_challenge", json.dumps({"challenge": value}).encode(), _JSON)
+
+
 def _slack(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnswer | None:
     data = _body(method, request)
     if data is None or data.get("type") != "url_verification":
@@ -178,6 +188,7 @@ HANDSHAKES: dict[str, Handshake] = {
     "meta": _meta,
     "dropbox": _dropbox,
     "msgraph": _msgraph,
+    "monday": _monday,
     "slack": _slack,
     "zoom": _zoom,
     "twitch": _twitch,

@@ -24,26 +24,38 @@ GOOGLE_ISSUERS = ("https://accounts.google.com", "accounts.google.com")
 LEEWAY = 60.0  # seconds of clock skew allowed on exp and nbf
 
 
-def _claims(scheme: Scheme, token: str, key: Any, algorithm: str, **checks: Any) -> dict[str, Any]:
+class KeyMismatch(SignatureError):
+    """A token not signed with the key tried (another key of a rotation may have signed it)."""
+
+
+def claims_of(
+    scheme: Scheme, token: str, key: Any, algorithm: str, **checks: Any
+) -> dict[str, Any]:
+    """The token's claims once its signature (and `audience`/`issuer`, when given) check;
+    the times are checked against the request's `now` by `check_times`."""
+    # no audience configured: an `aud` claim is not refused
+    aud = checks.setdefault("audience", None) is not None
+    options: Any = {
+        "verify_exp": False,
+        "verify_nbf": False,
+        "verify_iat": False,
+        "verify_aud": aud,
+    }
     try:
-        return jwt.decode(
-            token,
-            key,
-            algorithms=[algorithm],
-            options={"verify_exp": False, "verify_nbf": False, "verify_iat": False},
-            **checks,
-        )
+        return jwt.decode(token, key, algorithms=[algorithm], options=options, **checks)
     except jwt.InvalidAudienceError:
         raise malformed(scheme, "the token's audience is not the configured audience") from None
     except jwt.InvalidIssuerError:
         raise malformed(scheme, "the token's issuer is not the provider") from None
     except jwt.InvalidSignatureError:
-        raise malformed(scheme, "the token's signature does not match the key") from None
+        raise KeyMismatch(f"{scheme.name} signature check failed: the token's signature does not"
+                          " match the key") from None  # fmt: skip
     except jwt.PyJWTError as exc:
         raise malformed(scheme, f"the token is not valid: {type(exc).__name__}") from None
 
 
-def _times(scheme: Scheme, claims: dict[str, Any], request: InboundRequest) -> None:
+def check_times(scheme: Scheme, claims: dict[str, Any], request: InboundRequest) -> None:
+    """Refuse a token past its `exp` (which it must carry) or before its `nbf`, `LEEWAY` aside."""
     if request.now is None:
         raise ValueError(f"InboundRequest.now is required to verify {scheme.name} tokens")
     now = request.now.timestamp()
@@ -54,22 +66,24 @@ def _times(scheme: Scheme, claims: dict[str, Any], request: InboundRequest) -> N
         raise SignatureError(f"{scheme.name} signature check failed: the token is not valid yet")
 
 
-def _netlify(v: Verifier, request: InboundRequest) -> None:
-    scheme = v.scheme
-    token = header(request, scheme.signature.header, scheme)
+def shared_claims(v: Verifier, token: str, **checks: Any) -> dict[str, Any]:
+    """The claims of an HS256 token signed with any of the block's secrets (a rotation)."""
     last: SignatureError | None = None
-    for key in v.keys.secrets:  # any secret of a rotation
+    for key in v.keys.secrets:
         try:
-            claims = _claims(scheme, token, key, "HS256", issuer="netlify")
-        except SignatureError as exc:
+            return claims_of(v.scheme, token, key, "HS256", **checks)
+        except KeyMismatch as exc:  # another key may have signed it; any other failure is final
             last = exc
-            continue
-        digest = hashlib.sha256(request.raw_body).hexdigest()
-        if not hmac.compare_digest(str(claims.get("sha256", "")).encode(), digest.encode()):
-            raise malformed(scheme, "the token's sha256 is not the body's")
-        return
     assert last is not None
     raise last
+
+
+def _netlify(v: Verifier, request: InboundRequest) -> None:
+    scheme = v.scheme
+    claims = shared_claims(v, header(request, scheme.signature.header, scheme), issuer="netlify")
+    digest = hashlib.sha256(request.raw_body).hexdigest()
+    if not hmac.compare_digest(str(claims.get("sha256", "")).encode(), digest.encode()):
+        raise malformed(scheme, "the token's sha256 is not the body's")
 
 
 def google_keys(v: Verifier, request: InboundRequest) -> tuple[str, ...]:
@@ -98,10 +112,10 @@ def _google(v: Verifier, request: InboundRequest) -> None:
         raise SignatureError(f"{scheme.name} signature check failed: unreadable keys") from None
     if key is None:
         raise malformed(scheme, "the token names a key the provider does not publish")
-    claims = _claims(
+    claims = claims_of(
         scheme, token, key.key, "RS256", audience=v.options.audience, issuer=GOOGLE_ISSUERS
     )
-    _times(scheme, claims, request)
+    check_times(scheme, claims, request)
     wanted = v.options.service_account
     if wanted is not None and (claims.get("email") != wanted or not claims.get("email_verified")):
         raise malformed(scheme, "the token is not from the configured service account")

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..request import InboundRequest
+from .apps import APP_SCHEMES
 from .core import (
     DEFAULT_TOLERANCE,
     Options,
@@ -28,6 +30,7 @@ from .core import (
 )
 from .jwts import JWT_SCHEMES
 from .paypal import PAYPAL
+from .plaid import PLAID
 from .providers import MORE
 from .sns import SNS
 
@@ -61,10 +64,33 @@ def _port_variants(url: str) -> tuple[str, ...]:
     return (url, other)
 
 
+TWILIO_SETTINGS = "X-Twilio-Webhooks-Signature-Settings"
+_TWILIO_DIGESTS: dict[str, Literal["sha1", "sha256"]] = {
+    "HMAC_SHA1": "sha1",
+    "HMAC_SHA256": "sha256",
+}
+
+
+def twilio_digest(settings: str | None) -> Literal["sha1", "sha256"] | None:
+    """The HMAC's digest `X-Twilio-Webhooks-Signature-Settings` names (`key=...,algorithm=
+    HMAC_SHA256`, when a Webhooks Rule signs with its SharedKey); SHA-1 without the header;
+    None when it names another."""
+    for part in (settings or "").split(","):
+        name, sep, value = part.partition("=")
+        if sep and name.strip() == "algorithm" and value.strip():
+            return _TWILIO_DIGESTS.get(value.strip().upper())
+    return "sha1"
+
+
 def _twilio_parts(scheme: Scheme, request: InboundRequest, options: Options) -> Parts:
     """The full URL, then each form parameter's name and value sorted (form bodies); for JSON
-    bodies the URL carries `bodySHA256`, the hex SHA-256 of the body, and only the URL is signed."""
+    bodies the URL carries `bodySHA256`, the hex SHA-256 of the body, and only the URL is signed.
+    HMAC-SHA1 with the Auth Token, or the digest the signature settings header names (the
+    Webhooks Rule's SharedKey secret is then one of the block's `secrets`)."""
     signature = header(request, scheme.signature.header, scheme)
+    digest = twilio_digest(request.headers.get(TWILIO_SETTINGS.lower()))
+    if digest is None:
+        raise malformed(scheme, f"the {TWILIO_SETTINGS} header names an unknown algorithm")
     url = request_url(request, options)
     if _is_form(request):
         grouped: dict[str, set[str]] = {}
@@ -81,7 +107,7 @@ def _twilio_parts(scheme: Scheme, request: InboundRequest, options: Options) -> 
             raise malformed(scheme, "the bodySHA256 query parameter does not match the body")
         tail = ""
     messages = tuple((u + tail).encode("utf-8") for u in _port_variants(url))
-    return Parts(messages, (signature,))
+    return Parts(messages, (signature,), algorithm=digest)
 
 
 def _mailgun_parts(scheme: Scheme, request: InboundRequest, _: Options) -> Parts:
@@ -183,7 +209,8 @@ _ALL = [
         delivery_id="I-Twilio-Idempotency-Token",
         needs_url=True,
         parts=_twilio_parts,
-        doc="X-Twilio-Signature: <base64 HMAC-SHA1(auth token, URL + sorted form params)>",
+        doc="X-Twilio-Signature: <base64 HMAC-SHA1(auth token, URL + sorted form params)>"
+        " (HMAC-SHA256 with a SharedKey when X-Twilio-Webhooks-Signature-Settings says so)",
     ),
     Scheme(
         "gitlab",
@@ -303,7 +330,9 @@ _ALL = [
     ),
 ]
 
-SCHEMES: dict[str, Scheme] = {s.name: s for s in (*_ALL, *MORE, *JWT_SCHEMES, SNS, PAYPAL)}
+SCHEMES: dict[str, Scheme] = {
+    s.name: s for s in (*_ALL, *MORE, *JWT_SCHEMES, *APP_SCHEMES, SNS, PAYPAL, PLAID)
+}
 ALIASES = {
     "whatsapp": "meta",
     "instagram": "meta",

@@ -6,6 +6,7 @@ delivery id header and the headers the signed template names, signing with the b
 (current) secret. It is the inverse of `Verifier.verify` for every shared-secret scheme; Twilio
 adds `bodySHA256` to the URL of a JSON body (`Signed.url`). Schemes that sign with a private key
 (Discord, SendGrid, Standard Webhooks v1a) are signed with one given (a pair made for a test);
+the JWT schemes (Netlify, monday.com, Atlassian Connect) get a token valid for 3 minutes;
 those that sign inside the body (Mailgun, Microsoft Graph) cannot be signed here (`SignError`).
 Pure: the time, the delivery id and the key are arguments.
 """
@@ -22,6 +23,7 @@ from urllib.parse import parse_qsl, urlsplit
 import attrs
 
 from ..request import InboundRequest
+from .apps import query_string_hash
 from .core import DIGESTS, Verifier, render, request_url
 
 _UNSIGNABLE = {
@@ -77,6 +79,28 @@ def _twilio(v: Verifier, body: bytes, url: str, form: bool) -> Signed:
     return Signed({"X-Twilio-Signature": base64.b64encode(mac).decode()}, None if form else url)
 
 
+def _jwt(v: Verifier, body: bytes, now: datetime, url: str) -> Signed:
+    """Netlify's JWT names the body's digest; monday.com's expires (and names the block's
+    audience); Atlassian Connect's hashes the method and URL (`qsh`)."""
+    import jwt
+
+    name = v.scheme.name
+    stamp = int(now.timestamp())
+    claims: dict[str, Any] = {"iat": stamp, "exp": stamp + 180}
+    if name == "netlify":
+        claims = {"iss": "netlify", "sha256": hashlib.sha256(body).hexdigest()}
+    elif name == "monday" and v.options.audience is not None:
+        claims["aud"] = v.options.audience
+    elif name == "atlassian-connect":
+        if not url and v.options.public_url is None:
+            raise SignError("the atlassian-connect scheme signs the URL: give the URL it calls")
+        target = request_url(InboundRequest(path="", payload={}, url=url), v.options)
+        claims.update(iss="hookwise-sign", qsh=query_string_hash("POST", target))
+    token = jwt.encode(claims, v.keys.secrets[0], algorithm="HS256")
+    value = f"JWT {token}" if name == "atlassian-connect" else token
+    return Signed({v.scheme.signature.header: value})
+
+
 def _signature(verifier: Verifier, message: bytes, private_key: Any) -> bytes:
     algorithm = verifier.scheme.algorithm
     if algorithm == "ed25519":
@@ -107,11 +131,8 @@ def sign(
         raise SignError(f"the {scheme.name} scheme {_UNSIGNABLE[scheme.name]}")
     if scheme.key == "fetched":
         raise SignError(f"the {scheme.name} scheme is signed by the provider's own keys")
-    if scheme.algorithm == "jwt-hs256":  # Netlify: a JWT naming the body's digest
-        import jwt
-
-        claims = {"iss": "netlify", "sha256": hashlib.sha256(body).hexdigest()}
-        return Signed({scheme.signature.header: jwt.encode(claims, verifier.keys.secrets[0])})
+    if scheme.algorithm == "jwt-hs256":
+        return _jwt(verifier, body, now, url)
     if scheme.algorithm in _ASYMMETRIC and private_key is None:
         raise SignError(
             f"the {scheme.name} scheme signs with the provider's private key: give one"
@@ -143,7 +164,9 @@ def sign(
     if scheme.timestamp is not None and scheme.timestamp.startswith("header:"):
         headers[scheme.timestamp[7:]] = stamp
     if scheme.algorithm == "token":
-        headers[fmt.header] = verifier.keys.secrets[0].decode("utf-8", "surrogateescape")
+        headers[fmt.header] = fmt.prefix + verifier.keys.secrets[0].decode(
+            "utf-8", "surrogateescape"
+        )
         return Signed(headers)
     request = InboundRequest(
         path="",

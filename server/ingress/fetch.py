@@ -1,5 +1,6 @@
 """The one client that fetches what a door's check needs from the outside: a provider's public
-keys (Google's JWKS for Pub/Sub push tokens, SNS's signing certificate), and visits the URL that
+keys (Google's JWKS for Pub/Sub push tokens, SNS's signing certificate, Plaid's key, which is
+asked for with a POST of the block's API credentials: a `KeyRequest`), and visits the URL that
 confirms an SNS subscription once its message checked. Bounded, cached and allowlisted.
 
 - Allowlisted: a scheme names the URLs a request needs (`Scheme.fetch`, which refuses any URL
@@ -30,6 +31,7 @@ import httpx
 from ...engine.errors import RequestError
 from ...engine.request import InboundRequest
 from ...engine.signatures import SignatureError, Verifier
+from ...engine.signatures.core import KeyRequest
 
 log = logging.getLogger("hookwise.fetch")
 
@@ -74,19 +76,21 @@ class KeyFetcher:
         except SignatureError as exc:
             raise RequestError(401, "invalid_signature", f"{verifier.where}: {exc}") from None
         fetched = dict(request.fetched)
-        for url in urls:
-            if url not in fetched:
-                fetched[url] = await self.get(url)
+        for item in urls:
+            name = item if isinstance(item, str) else item.name
+            if name not in fetched:
+                fetched[name] = await self.get(item)
         return attrs.evolve(request, fetched=fetched)
 
-    async def get(self, url: str) -> bytes:
-        """The document at `url`, from the cache when fresh."""
-        entry = self._cache.get(url)
+    async def get(self, wanted: str | KeyRequest) -> bytes:
+        """The document at a URL (or a `KeyRequest`'s answer), from the cache when fresh."""
+        name = wanted if isinstance(wanted, str) else wanted.name
+        entry = self._cache.get(name)
         if entry is None or entry.until <= self._clock():
-            pending = self._pending.get(url)
+            pending = self._pending.get(name)
             if pending is None:
-                pending = self._pending[url] = asyncio.ensure_future(self._fetch(url))
-                pending.add_done_callback(lambda _: self._pending.pop(url, None))
+                pending = self._pending[name] = asyncio.ensure_future(self._fetch(wanted))
+                pending.add_done_callback(lambda _: self._pending.pop(name, None))
             entry = await asyncio.shield(pending)
         if entry.body is None:
             raise RequestError(
@@ -106,27 +110,32 @@ class KeyFetcher:
             ) from None
         log.info("visited %s to confirm a subscription", url.split("?", 1)[0])
 
-    async def _fetch(self, url: str) -> _Entry:
+    async def _fetch(self, wanted: str | KeyRequest) -> _Entry:
         now = self._clock()
+        url, name = (wanted, wanted) if isinstance(wanted, str) else (wanted.url, wanted.name)
         try:
-            body, ttl = await self._download(url)
+            posted = None if isinstance(wanted, str) else wanted.body
+            body, ttl = await self._download(url, posted)
             entry = _Entry(body, now + ttl)
         except _Failed as exc:
             log.warning("fetching %s failed: %s", url, exc)
             entry = _Entry(None, now + FAILURE_TTL, str(exc))
-        self._cache[url] = entry
-        self._cache.move_to_end(url)
+        self._cache[name] = entry
+        self._cache.move_to_end(name)
         while len(self._cache) > MAX_ENTRIES:
             self._cache.popitem(last=False)
         return entry
 
-    async def _download(self, url: str) -> tuple[bytes, float]:
+    async def _download(self, url: str, posted: bytes | None = None) -> tuple[bytes, float]:
         if not (url.startswith("https://") or _LOOPBACK.match(url)):
             raise _Failed("only https:// URLs are fetched")
+        method, headers = "GET", {"Accept": "application/json"}
+        if posted is not None:
+            method, headers = "POST", {**headers, "Content-Type": "application/json"}
         try:
             async with (
                 httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False) as client,
-                client.stream("GET", url, headers={"Accept": "application/json"}) as response,
+                client.stream(method, url, headers=headers, content=posted) as response,
             ):
                 if response.status_code != 200:
                     raise _Failed(f"HTTP {response.status_code}")

@@ -53,7 +53,7 @@ from tests.http.test_signatures_providers import (
     refused,
     svix_sign,
 )
-from tests.support.gateway import GatewayProcess, base_config
+from tests.support.gateway import HOOK_TOKEN, GatewayProcess, base_config
 
 Signer = Callable[[bytes, Any, Ctx], Headers]
 
@@ -87,6 +87,10 @@ def body_mac(
 
 def token(header: str) -> Signer:
     return lambda body, secret, c: {header: secret}
+
+
+def bearer(body: bytes, secret: str, c: Ctx) -> Headers:
+    return {"Authorization": f"Bearer {secret}"}
 
 
 def t_v1(header: str, *, ms: bool = False, space: str = "") -> Signer:
@@ -332,6 +336,7 @@ PROVIDERS = [
     P("persona", t_v1("Persona-Signature"), _event(data={"type": "event"}, d=ID), "https://docs.withpersona.com/docs/webhooks-best-practices", stale=True),
     P("tally", body_mac("Tally-Signature", encoding="base64"), _event(eventType="FORM_RESPONSE", d=ID), "https://tally.so/help/webhooks"),
     P("shortcut", body_mac("Payload-Signature"), _event(actions=[], d=ID), "https://developer.shortcut.com/api/webhook/v1"),
+    P("brevo", bearer, _event(event="delivered", d=ID), "https://developers.brevo.com/docs/username-and-password-authentication (webhook auth type bearer)", verify={"auth": "signature"}, signs_body=False, token=False),
     # -- commerce --------------------------------------------------------------------------------
     P("woocommerce", body_mac("X-WC-Webhook-Signature", encoding="base64", id_header="X-WC-Webhook-Delivery-ID"), _event(id=1, status="processing", d=ID), "https://woocommerce.github.io/woocommerce-rest-api-docs/#webhooks", dedupe=True),
     P("razorpay", razorpay_sign, _event(event="payment.captured", d=ID), "razorpay (razorpay.Utility.verify_webhook_signature)", key="rzp-current-secret", old="rzp-previous-secret", dedupe=True),
@@ -344,6 +349,7 @@ PROVIDERS = [
     P("squarespace", body_mac("Squarespace-Signature", key=bytes.fromhex), _event(topic="order.create", d=ID), "https://developers.squarespace.com/commerce-apis/webhook-subscriptions-api", key=HEX_KEY, old=HEX_OLD, wrong="ab" * 32),
     P("xero", body_mac("x-xero-signature", encoding="base64"), _event(events=[], d=ID), "https://developer.xero.com/documentation/guides/webhooks/overview/"),
     P("intuit", body_mac("intuit-signature", encoding="base64"), _event(eventNotifications=[], d=ID), "https://developer.intuit.com/app/developer/qbo/docs/develop/webhooks"),
+    P("mollie", body_mac("X-Mollie-Signature", prefix="sha256="), _event(resource="event", id=ID, type="payment-link.paid"), "https://docs.mollie.com/reference/webhooks-best-practices (next-gen webhooks)", dedupe=True),
     # -- proofs in the body's fields or form ------------------------------------------------------
     P("adyen", no_headers, adyen_body, "Adyen (Adyen.util.generate_notification_sig signs each item)", key=HEX_KEY, old=HEX_OLD, wrong="ab" * 32, tamper=lambda b: b.replace(b'"value": 1130', b'"value": 1')),
     P("braintree", form, braintree_body, "braintree (WebhookTesting.sample_notification signs; WebhookNotification.parse accepts)", tamper=lambda b: b.replace(b"bt_payload=", b"bt_payload=AAAA")),
@@ -460,3 +466,19 @@ def test_okta_one_time_verification_is_answered_with_its_challenge(gw: GatewayPr
     r = gw.client.get("/hooks/okta", headers={**headers, "Authorization": p.wrong})
     assert r.status_code == 401 and r.json()["code"] == "invalid_signature"
     assert gw.client.get("/hooks/okta", headers={"Authorization": p.key}).status_code == 405
+
+
+def test_mollie_during_a_rotation_and_without_the_prefix(gw: GatewayProcess) -> None:
+    # Mollie sends one X-Mollie-Signature per secret for 24 h after a rotation (a repeated header
+    # arrives joined by commas); its own example compares the bare hex
+    # (https://docs.mollie.com/reference/webhooks-best-practices)
+    p = BY_NAME["mollie"]
+    assert gw.client is not None
+    for form in ("sha256={other}, sha256={sig}", "{sig}"):
+        body = p.body(f"event_{time.time_ns()}", 0, p.key)
+        value = form.format(
+            other=_hmac("a-secret-not-configured", body).hex(), sig=_hmac(p.key, body).hex()
+        )
+        headers = {"X-Mollie-Signature": value, "Authorization": f"Bearer {HOOK_TOKEN}"}
+        r = gw.client.post("/hooks/mollie", content=body, headers=headers)
+        assert r.status_code == 200, r.text

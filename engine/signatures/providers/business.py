@@ -222,4 +222,11 @@ BUSINESS = [
         SignatureFormat("Payload-Signature"),
         doc="Payload-Signature: <hex HMAC-SHA256(secret, body)>",
     ),
+    Scheme(
+        "brevo",
+        SignatureFormat("Authorization", prefix="Bearer "),
+        algorithm="token",
+        encoding="raw",
+        doc="Authorization: Bearer <the webhook's auth token> (needs auth: signature)",
+    ),
 ]

@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
-from ..core import DEFAULT_TOLERANCE, Scheme, SignatureFormat
+from ...request import InboundRequest
+from ..core import (
+    DEFAULT_TOLERANCE,
+    MAX_SIGNATURES,
+    Options,
+    Parts,
+    Scheme,
+    SignatureFormat,
+    header,
+)
+
+
+def _mollie_parts(scheme: Scheme, request: InboundRequest, _: Options) -> Parts:
+    """`sha256=<hex>`, one per signing secret while one is rotated (a repeated header arrives
+    joined by commas); Mollie's own example compares the bare hex, so the prefix is optional."""
+    value = header(request, scheme.signature.header, scheme)
+    items = value.split(",")[:MAX_SIGNATURES]
+    return Parts((request.raw_body,), tuple(i.strip().removeprefix("sha256=") for i in items))
+
 
 COMMERCE = [
     Scheme(
@@ -73,5 +91,12 @@ COMMERCE = [
         SignatureFormat("intuit-signature"),
         encoding="base64",
         doc="intuit-signature: <base64 HMAC-SHA256(verifier token, body)> (QuickBooks)",
+    ),
+    Scheme(
+        "mollie",
+        SignatureFormat("X-Mollie-Signature", prefix="sha256="),
+        delivery_id="$.id",
+        parts=_mollie_parts,
+        doc="X-Mollie-Signature: sha256=<hex HMAC-SHA256(webhook secret, body)> (next-gen webhooks)",
     ),
 ]
