@@ -31,7 +31,8 @@ from .console import template_config
 from .console.auth import ConsoleAuth
 from .console.pages import console_router
 from .errors import EXCEPTION_HANDLERS
-from .ingress.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
+from .ingress.auth import AuthThrottle, SharedAuthThrottle, TokenCheck, lockout_throttle
+from .ingress.hooks import HookEndpoint
 from .lifecycle.gateway import Gateway
 
 
@@ -44,7 +45,7 @@ class _HooksFirst(Litestar):
     """Litestar, with requests under the hook path handed straight to the hook endpoint."""
 
     hook_path: str = ""
-    hook_endpoint: Any = None
+    hook_endpoint: HookEndpoint | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if self.hook_endpoint is not None and scope["type"] == "http":
@@ -60,9 +61,8 @@ class _HooksFirst(Litestar):
 def _console_throttle(gateway: Gateway) -> AuthThrottle | SharedAuthThrottle:
     """The console login's lock-out: kept in the store when several processes share it (as the
     hook endpoint's is), so `--workers N` does not give a guesser N times the tries."""
-    if gateway.shared:
-        return SharedAuthThrottle(gateway.store, max_failures=10, window=60.0, lockout=60.0)
-    return AuthThrottle(max_failures=10, window=60.0, lockout=60.0)
+    store = gateway.store if gateway.shared else None
+    return lockout_throttle(store, max_failures=10, window=60.0, lockout=60.0)
 
 
 def create_app(gateway: Gateway) -> Litestar:

@@ -20,6 +20,7 @@ from litestar.params import Parameter
 
 from ...engine.errors import RequestError
 from ..ingress.auth import TokenCheck
+from ..store.base import Store
 from ..store.records import Filters
 from .models import (
     Delivery,
@@ -74,7 +75,7 @@ def admin_guard(connection: ASGIConnection, _handler: BaseRouteHandler) -> None:
     refuse_nul(connection.path_params, connection.query_params)
 
 
-def store_of(request: Request) -> Any:
+def store_of(request: Request) -> Store:
     return request.app.state.gateway.store
 
 

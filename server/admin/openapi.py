@@ -26,6 +26,8 @@ from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.static_files import create_static_files_router
 
+from ..lifecycle.gateway import Gateway
+
 ASSETS = "/schema/assets"
 _PAYLOAD_SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 
@@ -168,7 +170,7 @@ def _hook_paths(hook_path: str) -> dict[str, Any]:
     }
 
 
-def finish(document: dict[str, Any], gateway: Any) -> dict[str, Any]:
+def finish(document: dict[str, Any], gateway: Gateway) -> dict[str, Any]:
     """Litestar's `document` made true for this `gateway` (see the module's docstring)."""
     doc = copy.deepcopy(document)
     components = doc.setdefault("components", {})

@@ -20,6 +20,8 @@ from typing import Any
 from litestar import Request, Response, get
 
 from .. import metrics
+from ..lifecycle.gateway import Gateway
+from ..runtime.core import Runtime
 from ..store.records import InFlight
 from ..version import version_info
 from .api import admin_guard
@@ -29,7 +31,7 @@ def _alive(task: asyncio.Task[Any] | None) -> bool:
     return task is not None and not task.done()
 
 
-def runtime_problems(runtime: Any) -> list[str]:
+def runtime_problems(runtime: Runtime) -> list[str]:
     """The runtime loops of this process that are not running (each agent's run lane and
     heartbeat, the delivery worker)."""
     problems = []
@@ -65,7 +67,7 @@ async def readyz(request: Request) -> Response[dict[str, Any]]:
     )
 
 
-async def in_flight(gateway: Any, now: float) -> InFlight:
+async def in_flight(gateway: Gateway, now: float) -> InFlight:
     """Running runs of every configured agent (0 for those with none) and pending events of
     every main session."""
     roster = gateway.runtime.roster

@@ -12,13 +12,13 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-from typing import Any
 
 import msgspec
 from litestar import Controller, Request, post
 from litestar.params import Parameter
 
 from ...engine.errors import RequestError
+from ..lifecycle.gateway import Gateway
 from ..store.bounded import within_store_wait
 from ..store.records import RetryRequest
 from .api import admin_guard
@@ -101,7 +101,7 @@ class RecoverController(Controller):
         return await retry_bulk(request.app.state.gateway, "delivery", data, actor(request, by))
 
 
-async def retry_one(gateway: Any, kind: str, target_id: str, who: str) -> None:
+async def retry_one(gateway: Gateway, kind: str, target_id: str, who: str) -> None:
     """Send one failed run or delivery back to the queue, or raise 404 / 409 (the console and the
     API both call this)."""
     store = gateway.store
@@ -128,7 +128,7 @@ async def retry_one(gateway: Any, kind: str, target_id: str, who: str) -> None:
     )
 
 
-async def retry_bulk(gateway: Any, kind: str, data: RetryFilter, who: str) -> RetryCount:
+async def retry_bulk(gateway: Gateway, kind: str, data: RetryFilter, who: str) -> RetryCount:
     """Send back the failed runs or deliveries `data` picks (or, with `dryRun`, count them)."""
     allowed = RETRYABLE_RUN_STATES if kind == "run" else RETRYABLE_DELIVERY_STATES
     if kind == "delivery" and (data.rule is not None or data.session is not None):

@@ -10,8 +10,6 @@ they are now (after a rule fix) and dispatches what they produce, as a new reque
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 from litestar import Controller, Request, delete, post
 from litestar.params import Parameter
@@ -21,6 +19,7 @@ from ...engine.config.convert import camel
 from ...engine.errors import RequestError
 from ..ingress.dispatch import RequestMeta
 from ..ingress.payload import content_type, parse_payload, takes_arrays
+from ..lifecycle.gateway import Gateway
 from .api import admin_guard, store_of
 from .models import PayloadDeleted, ReplayAction, Replayed, ReplayPreview
 
@@ -67,7 +66,7 @@ class ReplayController(Controller):
 
 
 async def replay_request(
-    gateway: Any, request_id: str, *, dry_run: bool
+    gateway: Gateway, request_id: str, *, dry_run: bool
 ) -> ReplayPreview | Replayed:
     """Run the kept request `request_id` through today's rules; dispatch what they produce unless
     `dry_run` (the console and the API both call this)."""

@@ -17,6 +17,7 @@ from litestar.response import Redirect, Template
 
 from ...engine.errors import RequestError
 from ..admin.query import filters
+from ..lifecycle.gateway import Gateway
 from ..store.records import Filters
 from .auth import ConsoleAuth, Viewer
 
@@ -24,7 +25,7 @@ PAGE = 50
 Form = Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)]
 
 
-def gateway_of(request: Request[Any, Any, Any]) -> Any:
+def gateway_of(request: Request[Any, Any, Any]) -> Gateway:
     return request.app.state.gateway
 
 

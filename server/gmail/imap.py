@@ -11,6 +11,13 @@ IDLE waits are taken in short slices (`idle_wait(timeout)`), so the watcher can 
 connection the server closed is noticed at once: `imapclient.idle_check` swallows EOF, which we
 detect as "still readable, but nothing to read".
 
+News the server gave before IDLE began is not lost. A message that arrives after the watcher's
+last SEARCH is announced (`* n EXISTS`) either with the answer to a later command (a FETCH), where
+imaplib keeps it aside, or, when it arrived before IDLE, right after IDLE's `+ idling`, in the
+same read, so it sits in the client's buffer where the socket poll of `idle_check` never sees it.
+The server does not announce it again; so the first `idle_wait` after `idle_start` reports
+"changed" when either holds, and the watcher catches up at once instead of at the IDLE renewal.
+
 Nothing here logs credentials or message content.
 """
 
@@ -113,6 +120,7 @@ class Mailbox:
         self._idling = False
         self._gmail = False
         self._selected: str | None = None
+        self._heard_news = False
 
     # -- connecting ---------------------------------------------------------------------------
 
@@ -196,6 +204,7 @@ class Mailbox:
         except OSError as e:
             raise ImapConnectionLost(f"SELECT {label!r} failed: {_describe(e)}") from None
         self._selected = label
+        self._take_news()  # what SELECT told is the baseline, not news
         uid_next = info.get(b"UIDNEXT")
         return FolderState(
             uid_validity=int(info[b"UIDVALIDITY"]),
@@ -210,6 +219,7 @@ class Mailbox:
 
     def uids_after(self, last_uid: int) -> list[int]:
         """UIDs above `last_uid`, ascending. (`UID n:*` also matches the last message: filtered.)"""
+        self._take_news()  # this SEARCH sees all that was announced before it
         uids = self._call(lambda: self._client.search(["UID", f"{last_uid + 1}:*"]))
         return sorted(u for u in uids if u > last_uid)
 
@@ -248,11 +258,17 @@ class Mailbox:
         return b"IDLE" in self._call(lambda: self._client.capabilities())
 
     def idle_start(self) -> None:
+        heard = self._take_news()
         self._call(lambda: self._client.idle())
         self._idling = True
+        self._heard_news = heard or self._buffered()
 
     def idle_wait(self, timeout: float) -> IdleEvent:
-        """Wait up to `timeout` seconds in IDLE for news about the folder."""
+        """Wait up to `timeout` seconds in IDLE for news about the folder ("changed" at once when
+        the server announced news before IDLE began, see the module's docstring)."""
+        if self._heard_news:
+            self._heard_news = False
+            return "changed"
         responses = self._call(lambda: self._client.idle_check(timeout=timeout))
         if not responses and self._readable():
             # idle_check hides EOF: a readable socket with nothing to read twice is a closed one.
@@ -276,6 +292,30 @@ class Mailbox:
 
     def noop(self) -> None:
         self._call(lambda: self._client.noop())
+
+    def _take_news(self) -> bool:
+        """Whether a command's answer announced new messages (`EXISTS`, `RECENT`) since the last
+        call; imaplib keeps such unsolicited responses aside, and they are dropped here."""
+        stash = self._client._imap.untagged_responses
+        heard = [stash.pop(name, None) for name in ("EXISTS", "RECENT")]
+        return any(heard)
+
+    def _buffered(self) -> bool:
+        """Whether the client's reader already holds bytes from the server (read along with an
+        earlier line), which a poll of the socket cannot see. Never waits."""
+        peek = getattr(getattr(self._client._imap, "file", None), "peek", None)
+        if peek is None:
+            return False
+        sock = self._client.socket()
+        before = sock.gettimeout()
+        try:
+            sock.settimeout(0.0)  # an empty buffer makes peek read the socket: must not block
+            return bool(peek(1))
+        except (OSError, ValueError):
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                sock.settimeout(before)
 
     def _readable(self) -> bool:
         try:

@@ -204,3 +204,13 @@ class SharedAuthThrottle:
         seen = self._seen.pop(client, None)
         if seen is not None and seen > self._clock() - max(self.window, self.lockout):
             await within_store_wait(self._store.auth_success(client))
+
+
+def lockout_throttle(
+    store: Store | None, *, max_failures: int, window: float, lockout: float
+) -> AuthThrottle | SharedAuthThrottle:
+    """A lock-out kept in `store`, where every process sharing it sees it; without a store, in
+    this process."""
+    if store is not None:
+        return SharedAuthThrottle(store, max_failures=max_failures, window=window, lockout=lockout)
+    return AuthThrottle(max_failures=max_failures, window=window, lockout=lockout)

@@ -15,18 +15,20 @@ import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ...engine.actions import ValidationPolicy
 from ...engine.config.load import load_config
 from ...engine.config.models import Config, LoadedConfig
+from ...engine.config.sessions import SessionPolicy
 from ...engine.config.store_url import store_url_problem
 from ...engine.errors import ConfigError, ConfigIssue
 from ...engine.rules.ruleset import RuleSet
-from ..ingress.auth import AuthThrottle, SharedAuthThrottle, TokenCheck
+from ..ingress.auth import TokenCheck, lockout_throttle
 from ..ingress.dispatch import Dispatcher
 from ..ingress.hooks import HookEndpoint, HookSettings
-from ..ingress.limits import RouteLimiter, route_limits
+from ..ingress.limits import RouteLimiter, SharedCounters, route_limits
+from ..store.base import Store
 from ..store.sqlite import SQLiteStore
 
 log = logging.getLogger("hookwise")
@@ -77,11 +79,9 @@ def provider_ids(config: Config) -> frozenset[str]:
     return frozenset(config.models.providers) | {"echo"}
 
 
-def _session_policy(config: Config) -> Any:
+def _session_policy(config: Config) -> SessionPolicy | None:
     """The session policy rules are checked against; None (the built-in one) when the agents
     themselves are broken: the config check reports those."""
-    from ...engine.config.sessions import SessionPolicy
-
     try:
         return SessionPolicy.from_config(config)
     except ConfigError:
@@ -95,7 +95,7 @@ def validation_policy(
     and the session-key policy (fresh keys are `hook:<uuid>`)."""
     from ...engine.config.agents import Roster
     from ...engine.config.model_policy import ModelPolicy
-    from ...engine.config.sessions import GENERATED_PREFIX, SessionPolicy
+    from ...engine.config.sessions import GENERATED_PREFIX
     from ..channels.registry import load_channels
     from ..ids import new_id
 
@@ -122,7 +122,7 @@ def validation_policy(
 
 def open_store(
     url: str | None, *, state_dir: Path, synchronous: str = "full", writer: str = "process"
-) -> Any:
+) -> Store:
     """The store a URL names: `postgresql://...`, `sqlite:///path`, or None for
     `<state dir>/hookwise.db` (`synchronous` and `writer` are SQLite's)."""
     problem = store_url_problem(url) if url else None
@@ -134,6 +134,12 @@ def open_store(
         return PostgresStore(url)
     path = Path(url.removeprefix("sqlite:///")) if url else state_dir / "hookwise.db"
     return SQLiteStore(path, synchronous=synchronous, writer=writer)
+
+
+def _shared_counters(store: Store) -> SharedCounters | None:
+    """The counters of a store every process shares (PostgreSQL's); a SQLite store has none (its
+    processes, one or several workers on one file, keep their limits each)."""
+    return None if isinstance(store, SQLiteStore) else cast(SharedCounters, store)
 
 
 class Gateway:
@@ -182,8 +188,8 @@ class Gateway:
                     retain_payloads=hooks.retain_payloads is not None,
                 ),
                 token=TokenCheck(hooks.token),
-                throttle=(SharedAuthThrottle if self.shared else AuthThrottle)(
-                    **({"store": self.store} if self.shared else {}),
+                throttle=lockout_throttle(
+                    self.store if self.shared else None,
                     max_failures=throttle.max_failures,
                     window=float(throttle.window_seconds),
                     lockout=float(throttle.lockout_seconds),
@@ -193,7 +199,7 @@ class Gateway:
                 limiter=RouteLimiter(
                     route_limits(hooks.limits, lambda: self.rules),
                     lambda sub: f"{hooks.path}/{sub}",
-                    shared=None if isinstance(self.store, SQLiteStore) else self.store,
+                    shared=_shared_counters(self.store),
                 ),
             )
         self._tasks: list[asyncio.Task[None]] = []
@@ -247,7 +253,7 @@ class Gateway:
         self._reloads.add(task)
         task.add_done_callback(self._reloads.discard)
 
-    def _compile_fresh(self) -> Any:
+    def _compile_fresh(self) -> RuleSet | None:
         """The rules of the config file as it is now, or None (logged) if they do not compile."""
         if self.loaded.source is None or self.hooks is None:
             return None

@@ -50,7 +50,7 @@ class Runtime:
         store: Store,
         *,
         channels: Mapping[str, Any],
-        base_dir: Any = None,
+        base_dir: Path | None = None,
         shared: bool = False,
     ) -> None:
         self._config = config
@@ -78,7 +78,7 @@ class Runtime:
         #: the MCP servers of this process (connected on first use)
         self.tool_host = ToolHost(config.tools, base_dir=Path(base_dir or os.getcwd()))
         #: a mapping's tool grant by rule id (the gateway points it at its live rules)
-        self.rule_tools: Any = lambda rule_id: ()
+        self.rule_tools: Callable[[str], Sequence[str]] = lambda rule_id: ()
         several = len(self.roster.agents) > 1
         keep_payloads = config.hooks.retain_payloads is not None
         #: each agent's heartbeat and run lane, by agent id
@@ -136,7 +136,7 @@ class Runtime:
         """The default agent's run lane."""
         return self.lanes[self.roster.default.id]
 
-    def _heartbeat_of(self, agent: Agent) -> Any:
+    def _heartbeat_of(self, agent: Agent) -> Callable[[str], None]:
         return lambda reason: self.request_heartbeat(reason, agent.id)
 
     def request_heartbeat(self, reason: str, agent_id: str | None = None) -> None:

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import attrs
 
 from ...engine.config.grants import Grant
-from ..store.base import Store
+from ..store.base import RunRecord, Store
 from ..store.toolcalls import ToolCallRecord
 from ..tools.connection import ToolInfo
 from ..tools.host import ToolHost, arguments_json
@@ -267,7 +267,7 @@ class LaneTools:
         recorder: ToolRecorder,
         *,
         agent_tools: Sequence[str],
-        rule_tools: Any,
+        rule_tools: Callable[[str], Sequence[str]],
         keep_payloads: bool,
     ) -> None:
         self._host = host
@@ -276,10 +276,10 @@ class LaneTools:
         self._rule_tools = rule_tools
         self._keep = keep_payloads
 
-    def __call__(self, run: Any) -> RunTools | None:
+    def __call__(self, run: RunRecord) -> RunTools | None:
         if not self._host.connections:
             return None
-        rule_id = getattr(run, "rule_id", None)
+        rule_id = run.rule_id
         grant = Grant.parse(self._rule_tools(rule_id)) if rule_id is not None else self._agent_grant
         if not grant:
             return None

@@ -254,6 +254,50 @@ def test_uidvalidity_change_resends_nothing_old_and_misses_nothing_new(
     assert len(receiver.all()) == 3
 
 
+def _append_while_posting(dovecot: Dovecot, subject: str, raw: bytes):
+    """A `respond` that APPENDs `raw` while the watcher waits for the answer to the POST of the
+    message `subject`: after the watcher's SEARCH, before its next command."""
+    appended = False
+
+    def respond(r) -> int:
+        nonlocal appended
+        if not appended and r.body["messages"][0]["subject"] == subject:
+            appended = True
+            dovecot.append(raw)
+        return 202
+
+    return respond
+
+
+def test_a_message_that_arrives_just_before_idle_is_posted_at_once(
+    dovecot, receiver, start_watcher
+):
+    # Dovecot announces it (`* 2 EXISTS`) right after IDLE's `+ idling`, in the same read: the
+    # socket poll never sees it, and the server does not say it again until the IDLE renewal.
+    receiver.respond = _append_while_posting(dovecot, "Plain message 1", mails.plain(2))
+    start_watcher(dovecot.gmail_config(), receiver.url + HOOK)
+    dovecot.append(mails.plain(1))
+
+    got = receiver.wait_accepted(2)
+    assert message_ids(got) == ["<plain-1@example.org>", "<plain-2@example.org>"]
+
+
+def test_a_message_announced_with_a_fetch_answer_is_posted_at_once(
+    dovecot, receiver, start_watcher
+):
+    # Appended while the watcher posts message 1 of a catch-up of two: Dovecot announces it with
+    # the answer to the FETCH of message 2 (imaplib keeps that aside), and not again in IDLE.
+    first = start_watcher(dovecot.gmail_config(), receiver.url + HOOK)
+    first.stop()
+    dovecot.append(mails.plain(1))
+    dovecot.append(mails.plain(2))
+    receiver.respond = _append_while_posting(dovecot, "Plain message 1", mails.plain(3))
+    start_watcher(dovecot.gmail_config(), receiver.url + HOOK)
+
+    got = receiver.wait_accepted(3)
+    assert message_ids(got) == [f"<plain-{n}@example.org>" for n in (1, 2, 3)]
+
+
 @pytest.mark.parametrize(
     ("label", "reason"),
     [("Papierkorb", "\\Trash"), ("Sent", "skipFolders"), ("Spam", "skipFolders")],

@@ -168,8 +168,8 @@ def test_an_unknown_key_or_wrong_credentials_are_503_and_plaid_retries(gw: Gatew
 
 def test_plaid_needs_its_client_id() -> None:
     from hookwise.engine.config.convert import structure
-    from hookwise.engine.errors import ConfigError
     from hookwise.engine.config.mapping import VerifyConfig
+    from hookwise.engine.errors import ConfigError
     from hookwise.engine.signatures import compile_verifier
     from tests.support.gateway import REPO
 
