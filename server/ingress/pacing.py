@@ -74,8 +74,3 @@ class RefusalPacer:
         finally:
             self._held -= 1
             metrics.refusals_held(-1)
-
-    @property
-    def held(self) -> int:
-        """Refusals being held now."""
-        return self._held

@@ -15,7 +15,6 @@ from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
 from tests.support.mapped import logged, runs_of
 from tests.support.processes import children
 from tests.support.wait import eventually
-from tests.support.wait import eventually
 
 TRANSFORMS: dict[str, str] = {
     # issue 17, point 1: an array sized from the payload; V8 dies of it ("invalid table size")
