@@ -322,7 +322,10 @@ def openapi_config() -> OpenAPIConfig:
         ),
         path="/schema",
         openapi_router=Router(
-            "/schema", route_handlers=[_swagger_init], after_request=secure_headers
+            "/schema",
+            route_handlers=[_swagger_init],
+            after_request=secure_headers,
+            include_in_schema=False,
         ),
         render_plugins=[
             _SwaggerUI(
