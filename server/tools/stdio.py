@@ -59,6 +59,8 @@ from ..logs import escape_control
 
 log = logging.getLogger("hookwise.tools")
 
+#: the most read from the server's stdout at once
+READ_BYTES = 1024 * 1024
 #: messages above this are parsed in a worker thread, not on the event loop
 THREAD_PARSE = 256 * 1024
 #: a non-JSON stdout line is logged with this many characters of it
@@ -194,7 +196,9 @@ def oversized(kept: bytes, size: int, limit: int) -> SessionMessage | None:
     }
     text = _TEXT.search(kept)
     if text is not None and b'"result"' in kept[: text.start()]:
-        error["data"]["text"] = _json_string_prefix(kept[text.end() :])
+        # the host shows at most maxResultBytes, an eighth of the cap (`message_limit`)
+        start = text.end()
+        error["data"]["text"] = _json_string_prefix(kept[start : start + limit // 8])
     message = {"jsonrpc": "2.0", "id": request_id, "error": error}
     return SessionMessage(types.jsonrpc_message_adapter.validate_python(message, by_name=False))
 
@@ -246,7 +250,7 @@ async def bounded_stdio_client(
             return
         message: SessionMessage | None
         if size > len(kept):
-            message = oversized(kept, size, max_message)
+            message = await anyio.to_thread.run_sync(oversized, kept, size, max_message)
             log.warning(
                 "MCP server %s sent a %d-byte message, over the limit of %d bytes: %s",
                 name,
@@ -270,7 +274,11 @@ async def bounded_stdio_client(
         try:
             async with read_stream_writer:
                 try:
-                    async for chunk in process.stdout:
+                    while True:
+                        try:
+                            chunk = await process.stdout.receive(READ_BYTES)
+                        except anyio.EndOfStream:
+                            break
                         for kept, size in reader.feed(chunk):
                             try:
                                 await deliver(kept, size)
