@@ -102,6 +102,12 @@ class _Metrics:
             ("server", "tool"),
             _DURATION_BUCKETS,
         )
+        self.tool_output_dropped = counter(
+            "hookwise_tool_output_dropped",
+            "What tool servers sent that was dropped: stderr_bytes (of lines over the cap),"
+            " stdout_bytes (of messages over the cap), stdout_noise (non-JSON-RPC lines)",
+            ("server", "what"),
+        )
         self.limited = counter(
             "hookwise_limited",
             "Hook requests refused by a per-route limit (rate_limited, too_many_in_flight)",
@@ -172,6 +178,11 @@ def tool_call(server: str, tool: str, outcome: str, seconds: float) -> None:
     if _metrics is not None:
         _metrics.tool_calls.labels(server, tool, outcome).inc()
         _metrics.tool_call_duration.labels(server, tool).observe(max(0.0, seconds))
+
+
+def tool_output_dropped(server: str, what: str, amount: int) -> None:
+    if _metrics is not None:
+        _metrics.tool_output_dropped.labels(server, what).inc(amount)
 
 
 def limited(route: str, code: str) -> None:

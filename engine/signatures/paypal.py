@@ -3,7 +3,7 @@ string is `transmission id|transmission time|webhook id|CRC32 of the body` (the 
 the one PayPal gave the subscription: the block's `webhookId`); the signature (base64, RSA
 with SHA-256) is in `PAYPAL-TRANSMISSION-SIG` and the certificate's URL in `PAYPAL-CERT-URL`,
 which must be PayPal's (`https://api.paypal.com/`, `api-m.`, `api.sandbox.`, `api-m.sandbox.`)
-or lie under the block's `keysUrl`. The certificate is fetched by the server."""
+or lie under the block's `keysUrl` (compared part by part). The certificate is fetched by the server."""
 
 from __future__ import annotations
 
@@ -13,19 +13,24 @@ import re
 import zlib
 
 from ..request import InboundRequest
+from . import urls
 from .core import Scheme, SignatureError, SignatureFormat, Verifier, header, malformed
 
-PAYPAL_CERT = re.compile(r"^https://api(-m)?(\.sandbox)?\.paypal\.com/[^?#]*$")
+PAYPAL_CERT = re.compile(r"https://api(-m)?(\.sandbox)?\.paypal\.com/[^?#]*")
 _SIG = "PAYPAL-TRANSMISSION-SIG"
 
 
 def certificate(v: Verifier, request: InboundRequest) -> tuple[str, ...]:
     """The certificate the delivery names, when PayPal's (or under `keysUrl`)."""
     url = header(request, "PAYPAL-CERT-URL", v.scheme)
-    prefix = v.options.keys_url
-    if not (url.startswith(prefix) if prefix is not None else PAYPAL_CERT.match(url)):
+    base = v.options.keys_url
+    if not (urls.under(url, base) if base is not None else _paypal(url)):
         raise malformed(v.scheme, "the PAYPAL-CERT-URL is not a PayPal certificate URL")
     return (url,)
+
+
+def _paypal(url: str) -> bool:
+    return urls.plain(url) and PAYPAL_CERT.fullmatch(url) is not None
 
 
 def signed_string(transmission_id: str, time: str, webhook_id: str, body: bytes) -> bytes:

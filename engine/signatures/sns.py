@@ -5,8 +5,8 @@ the subscription handshake (`hookwise.engine.signatures.handshakes`: the gateway
 The signed string is the message's fields, each name and value on its own line, in the order
 SNS documents for its type; `SignatureVersion` 1 is RSA with SHA-1, 2 with SHA-256. The
 certificate is fetched by the server from `SigningCertURL`, which must be an Amazon SNS host
-(`https://sns.<region>.amazonaws.com/...pem`), or lie under the block's `keysUrl` (a mirror, a
-test's server). Anyone with an AWS account can make SNS sign a message, so the block names the
+(`https://sns.<region>.amazonaws.com/...pem`, `.amazonaws.com.cn` in China, never an S3 bucket
+host), or lie under the block's `keysUrl` (a mirror, a test's server), compared part by part. Anyone with an AWS account can make SNS sign a message, so the block names the
 topics it accepts (`topics`), and a message from any other topic is refused.
 """
 
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from typing import Any
 
 from ..request import InboundRequest
+from . import urls
 from .core import (
     Scheme,
     SignatureError,
@@ -29,8 +29,6 @@ from .core import (
     parse_time,
 )
 
-SNS_CERT = re.compile(r"^https://sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[^?#]*\.pem$")
-SNS_HOST = re.compile(r"^https://sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/")
 _CONFIRMATION = ("Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type")
 FIELDS = {
     "Notification": ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"),
@@ -39,13 +37,15 @@ FIELDS = {
 }
 
 
-def allowed(v: Verifier, url: object, pattern: re.Pattern[str] = SNS_CERT) -> bool:
-    """Whether SNS (or the block's `keysUrl`) may be asked for `url`."""
+def allowed(v: Verifier, url: object, *, pem: bool = True) -> bool:
+    """Whether SNS (or the block's `keysUrl`) may be asked for `url`: Amazon's host rule, or
+    under `keysUrl` part by part (`hookwise.engine.signatures.urls`); a `SigningCertURL` (`pem`)
+    names a `.pem` file with no query."""
     if not isinstance(url, str):
         return False
     if v.options.keys_url is not None:
-        return url.startswith(v.options.keys_url)
-    return pattern.match(url) is not None
+        return urls.under(url, v.options.keys_url)
+    return urls.sns_url(url, pem=pem)
 
 
 def _message(v: Verifier, request: InboundRequest) -> dict[str, Any]:

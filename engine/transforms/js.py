@@ -16,7 +16,11 @@ function's settled outcome. A promise still pending then can never settle (timer
 WebAssembly are removed), so it fails at once.
 
 The sandbox: no `require`, `process`, `fetch`, `import`, timers, `WebAssembly`, `WeakRef`; the
-heap is capped (`set_hard_memory_limit`); the built-in prototypes and namespaces (`Object`,
+heap is capped (`set_hard_memory_limit`, which V8 checks as it collects garbage, and once more
+after each call and at load: a heap used past the limit then fails the call as if V8 had stopped
+it, since one allocation, `new Array(3e7).fill(0)` (114 MiB of small integers), can pass the
+limit between two collections; the worker's address-space ceiling bounds what one step can
+take); the built-in prototypes and namespaces (`Object`,
 `Array.prototype`, `JSON`, ...) are frozen and the global bindings of the built-ins are made
 read-only before the module runs, so neither the module nor a payload-driven merge can pollute
 them (in strict mode such writes throw). The call wrapper takes its own references to what it
@@ -260,6 +264,8 @@ class JsModule:
             status = await self._eval_at_load(
                 mr, f"__hw_bind(__hw_mod, {json.dumps(self._export)})", "binding the export"
             )
+            if self._over_limit(mr):
+                raise TransformLoadError("evaluating the module exceeded the memory limit")
         except BaseException:
             mr.close()
             raise
@@ -271,6 +277,11 @@ class JsModule:
                 f"module has no function export {wanted}; its exports: {', '.join(found) or 'none'}"
             )
         return mr
+
+    def _over_limit(self, mr: Any) -> bool:
+        """Whether the context's heap holds more than its limit now."""
+        used = mr.heap_stats().get("used_heap_size", 0)
+        return isinstance(used, int) and used > self._memory_mb * _MIB
 
     @staticmethod
     async def _eval_at_load(mr: Any, code: str, step: str) -> Any:
@@ -302,7 +313,9 @@ class JsModule:
                 # function's continuation, or work a sync one queued) before it.
                 settled = await mr.eval_cancelable("__hw_take()")
             raw = str(settled if raw is None else raw)
-            if mr.was_hard_memory_limit_reached():  # work it left behind (a promise loop) blew up
+            if mr.was_hard_memory_limit_reached() or self._over_limit(mr):
+                # work it left behind (a promise loop) blew up, or one allocation passed the
+                # limit before V8 collected and could see it
                 raise JSOOMException("memory limit reached")
             healthy = raw.startswith(('{"value"', '{"keep"'))
             return raw

@@ -178,7 +178,8 @@ class Retry(Model, kw_only=True):
 
 class ToolCall(Model, kw_only=True):
     """One MCP tool call of a run, in order. `outcome` is `ok`, `error`, `timeout`, or
-    `started` for a call the run was interrupted in. `arguments` and `result` are present only
+    `started` for a call the run was interrupted in, or `unavailable` (tool `*`, `seq` below
+    zero, `result` saying why) for a granted server that was down when the run started. `arguments` and `result` are present only
     where payloads are kept (`hooks.retainPayloads`); their size and SHA-256 digest always."""
 
     seq: int

@@ -1,6 +1,9 @@
 """The OpenAPI document of hookwise's HTTP API, served without auth (it holds no data):
 `/schema/openapi.json`, and a browsable page at `/schema` (Swagger UI, whose scripts and styles
 come from the installed `swagger-ui-py` package under `/schema/assets/`: nothing loads from a CDN).
+Every `/schema` response carries the console's security headers (`console.headers`: a CSP with
+no inline script or style, no framing, `nosniff`); the page holds no inline script (it starts
+Swagger UI with `/schema/swagger-init.js`), so the CSP holds for it too.
 
 Litestar describes the admin routes from their handlers and models; `finish` makes the document
 true where the framework cannot know: every error is the one shape `{ok: false, error, code,
@@ -20,12 +23,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from litestar import Request, Router
+from litestar import Request, Response, Router, get
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.static_files import create_static_files_router
 
+from ..console.headers import secure_headers
 from ..lifecycle.gateway import Gateway
 
 ASSETS = "/schema/assets"
@@ -253,8 +257,39 @@ class _Json(JsonRenderPlugin):
 
 
 class _SwaggerUI(SwaggerRenderPlugin):
+    """Swagger UI without inline script or style: it loads the document from `openapi.json`."""
+
     def render(self, request: Request, openapi_schema: dict[str, Any]) -> bytes:
-        return super().render(request, _FINISHED.of(request, openapi_schema))
+        title = openapi_schema["info"]["title"]
+        return (
+            "<!DOCTYPE html><html><head>"
+            f"<title>{title}</title>{self.favicon}"
+            '<meta charset="utf-8"/>'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<link href="{self.css_url}" rel="stylesheet">'
+            f'<script src="{self.js_url}"></script>'
+            f'<script src="{self.standalone_preset_js_url}"></script>'
+            "</head><body><div id='swagger-container'></div>"
+            f'<script src="{INIT_JS}"></script>'
+            "</body></html>"
+        ).encode()
+
+
+INIT_JS = "/schema/swagger-init.js"
+_INIT = """window.ui = SwaggerUIBundle({
+  url: "/schema/openapi.json",
+  dom_id: "#swagger-container",
+  deepLinking: true,
+  showExtensions: true,
+  showCommonExtensions: true,
+  presets: [SwaggerUIBundle.presets.apis, SwaggerUIBundle.SwaggerUIStandalonePreset],
+});
+"""
+
+
+@get("/swagger-init.js", include_in_schema=False, sync_to_thread=False)
+def _swagger_init() -> Response[str]:
+    return Response(_INIT, media_type="text/javascript; charset=utf-8")
 
 
 def _assets_dir() -> Path:
@@ -266,7 +301,11 @@ def _assets_dir() -> Path:
 def assets_router() -> Router:
     """Swagger UI's scripts, styles and icons, from the installed package."""
     return create_static_files_router(
-        path=ASSETS, directories=[_assets_dir()], include_in_schema=False, name="schema-assets"
+        path=ASSETS,
+        directories=[_assets_dir()],
+        include_in_schema=False,
+        name="schema-assets",
+        after_request=secure_headers,
     )
 
 
@@ -282,6 +321,12 @@ def openapi_config() -> OpenAPIConfig:
             "first with a cursor. Every error is `{ok: false, error, code, field?}`."
         ),
         path="/schema",
+        openapi_router=Router(
+            "/schema",
+            route_handlers=[_swagger_init],
+            after_request=secure_headers,
+            include_in_schema=False,
+        ),
         render_plugins=[
             _SwaggerUI(
                 path="/",

@@ -7,9 +7,14 @@ confirms an SNS subscription once its message checked. Bounded, cached and allow
   the scheme does not allow); this client fetches only `https://` URLs, or `http://` on the
   loopback interface (a test's server, a local mirror named by the operator's `keysUrl`), and
   follows no redirect.
-- Bounded: one request at a time per URL (concurrent checks wait for the same fetch), a
-  timeout of `TIMEOUT` seconds, bodies of at most `MAX_BYTES`, at most `MAX_ENTRIES` URLs
-  remembered.
+- Bounded: one request at a time per URL (concurrent checks wait for the same fetch), the
+  whole fetch (connect, headers and every byte of the body) within `TIMEOUT` seconds, so a server
+  that dribbles a byte a second cannot hold it, bodies of at most `MAX_BYTES`, at most
+  `MAX_ENTRIES` URLs remembered. New fetches are budgeted: at most `HOST_FETCHES` per host and
+  `TOTAL_FETCHES` in all per `FETCH_WINDOW` seconds (a token bucket each), so messages naming
+  ever new certificate URLs under an allowed host cannot become a flood of outbound requests;
+  over budget, the request is answered `503 keys_unavailable` (saying when to try again),
+  nothing is fetched, and one warning per host and window is logged.
 - Cached: a document is kept for its `Cache-Control: max-age` (between `MIN_TTL` and
   `MAX_TTL`; `DEFAULT_TTL` without one); a failure is remembered for `FAILURE_TTL`, so a flood
   of requests cannot become a flood of fetches. A failure answers `503 keys_unavailable`: the
@@ -20,10 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 import attrs
 import httpx
@@ -42,12 +49,59 @@ DEFAULT_TTL = 3600.0
 MIN_TTL = 60.0
 MAX_TTL = 6 * 3600.0
 FAILURE_TTL = 30.0
+#: new fetches allowed per host, and in all, per `FETCH_WINDOW` seconds
+HOST_FETCHES = 10
+TOTAL_FETCHES = 30
+FETCH_WINDOW = 60.0
 _LOOPBACK = re.compile(r"^http://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?/")
 _MAX_AGE = re.compile(r"max-age=(\d+)")
 
 
 class _Failed(Exception):
     pass
+
+
+def _host(url: str) -> str:
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
+class _Budget:
+    """Token buckets of new fetches: one per host and one for all hosts."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._hosts: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._total = (float(TOTAL_FETCHES), clock())
+        self._warned: dict[str, float] = {}
+
+    def _level(self, state: tuple[float, float], most: int, now: float) -> float:
+        tokens, at = state
+        return min(float(most), tokens + (now - at) * most / FETCH_WINDOW)
+
+    def take(self, host: str) -> float:
+        """0 when a fetch from `host` may start (and is counted); else seconds to wait."""
+        now = self._clock()
+        here = self._level(self._hosts.get(host, (float(HOST_FETCHES), now)), HOST_FETCHES, now)
+        total = self._level(self._total, TOTAL_FETCHES, now)
+        if here < 1 or total < 1:
+            wait = max((1 - here) * FETCH_WINDOW / HOST_FETCHES if here < 1 else 0.0,
+                       (1 - total) * FETCH_WINDOW / TOTAL_FETCHES if total < 1 else 0.0)  # fmt: skip
+            if self._warned.get(host, -FETCH_WINDOW) <= now - FETCH_WINDOW:
+                self._warned[host] = now
+                log.warning(
+                    "fetch budget spent (%d per host, %d in all, per %.0f s): %s not fetched",
+                    HOST_FETCHES, TOTAL_FETCHES, FETCH_WINDOW, host,
+                )  # fmt: skip
+            return wait
+        self._hosts[host] = (here - 1, now)
+        self._hosts.move_to_end(host)
+        while len(self._hosts) > MAX_ENTRIES:
+            self._hosts.popitem(last=False)
+        self._total = (total - 1, now)
+        return 0.0
 
 
 @attrs.frozen
@@ -64,6 +118,7 @@ class KeyFetcher:
         self._clock = clock
         self._cache: OrderedDict[str, _Entry] = OrderedDict()
         self._pending: dict[str, asyncio.Future[_Entry]] = {}
+        self._budget = _Budget(clock)
 
     async def for_request(self, verifier: Verifier, request: InboundRequest) -> InboundRequest:
         """`request` with what its check needs fetched (itself when the scheme needs nothing);
@@ -89,6 +144,15 @@ class KeyFetcher:
         if entry is None or entry.until <= self._clock():
             pending = self._pending.get(name)
             if pending is None:
+                url = wanted if isinstance(wanted, str) else wanted.url
+                wait = self._budget.take(_host(url))
+                if wait > 0:
+                    raise RequestError(
+                        503,
+                        "keys_unavailable",
+                        "the provider's keys could not be fetched: too many new fetches from"
+                        f" this host; try again in {math.ceil(wait)} s",
+                    )
                 pending = self._pending[name] = asyncio.ensure_future(self._fetch(wanted))
                 pending.add_done_callback(lambda _: self._pending.pop(name, None))
             entry = await asyncio.shield(pending)
@@ -134,6 +198,7 @@ class KeyFetcher:
             method, headers = "POST", {**headers, "Content-Type": "application/json"}
         try:
             async with (
+                asyncio.timeout(TIMEOUT),
                 httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False) as client,
                 client.stream(method, url, headers=headers, content=posted) as response,
             ):
@@ -147,7 +212,9 @@ class KeyFetcher:
                         raise _Failed(f"more than {MAX_BYTES} bytes")
                     chunks.append(chunk)
                 cache_control = response.headers.get("cache-control", "")
-        except httpx.HTTPError as exc:
+        except TimeoutError:
+            raise _Failed(f"not fetched within {TIMEOUT:g} s") from None
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
             raise _Failed(type(exc).__name__) from None
         found = _MAX_AGE.search(cache_control)
         ttl = float(found.group(1)) if found else DEFAULT_TTL

@@ -21,6 +21,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any, cast
 from urllib.parse import parse_qsl, unquote, urlencode
@@ -236,7 +237,8 @@ class HookEndpoint:
                 raise RequestError(
                     404, "not_found", "name a hook: {hook_path}/wake, /agent or a mapping"
                 )
-            async with self._limiter.admit(sub, client):
+            # signed by the body: its in-flight slot is taken once the body is read (limits.py)
+            async with self._limiter.admit(sub, client, hold=not by_signature):
                 body = b""
                 if scope["method"] == "POST":
                     body = await read_body(
@@ -249,7 +251,8 @@ class HookEndpoint:
                 if self.settings.retain_payloads and not by_signature:
                     # signature-authenticated requests are kept once their door has checked them
                     self._retain(sub, headers, scope.get("query_string", b""), body, meta)
-                return await self._handle(sub, headers, scope, body, meta, send, door)
+                async with self._limiter.hold(sub) if by_signature else nullcontext():
+                    return await self._handle(sub, headers, scope, body, meta, send, door)
         except Limited as e:  # not in the request log: a flood must not become store writes
             await self._pacer.hold(sub or "", client)
             return await send_error(send, e.error, e.headers)

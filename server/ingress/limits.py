@@ -3,7 +3,10 @@
 
 A request is counted once it is authenticated (by token; on a path whose door authenticates by
 signature, once the address is not locked out) and before its body is read, so a refusal costs
-no body, no rule and no store write. The rate is GCRA: `requests` at once, then one every
+no body, no rule and no store write. On a path whose door authenticates by signature, the
+in-flight slot is taken only once the body is read (within `bodyTimeoutSeconds`): a sender that
+cannot sign, dribbling its body, holds its own connection but never a slot that correctly signed
+deliveries need. The rate is GCRA: `requests` at once, then one every
 `per / requests`; `by: address` keeps one count per client address as the trusted-proxy rules
 resolve it (`hookwise.server.ingress.proxies`). In flight are the requests of the route being
 read, checked and committed at once; the agent runs they queue are not counted.
@@ -106,18 +109,27 @@ class RouteLimiter:
         self._logged = _Bounded()
 
     @asynccontextmanager
-    async def admit(self, sub: str, client: str) -> AsyncIterator[None]:
-        """Count the request for the time of the block; raises `Limited` when over a limit."""
+    async def admit(self, sub: str, client: str, *, hold: bool = True) -> AsyncIterator[None]:
+        """Count the request for the time of the block; raises `Limited` when over a limit.
+        With `hold=False` only the rate is counted: the caller takes its in-flight slot later
+        (`hold`), once the body is read."""
         limits = self._limits_of(sub)
-        if limits is None:
+        if limits is not None and limits.rate_limit is not None:
+            await self._take(self._route_of(sub), limits.rate_limit, client)
+        if not hold:
+            yield
+            return
+        async with self.hold(sub):
+            yield
+
+    @asynccontextmanager
+    async def hold(self, sub: str) -> AsyncIterator[None]:
+        """An in-flight slot of the route for the time of the block (`Limited` if none)."""
+        limits = self._limits_of(sub)
+        if limits is None or limits.max_in_flight is None:
             yield
             return
         route = self._route_of(sub)
-        if limits.rate_limit is not None:
-            await self._take(route, limits.rate_limit, client)
-        if limits.max_in_flight is None:
-            yield
-            return
         await self._enter(route, limits.max_in_flight)
         metrics.in_flight(route, 1)
         try:

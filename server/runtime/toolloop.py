@@ -114,7 +114,10 @@ async def converse(
     """The model's final answer to `messages`, calling granted tools on the way; the calls made."""
     offered: list[ToolInfo] = []
     if tools is not None and tools.grant and getattr(provider, "supports_tools", False):
-        offered = await tools.host.offered(tools.grant)
+        offer = await tools.host.offered(tools.grant)
+        offered = offer.tools
+        if offer.down:
+            await _record_down(tools, offer.down)
     if not offered or tools is None:
         return await provider.complete(model, messages, thinking=thinking, deadline=deadline), []
     recorded, earlier = await tools.recorder.previous(tools.run_id)
@@ -162,6 +165,34 @@ async def converse(
         )
         results = await _answer(completion.tool_calls, by_wire, tools, records, limit, recorded)
         conversation.append(ChatMessage("tool", "", tool_results=tuple(results)))
+
+
+async def _record_down(tools: RunTools, down: dict[str, str]) -> None:
+    """Record on the run that granted servers were down when it started: one row per server,
+    tool `*`, outcome `unavailable`, the reason as its result, numbered below zero (so that
+    it is never taken for a call an interrupted run made)."""
+    now = time.time()
+    rows = [
+        ToolCallRecord(
+            run_id=tools.run_id,
+            seq=-(i + 1),
+            server=server,
+            tool="*",
+            outcome="unavailable",
+            started_at=now,
+            result=why,
+            result_bytes=len(why.encode("utf-8")),
+            result_digest=_digest(why),
+        )
+        for i, (server, why) in enumerate(sorted(down.items()))
+    ]
+    log.warning(
+        "run %s: granted MCP servers were down when it started: %s",
+        tools.run_id,
+        "; ".join(f"{server}: {why}" for server, why in sorted(down.items())),
+    )
+    if not isinstance(tools.recorder, BeatRecorder):  # a heartbeat is written when it calls
+        await tools.recorder.record(rows)
 
 
 async def _answer(
@@ -248,7 +279,7 @@ class StoreRecorder:
         await self._store.record_tool_calls(calls)
 
     async def previous(self, run_id: str) -> tuple[int, int]:
-        calls = await self._store.tool_calls(run_id)
+        calls = [c for c in await self._store.tool_calls(run_id) if c.outcome != "unavailable"]
         if not calls:
             return 0, 0
         retried = max((r.at for r in await self._store.list_retries(run_id)), default=None)

@@ -9,7 +9,11 @@ reconnects after a back-off (1 s, doubling, at most 30 s); calls meanwhile fail 
 reason, which the model sees as an error result.
 
 A stdio server gets the SDK's minimal environment (HOME, PATH, USER, ... , not the gateway's
-secrets) plus its `env`; its stderr goes to the log, line by line, control characters escaped.
+secrets) plus its `env`; its stdout is read by `stdio.bounded_stdio_client` (linear, a message
+capped at `message_limit(maxResultBytes)` bytes, big ones parsed off the event loop) and its stderr
+goes to the log, line by line, each line capped and control characters escaped. When a stdio
+server's session fails or ends, `error` ends with the last lines it wrote to stderr (why it died:
+`ModuleNotFoundError: No module named 'mcp'`), which `hookwise tools list` shows.
 """
 
 from __future__ import annotations
@@ -17,8 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,12 +29,11 @@ from typing import Any
 import attrs
 import mcp_types
 from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ...engine.config.models import McpServerConfig
-from ..logs import escape_control
+from .stdio import StderrTail, bounded_stdio_client, start_stderr_thread
 
 log = logging.getLogger("hookwise.tools")
 
@@ -39,6 +41,16 @@ BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 30.0
 CONNECT_TIMEOUT = 10.0
 MAX_PAGES = 100
+#: the smallest cap on one stdout message of a stdio server (a tool list may be large)
+MIN_MESSAGE_BYTES = 4 * 1024 * 1024
+#: how long a failed session waits for the rest of the server's stderr before saying why
+STDERR_GRACE = 1.0
+
+
+def message_limit(max_result_bytes: int) -> int:
+    """The cap on one stdout message of a stdio server: room for a result of `maxResultBytes`
+    written as JSON (escapes can double its size, and more), and never below 4 MiB."""
+    return max(MIN_MESSAGE_BYTES, 8 * max_result_bytes)
 
 
 @attrs.frozen
@@ -62,12 +74,24 @@ class ServerDown(Exception):
 class McpConnection:
     """The session with one configured MCP server."""
 
-    def __init__(self, name: str, config: McpServerConfig, *, base_dir: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: McpServerConfig,
+        *,
+        base_dir: Path,
+        max_message: int = MIN_MESSAGE_BYTES,
+    ) -> None:
         self.name = name
         self._config = config
         self._base_dir = base_dir
+        self._max_message = max_message
+        #: what a stdio server wrote last to stderr (and how much was dropped)
+        self.stderr = StderrTail()
         self._client: Client | None = None
         self._tools: tuple[ToolInfo, ...] | None = None
+        #: the tools the server listed last, kept while it reconnects
+        self.known: tuple[ToolInfo, ...] = ()
         self._lost = asyncio.Event()
         self._attempted = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -99,7 +123,7 @@ class McpConnection:
         client = await self.client()
         async with self._listing:
             if self._tools is None:
-                self._tools = await self._list(client)
+                self._tools = self.known = await self._list(client)
             return self._tools
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
@@ -142,12 +166,25 @@ class McpConnection:
                 self.error = _describe(e)
             finally:
                 self._client = None
+            self.error = await self._with_stderr(self.error)
             self._attempted.set()
             if self._closing:
                 break
             log.warning("MCP server %s: %s; reconnecting in %.0f s", self.name, self.error, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, BACKOFF_MAX)
+
+    async def _with_stderr(self, error: str | None) -> str | None:
+        """`error` with the last stderr lines of a stdio server, once it closed its stderr."""
+        if self._config.url is not None or error is None:
+            return error
+        deadline = time.monotonic() + STDERR_GRACE
+        while not self.stderr.closed.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        lines = self.stderr.lines()
+        if not lines:
+            return error
+        return f"{error}; its stderr ended with: " + " | ".join(lines[-3:])[-600:]
 
     async def _watch(self, client: Client) -> None:
         """Until the session ends: list changes mark the cached list stale."""
@@ -196,17 +233,16 @@ class McpConnection:
             if cwd
             else str(self._base_dir),
         )
-        read_fd, write_fd = os.pipe()
-        threading.Thread(
-            target=_log_lines, args=(self.name, read_fd), daemon=True, name=f"mcp-{self.name}"
-        ).start()
-        errlog = os.fdopen(write_fd, "w")
+        errlog, close = start_stderr_thread(self.name, self.stderr)
         try:
-            async with self._client_for(stdio_client(params, errlog=errlog)) as client:
-                errlog.close()  # the child holds its own copy: EOF when it exits
+            transport = bounded_stdio_client(
+                params, name=self.name, max_message=self._max_message, errlog=errlog
+            )
+            async with self._client_for(transport) as client:
+                close()  # the child holds its own copy: EOF when it exits
                 yield client
         finally:
-            errlog.close()
+            close()
 
     def _client_for(self, transport: Any) -> Client:
         return Client(
@@ -230,14 +266,6 @@ class McpConnection:
             if cursor is None:
                 break
         return tuple(tools)
-
-
-def _log_lines(server: str, fd: int) -> None:
-    with os.fdopen(fd, "rb") as stream:
-        for raw in stream:
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            if line:
-                log.info("MCP server %s stderr: %s", server, escape_control(line))
 
 
 def _describe(e: BaseException) -> str:

@@ -5,6 +5,11 @@ lists only the servers the grant names (connecting them on first use) and keeps 
 it allows; a server that cannot be reached offers nothing (logged, and said by `describe`).
 `call` bounds one call by `callTimeoutSeconds`, caps the result at `maxResultBytes`, and turns
 every failure into an outcome (`ok`, `error`, `timeout`) with a text the model can read.
+
+A server that is down when a run starts (reconnecting after a crash) is named in the offer's
+`down`, with why; the tools it listed before stay offered, so a call of one is answered with the
+error result the model reads ("MCP server 'x' is not connected: ..."), as any call made while a
+server is down is. A server that never listed its tools offers none.
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
+from mcp.shared.exceptions import MCPError
 
 from ...engine.config.grants import Grant
 from ...engine.config.models import ToolsConfig
 from .. import metrics
-from .connection import McpConnection, ServerDown, ToolInfo
+from .connection import McpConnection, ServerDown, ToolInfo, message_limit
 from .results import cap, result_text
+from .stdio import CUT_CODE, CUT_KEY
 
 log = logging.getLogger("hookwise.tools")
 
@@ -40,13 +47,26 @@ class ToolOutcome:
     truncated: bool = False
 
 
+@attrs.frozen
+class Offer:
+    """What a grant offers a run now: the tools, and the servers that are down (name: why)."""
+
+    tools: list[ToolInfo]
+    down: dict[str, str] = attrs.field(factory=dict)
+
+
 class ToolHost:
     """The configured MCP servers of this process."""
 
     def __init__(self, config: ToolsConfig, *, base_dir: Path) -> None:
         self.config = config
         self.connections = {
-            name: McpConnection(name, server, base_dir=base_dir)
+            name: McpConnection(
+                name,
+                server,
+                base_dir=base_dir,
+                max_message=message_limit(config.max_result_bytes),
+            )
             for name, server in config.mcp_servers.items()
         }
 
@@ -54,23 +74,34 @@ class ToolHost:
     def limits(self) -> ToolsConfig:
         return self.config
 
-    async def offered(self, grant: Grant) -> list[ToolInfo]:
-        """The granted tools of every server the grant names, in the servers' order."""
+    async def offered(self, grant: Grant) -> Offer:
+        """The granted tools of every server the grant names, in the servers' order, and the
+        servers that are down (see the module docstring)."""
         names = [n for n in self.connections if n in grant.server_names]
         listed = await asyncio.gather(*(self._tools_of(n) for n in names))
-        return [t for tools in listed for t in tools if grant.allows(t.server, t.name)]
+        tools = [t for found, _ in listed for t in found if grant.allows(t.server, t.name)]
+        down = {n: why for n, (_, why) in zip(names, listed, strict=True) if why is not None}
+        return Offer(tools, down)
 
-    async def _tools_of(self, name: str) -> tuple[ToolInfo, ...]:
+    async def _tools_of(self, name: str) -> tuple[tuple[ToolInfo, ...], str | None]:
+        connection = self.connections[name]
         try:
-            return await self.connections[name].tools()
+            return await connection.tools(), None
         except Exception as e:
-            log.warning("MCP server %s offers no tools: %s", name, _short(e))
-            return ()
+            why = _short(e)
+            log.warning(
+                "MCP server %s is down (%s); offering the %d tools it listed before",
+                name,
+                why,
+                len(connection.known),
+            )
+            return connection.known, why
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutcome:
         """Call `server.tool`; never raises (bar cancellation)."""
         start = time.monotonic()
         outcome: Outcome = "ok"
+        cut: int | None = None
         try:
             connection = self.connections.get(server)
             if connection is None:
@@ -91,10 +122,19 @@ class ToolHost:
             )
         except ServerDown as e:
             outcome, text = "error", str(e)
+        except MCPError as e:
+            data = e.error.data if e.error.code == CUT_CODE else None
+            if isinstance(data, dict) and isinstance(data.get(CUT_KEY), int):
+                cut = data[CUT_KEY]  # the transport cut an oversized message
+                text = str(data.get("text", ""))
+                if not text:
+                    outcome, text = "error", f"the call failed: {e.error.message}"
+            else:
+                outcome, text = "error", f"the call failed: {_short(e)}"
         except Exception as e:
             outcome, text = "error", f"the call failed: {_short(e)}"
         duration = time.monotonic() - start
-        shown, size, truncated = cap(text, self.config.max_result_bytes)
+        shown, size, truncated = cap(text, self.config.max_result_bytes, cut)
         metrics.tool_call(server, tool, outcome, duration)
         return ToolOutcome(outcome, shown, size, duration, truncated)
 

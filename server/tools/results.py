@@ -33,12 +33,15 @@ def result_text(result: Any) -> str:
     return "\n".join(parts)
 
 
-def cap(text: str, max_bytes: int) -> tuple[str, int, bool]:
-    """`text` cut to `max_bytes` (UTF-8) with a marker; its full size; whether it was cut."""
+def cap(text: str, max_bytes: int, cut_from: int | None = None) -> tuple[str, int, bool]:
+    """`text` cut to `max_bytes` (UTF-8) with a marker; its full size; whether it was cut.
+    `cut_from`: the text is the start of a message of that many bytes that the transport cut
+    (`hookwise.server.tools.stdio`), so it is marked cut whatever its length."""
     data = text.encode("utf-8")
-    if len(data) <= max_bytes:
+    total = len(data) if cut_from is None else max(cut_from, len(data))
+    if len(data) <= max_bytes and cut_from is None:
         return text, len(data), False
     shown = data[:max_bytes].decode("utf-8", errors="ignore")
     kept = len(shown.encode("utf-8"))
-    marker = f"\n[hookwise: result truncated: {kept} of {len(data)} bytes shown]"
-    return shown + marker, len(data), True
+    marker = f"\n[hookwise: result truncated: {kept} of {total} bytes shown]"
+    return shown + marker, total, True

@@ -66,3 +66,15 @@ def test_the_init_example_of_tools_checks_clean_once_uncommented(tmp_path: Path)
     r = run("config", "check", cwd=tmp_path, env={"GITHUB_TOKEN": "x", "MON_TOKEN": "y"})
     assert r.returncode == 0, r.stderr
     assert "MCP server github: stdio github-mcp" in r.stdout
+
+
+def test_tools_list_shows_what_a_dead_stdio_server_wrote_to_stderr(tmp_path: Path) -> None:
+    import sys
+
+    dead = {"command": sys.executable, "args": ["-c", "import hookwise_no_such_module_mcp"]}
+    _config(tmp_path, {"dead": dead})
+    r = run("tools", "list", cwd=tmp_path)
+    assert r.returncode == 1
+    [line] = [line for line in r.stdout.splitlines() if line.startswith("dead:")]
+    assert "cannot connect" in line
+    assert "ModuleNotFoundError: No module named 'hookwise_no_such_module_mcp'" in line

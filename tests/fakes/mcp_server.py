@@ -3,7 +3,8 @@
 Run as a program: `python -m tests.fakes.mcp_server stdio` speaks MCP over stdin/stdout;
 `python -m tests.fakes.mcp_server http PORT` serves Streamable HTTP on 127.0.0.1:PORT at `/mcp`.
 Tools: `echo` (returns its text), `fail` (a tool error, isError), `sleep` (sleeps `seconds`),
-`big` (returns `size` bytes of text), `grow` (adds a tool named `extra` and tells the client the
+`big` (returns `size` bytes of text), `shout` (writes `size` bytes to stderr in one line, then
+answers), `noise` (writes `lines` lines that are not JSON-RPC to stdout, then answers), `grow` (adds a tool named `extra` and tells the client the
 list changed), `crash` (the process exits; stdio only makes sense), `count` (how many calls this
 process served, to prove a call was not repeated). It writes a line to stderr on start.
 """
@@ -21,6 +22,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("hookwise-test-tools", log_level="WARNING")
 _calls = {"n": 0}
+#: the protocol's stdout, kept before the SDK diverts fd 1 to stderr (so `noise` can misbehave
+#: as a server without that protection does)
+_wire = {"fd": 1}
 
 
 @server.tool(description="Return the text it was given.")
@@ -46,6 +50,26 @@ async def sleep(seconds: float) -> str:
 def big(size: int) -> str:
     _calls["n"] += 1
     return "x" * size
+
+
+@server.tool(description="Write one stderr line of the given size in bytes, then answer.")
+def shout(size: int) -> str:
+    _calls["n"] += 1
+    chunk = b"e" * 65536
+    left = size
+    while left > 0:
+        os.write(2, chunk[: min(left, len(chunk))])
+        left -= len(chunk)
+    os.write(2, b"\nshout done\n")
+    return f"shouted {size}"
+
+
+@server.tool(description="Write lines that are not JSON-RPC to stdout, then answer.")
+def noise(lines: int) -> str:
+    _calls["n"] += 1
+    for i in range(lines):
+        os.write(_wire["fd"], f"debug: not a message {i} \x1b[31m\n".encode())
+    return f"noise {lines}"
 
 
 @server.tool(description="Add the tool 'extra' and announce that the list changed.")
@@ -78,6 +102,7 @@ def main(argv: list[str]) -> None:
     sys.stderr.write(f"test tools server starting ({argv[0] if argv else 'stdio'})\x1b[31m\n")
     sys.stderr.flush()
     if not argv or argv[0] == "stdio":
+        _wire["fd"] = os.dup(1)
         asyncio.run(server.run_stdio_async())
     else:
         port = int(argv[1])

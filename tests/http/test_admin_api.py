@@ -102,6 +102,22 @@ def test_the_openapi_schema_and_its_page_are_served_without_auth(gw: GatewayProc
     assert "swagger-ui" in page.text and "hookwise HTTP API" in page.text
 
 
+def test_the_schema_pages_carry_the_consoles_security_headers(gw: GatewayProcess) -> None:
+    from hookwise.server.console.headers import HEADERS
+
+    assert gw.client is not None
+    page = gw.client.get("/schema")
+    init = page.text.split('<script src="')[-1].split('"')[0]
+    assert init == "/schema/swagger-init.js" and "<script>" not in page.text  # no inline script
+    for path in ("/schema", "/schema/openapi.json", init, "/schema/assets/swagger-ui.css"):
+        r = gw.client.get(path)
+        assert r.status_code == 200, path
+        for name, value in HEADERS.items():
+            assert r.headers.get(name) == value, (path, name)
+    assert "SwaggerUIBundle" in gw.client.get(init).text
+    assert "script-src 'self';" in page.headers["content-security-policy"]
+
+
 def test_a_nul_in_an_id_or_a_filter_is_refused_before_the_store(gw: GatewayProcess) -> None:
     # PostgreSQL holds no NUL in text: asked for one, it failed the request with a 500
     assert gw.client is not None

@@ -27,6 +27,12 @@ export default function ({ payload }) {
   return { message: "spin ok " + payload.n };
 }
 """,
+    "smi.js": """
+export default function ({ payload }) {
+  const a = new Array(payload.n).fill(0);
+  return { kind: "wake", text: "filled " + a.length };
+}
+""",
     "bomb.js": """
 export default function ({ payload }) {
   if (payload.bomb) {
@@ -95,6 +101,12 @@ MAPPINGS: list[dict[str, Any]] = [
         "match": {"path": "alerts"},
         "messageTemplate": "Alert: {{title}}",
         "transform": {"module": "switch.js", "export": "route"},
+    },
+    {
+        "id": "js-smi",
+        "match": {"path": "smi"},
+        "messageTemplate": "m",
+        "transform": {"module": "smi.js"},
     },
     {
         "id": "js-batch",
@@ -180,6 +192,18 @@ def test_a_memory_bomb_is_500_and_the_gateway_stays_healthy(gw: GatewayProcess) 
     again = gw.hook("bomb", {"n": 3})
     assert again.status_code == 202, again.text
     assert finished_run(gw, again.json()["runId"])["reply"] == "echo: bomb ok 3"
+
+
+def test_one_big_small_integer_array_is_held_to_the_heap_limit(gw: GatewayProcess) -> None:
+    # 3e7 small integers: ~114 MiB in one allocation, past the 32 MiB limit before V8 collects
+    r = gw.hook("smi", {"n": 30_000_000})
+    assert r.status_code == 500, r.text
+    body = r.json()
+    assert (body["code"], body["rule"]) == ("transform_failed", "js-smi")
+    assert "32 MiB memory limit" in body["error"]
+    assert _healthy(gw)
+    again = gw.hook("smi", {"n": 10})
+    assert again.status_code == 200, again.text
 
 
 def test_a_transform_returning_null_is_204_with_nothing_stored(gw: GatewayProcess) -> None:

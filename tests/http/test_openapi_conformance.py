@@ -85,10 +85,12 @@ def test_the_docs_page_loads_nothing_from_elsewhere(gw: GatewayProcess) -> None:
     page = gw.client.get("/schema")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     urls = re.findall(r"""(?:src|href)=["']([^"']+)["']""", page.text)
-    assert urls and all(u.startswith("/schema/assets/") for u in urls), urls
+    assert urls and all(u.startswith("/schema/") for u in urls), urls
     for url in urls:
         asset = gw.client.get(url)
-        assert asset.status_code == 200 and len(asset.content) > 1000, url
+        assert asset.status_code == 200, url
+        # Swagger UI's own files, and the few lines that start it (no inline script: CSP)
+        assert len(asset.content) > (1000 if url.startswith("/schema/assets/") else 100), url
 
 
 def _drive(

@@ -175,3 +175,37 @@ def test_limits_that_cannot_work_fail_at_load(mappings: list[dict[str, Any]]) ->
 
     with pytest.raises(ConfigError):
         compile_rules(load_data(base_config(mappings=mappings))).close()
+
+
+def test_unsigned_dribblers_hold_no_in_flight_slot_of_a_signature_route(start_gateway) -> None:
+    import hashlib
+    import hmac
+    import json
+
+    secret = "whsec-in-flight"
+    verify = {"scheme": "github", "secret": secret, "auth": "signature"}
+    gw = start_gateway(base_config(mappings=[_mapping("signed", maxInFlight=2, verify=verify)]))
+    u = urlsplit(gw.url)
+    dribblers = []
+    for _ in range(2):  # a wrong signature, and a 40-byte body sent a byte at a time
+        s = socket.create_connection((u.hostname, u.port), timeout=10)
+        s.sendall(
+            b"POST /hooks/signed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"X-GitHub-Event: issues\r\nX-Hub-Signature-256: sha256=" + b"0" * 64
+            + b"\r\nContent-Length: 40\r\n\r\n{"
+        )  # fmt: skip
+        dribblers.append(s)
+    try:
+        body = json.dumps({"action": "opened"}).encode()
+        mac = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        headers = {"X-GitHub-Event": "issues", "X-Hub-Signature-256": f"sha256={mac}",
+                   "Content-Type": "application/json"}  # fmt: skip
+        for _ in range(3):  # while both dribble, every signed delivery is handled
+            for s in dribblers:
+                s.sendall(b" ")
+            r = gw.hook("signed", content=body, headers=headers, token=None)
+            assert r.status_code == 200, r.text
+        assert sample(scrape(gw), "hookwise_in_flight", route="/hooks/signed") == 0
+    finally:
+        for s in dribblers:
+            s.close()

@@ -214,6 +214,23 @@ def _verifier(**block: Any) -> Any:
         ("http://sns.us-east-1.amazonaws.com/SimpleNotificationService-abc.pem", False),
         ("https://evil.example/sns.us-east-1.amazonaws.com/x.pem", False),
         ("https://sns.us-east-1.amazonaws.com/x.pem?redirect=https://evil.example", False),
+        ("https://sns.us-gov-west-1.amazonaws.com/SimpleNotificationService-abc.pem", True),
+        ("https://sns.ap-southeast-2.amazonaws.com/SimpleNotificationService-abc.pem", True),
+        # S3 bucket hosts: whoever owns a bucket named `sns` could sign for any topic
+        ("https://sns.s3.amazonaws.com/x.pem", False),
+        ("https://sns.s3-us-west-2.amazonaws.com/x.pem", False),
+        ("https://sns.s3.us-west-2.amazonaws.com/x.pem", False),
+        # the partition's suffix goes with its regions
+        ("https://sns.cn-north-1.amazonaws.com/x.pem", False),
+        ("https://sns.us-east-1.amazonaws.com.cn/x.pem", False),
+        # what parsers read differently: userinfo, ports, control characters, spaces
+        ("https://sns.us-east-1.amazonaws.com@evil.example/x.pem", False),
+        ("https://evil.example@sns.us-east-1.amazonaws.com/x.pem", False),
+        ("https://sns.us-east-1.amazonaws.com:8443/x.pem", False),
+        ("https://sns.us-east-1.amazonaws.com/x.pem\n", False),
+        ("https://sns.us-east-1.amazonaws.com/x\r\n.pem", False),
+        ("https://sns.us-east-1.amazonaws.com/x .pem", False),
+        ("https://sns.us-east-1.amazonaws.com\\@evil.example/x.pem", False),
     ],
 )
 def test_only_sns_certificate_urls_are_fetched_by_default(url: str, ok: bool) -> None:
@@ -224,6 +241,48 @@ def test_only_sns_certificate_urls_are_fetched_by_default(url: str, ok: bool) ->
     else:
         with pytest.raises(SignatureError, match="SigningCertURL"):
             certificate(_verifier(), request)
+
+
+@pytest.mark.parametrize(
+    ("keys_url", "url", "ok"),
+    [
+        ("https://keys.example.test", "https://keys.example.test/x.pem", True),
+        ("https://keys.example.test", "https://keys.example.test.evil.test/x.pem", False),
+        ("https://keys.example.test", "https://keys.example.test@127.0.0.1:8443/x.pem", False),
+        ("https://keys.example.test", "https://keys.example.test:8443/x.pem", False),
+        ("https://keys.example.test", "http://keys.example.test/x.pem", False),
+        ("https://keys.example.test/sns", "https://keys.example.test/sns/x.pem", True),
+        ("https://keys.example.test/sns", "https://keys.example.test/sns-evil/x.pem", False),
+        ("https://keys.example.test/sns/", "https://keys.example.test/sns/../x.pem", False),
+        ("https://keys.example.test/sns/", "https://keys.example.test/sns/%2e%2e/x.pem", False),
+        ("https://KEYS.example.test", "https://keys.EXAMPLE.test/x.pem", True),
+        ("https://keys.example.test:443", "https://keys.example.test/x.pem", True),
+        ("http://127.0.0.1:4567", "http://127.0.0.1:45671/x.pem", False),
+    ],
+)
+def test_a_keys_url_is_compared_part_by_part_never_as_a_prefix(
+    keys_url: str, url: str, ok: bool
+) -> None:
+    data = json.dumps({"Type": "Notification", "SigningCertURL": url}).encode()
+    request = InboundRequest(path="sns", payload={}, raw_body=data)
+    if ok:
+        assert certificate(_verifier(keysUrl=keys_url), request) == (url,)
+    else:
+        with pytest.raises(SignatureError, match="SigningCertURL"):
+            certificate(_verifier(keysUrl=keys_url), request)
+
+
+@pytest.mark.parametrize("suffix", ["\n", "\r\n", "\x00", "\t"])
+def test_a_control_character_in_the_cert_url_is_a_json_401_not_a_500(
+    gw: GatewayProcess, sns_url: str, suffix: str
+) -> None:
+    before = dict(HITS)
+    r = post(gw, message(sns_url, cert_url=sns_url + "cert.pem" + suffix))
+    assert r.status_code == 401, r.text
+    body = r.json()
+    assert body["ok"] is False and body["code"] == "invalid_signature"
+    assert "SigningCertURL" in body["error"]
+    assert HITS.get("/cert.pem", 0) == before.get("/cert.pem", 0)
 
 
 def test_sns_needs_its_topics() -> None:

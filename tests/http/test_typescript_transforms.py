@@ -142,12 +142,17 @@ def test_an_mts_module_with_a_named_export_runs(gw: GatewayProcess) -> None:
     [
         ("broken.ts", "broken.ts:4:15: Expression expected"),
         ("escape.ts", "import '../outside' leaves transformsDir"),
+        # 5 MiB grew the gateway by ~470 MiB while it compiled: refused before compiling
+        ("huge.ts", "huge.ts: 5242880 bytes, over the 512 KiB limit of a TypeScript module"),
     ],
 )
 def test_a_bad_ts_module_fails_at_load_naming_its_line(
     tmp_path: Path, module: str, expected: str
 ) -> None:
-    _write_transforms(tmp_path, **{"broken.ts": BROKEN_TS, "escape.ts": ESCAPE_TS})
+    huge = "export default function f(ctx: any) { return null; }\n"
+    huge += "/" * (5 * 1024 * 1024 - len(huge) - 1) + "\n"
+    _write_transforms(tmp_path, **{"broken.ts": BROKEN_TS, "escape.ts": ESCAPE_TS,
+                                   "huge.ts": huge})  # fmt: skip
     (tmp_path / "hooks" / "outside.ts").write_text("export const x = 1;\n", encoding="utf-8")
     mapping = {"id": "bad", "match": {"path": "bad"}, "messageTemplate": "m",
                "transform": {"module": module}}  # fmt: skip

@@ -45,9 +45,9 @@ def test_only_granted_tools_are_offered(server_config: McpServerConfig) -> None:
     async def go() -> tuple[list[str], list[str], list[str]]:
         host = _host(server_config)
         try:
-            one = [t.qualified for t in await host.offered(Grant.parse(["t.echo"]))]
-            every = [t.qualified for t in await host.offered(Grant.parse(["t.*"]))]
-            none = [t.qualified for t in await host.offered(Grant.parse([]))]
+            one = [t.qualified for t in (await host.offered(Grant.parse(["t.echo"]))).tools]
+            every = [t.qualified for t in (await host.offered(Grant.parse(["t.*"]))).tools]
+            none = [t.qualified for t in (await host.offered(Grant.parse([]))).tools]
             return one, every, none
         finally:
             await host.aclose()
@@ -93,7 +93,7 @@ def test_a_changed_tool_list_is_seen(server_config: McpServerConfig) -> None:
             await host.offered(Grant.parse(["t.*"]))
             assert (await host.call("t", "grow", {})).outcome == "ok"
             for _ in range(100):
-                names = [t.name for t in await host.offered(Grant.parse(["t.*"]))]
+                names = [t.name for t in (await host.offered(Grant.parse(["t.*"]))).tools]
                 if "extra" in names:
                     return names
                 await asyncio.sleep(0.1)
@@ -146,5 +146,5 @@ def test_a_server_that_cannot_start_offers_nothing_and_says_why() -> None:
             await host.aclose()
 
     offered, described = run(go())
-    assert offered == []
+    assert offered.tools == [] and "not connected" in offered.down["t"]
     assert isinstance(described["t"], str) and "not connected" in described["t"]
