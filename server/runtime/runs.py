@@ -2,7 +2,10 @@
 
 Each agent has its own pool (its run lane: `maxConcurrentRuns` slots that claim only its runs),
 so a flood of hooks for one agent never holds another's slots. A run is one turn in its own session (`sessionKey`); earlier turns of the same session are its
-history. The hook's message reaches the model wrapped as external, untrusted content unless the
+history. Runs of one session are serial (its session lane): the store's claim takes a run only
+while no run of its session runs and none older waits, so each run reads the turns its
+predecessors wrote, and a session's waiting runs never hold a slot. When a run's ending is
+committed, the lane claims again at once (its session's next run may be waiting). The hook's message reaches the model wrapped as external, untrusted content unless the
 mapping allowed unsafe content. A run is bounded by its `timeoutSeconds` (default
 `agents.defaults.timeoutSeconds`) and ends `succeeded`, `failed` or `timed_out`. Its ending is
 one commit: the run's state, its transcript turns, the summary event for the main session, and
@@ -220,6 +223,8 @@ class RunWorkers:
             self._slots.give()
             released = True
             await self._finish(run, outcome)
+            # the run's session is free: its next run may be claimed now (session lanes)
+            self._wakeup.set()
             self.completed += 1
             report.run_ended(run, outcome)
             report.delivery_planned(outcome.delivery)

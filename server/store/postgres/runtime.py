@@ -66,10 +66,24 @@ async def recover_runs(
     return len(requeued), len(failed)
 
 
+#: a queued run `q` may start only when its session has no run `running` and no older run still
+#: waiting (`queued` or `held`): one run of a session at a time, in acceptance order. Each
+#: check is a seek in the partial index `runs_lane` (session_key, state, seq) of active runs.
+#: Between processes: a run another claim holds (locked, not committed) is still `queued` in
+#: this statement's snapshot, so it blocks its session's later runs here; one committed
+#: meanwhile fails the re-check of `state = 'queued'`.
+SESSION_FREE = (
+    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
+    " AND r.state = 'running')"
+    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
+    " AND r.state IN ('queued', 'held') AND r.seq < q.seq)"
+)
+
+
 def _claim_sql(which: str) -> str:
     return (
-        f"WITH picked AS MATERIALIZED (SELECT seq FROM runs WHERE {which}"
-        " ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED)"
+        f"WITH picked AS MATERIALIZED (SELECT q.seq FROM runs q WHERE {which}{SESSION_FREE}"
+        " ORDER BY q.seq LIMIT $4 FOR UPDATE OF q SKIP LOCKED)"
         " UPDATE runs SET state = 'running', started_at = $1::float8, attempts = attempts + 1,"
         " lease_until = $1::float8 + COALESCE(timeout_seconds, $2::float8) + $3::float8"
         f" WHERE seq IN (SELECT seq FROM picked) RETURNING {RUN_COLUMNS}"
@@ -78,8 +92,8 @@ def _claim_sql(which: str) -> str:
 
 #: an agent's lane: served by `runs_agent` (agent_id, state, seq). A condition that also allows
 #: "any agent" (`$5 IS NULL OR agent_id = $5`) cannot use that index in a generic plan.
-CLAIM_AGENT = _claim_sql("agent_id = $5 AND state = 'queued'")
-CLAIM_ANY = _claim_sql("state = 'queued'")
+CLAIM_AGENT = _claim_sql("q.agent_id = $5 AND q.state = 'queued'")
+CLAIM_ANY = _claim_sql("q.state = 'queued'")
 
 
 async def claim_runs(
@@ -90,7 +104,9 @@ async def claim_runs(
     default_timeout: float,
     agent_id: str | None = None,
 ) -> list[asyncpg.Record]:
-    """Queued runs -> `running`, oldest first, each leased for its timeout plus `lease` seconds.
+    """Queued runs -> `running`, oldest first, each leased for its timeout plus `lease` seconds;
+    at most one per session, and only a session's oldest waiting run while none of it runs
+    (`SESSION_FREE`).
 
     Rows another transaction has locked (claimed by another process, not yet committed) are
     skipped, never waited for; a row claimed and committed meanwhile fails the re-check.

@@ -78,11 +78,27 @@ def recover_runs(
     return requeued, failed
 
 
+#: the runs of a session lane: the partial index `runs_lane` holds these rows only, and SQLite
+#: uses it only for a query that repeats its WHERE term as is (migration 0012)
+ACTIVE = "state IN ('queued', 'running', 'held')"
+
+#: a queued run `q` may start only when its session has no run `running` and no older run still
+#: waiting (`queued` or `held`): one run of a session at a time, in acceptance order. Each
+#: check is a seek in `runs_lane` (session_key, state, seq), whatever the session's history.
+SESSION_FREE = (
+    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
+    f" AND r.state = 'running' AND r.{ACTIVE})"
+    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
+    f" AND r.state IN ('queued', 'held') AND r.{ACTIVE} AND r.seq < q.seq)"
+)
+
+
 def _claim_sql(which: str) -> str:
     return (
         "UPDATE runs SET state = 'running', started_at = ?, attempts = attempts + 1,"
         " lease_until = ? + COALESCE(timeout_seconds, ?) + ?"
-        f" WHERE seq IN (SELECT seq FROM runs WHERE {which} ORDER BY seq LIMIT ?)"
+        f" WHERE seq IN (SELECT q.seq FROM runs q WHERE {which}{SESSION_FREE}"
+        " ORDER BY q.seq LIMIT ?)"
         f" RETURNING {RUN_COLUMNS}"
     )
 
@@ -90,8 +106,8 @@ def _claim_sql(which: str) -> str:
 #: an agent's lane: served by `runs_agent` (agent_id, state, seq), in seq order. A condition
 #: that also allows "any agent" (`? IS NULL OR agent_id = ?`) cannot use that index: each claim
 #: then walked every agent's queued runs in seq order until it found its own.
-CLAIM_AGENT = _claim_sql("agent_id = ? AND state = 'queued'")
-CLAIM_ANY = _claim_sql("state = 'queued'")
+CLAIM_AGENT = _claim_sql("q.agent_id = ? AND q.state = 'queued'")
+CLAIM_ANY = _claim_sql("q.state = 'queued'")
 
 
 def claim_runs(
@@ -103,7 +119,8 @@ def claim_runs(
     agent_id: str | None = None,
 ) -> list[tuple[Any, ...]]:
     """Queued runs (of `agent_id`, when given) -> `running`, oldest first, each leased for its
-    timeout plus `lease` seconds."""
+    timeout plus `lease` seconds; at most one per session, and only a session's oldest waiting
+    run while none of it runs (`SESSION_FREE`)."""
     limit = resolve_limit(limit)
     if limit <= 0:
         return []
