@@ -21,6 +21,7 @@ import attrs
 
 from ...engine.names import DEFAULT_AGENT_ID
 from ..ids import new_id
+from .lanes import LaneStat, Pause
 from .records import (
     AttemptRecord,
     DeliveryRecord,
@@ -358,6 +359,25 @@ class Store(Protocol):
 
     async def in_flight(self, *, now: float, sessions: Sequence[str]) -> InFlight:
         """Running runs per agent and pending events of each of `sessions`."""
+        ...
+
+    # lanes and pauses (hookwise.server.store.lanes)
+    async def pause(self, p: Pause) -> int:
+        """Record a pause (replacing one of the same mapping or agent) and hold the queued runs
+        it covers; how many were held."""
+        ...
+
+    async def resume(self, kind: str, name: str) -> int | None:
+        """Lift a pause and send the runs it held back to the queue, in order; how many went
+        back (None: it was not paused)."""
+        ...
+
+    async def pauses(self) -> list[Pause]:
+        """Every pause in force, oldest first."""
+        ...
+
+    async def lanes(self) -> list[LaneStat]:
+        """Each lane (agent, mapping) with runs queued or held."""
         ...
 
     async def readiness(self) -> list[str]:

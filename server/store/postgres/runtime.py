@@ -13,6 +13,7 @@ import json
 import asyncpg
 
 from ..base import Limit, resolve_limit
+from ..lanes import run_paused
 from ..records import HeartbeatOutcome, NewDelivery, NewTurn, Route, RunOutcome
 from ..rows import (
     DELIVERY_COLUMNS,
@@ -83,7 +84,7 @@ SESSION_FREE = (
 def _claim_sql(which: str) -> str:
     return (
         f"WITH picked AS MATERIALIZED (SELECT q.seq FROM runs q WHERE {which}{SESSION_FREE}"
-        " ORDER BY q.seq LIMIT $4 FOR UPDATE OF q SKIP LOCKED)"
+        f" AND NOT {run_paused('q')} ORDER BY q.seq LIMIT $4 FOR UPDATE OF q SKIP LOCKED)"
         " UPDATE runs SET state = 'running', started_at = $1::float8, attempts = attempts + 1,"
         " lease_until = $1::float8 + COALESCE(timeout_seconds, $2::float8) + $3::float8"
         f" WHERE seq IN (SELECT seq FROM picked) RETURNING {RUN_COLUMNS}"

@@ -11,6 +11,7 @@ import sqlite3
 from typing import Any
 
 from ..base import Limit, resolve_limit
+from ..lanes import run_paused
 from ..records import (
     HeartbeatOutcome,
     NewDelivery,
@@ -98,7 +99,7 @@ def _claim_sql(which: str) -> str:
         "UPDATE runs SET state = 'running', started_at = ?, attempts = attempts + 1,"
         " lease_until = ? + COALESCE(timeout_seconds, ?) + ?"
         f" WHERE seq IN (SELECT q.seq FROM runs q WHERE {which}{SESSION_FREE}"
-        " ORDER BY q.seq LIMIT ?)"
+        f" AND NOT {run_paused('q')} ORDER BY q.seq LIMIT ?)"
         f" RETURNING {RUN_COLUMNS}"
     )
 

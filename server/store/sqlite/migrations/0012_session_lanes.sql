@@ -6,3 +6,23 @@
 -- the query's own terms contain it (server/store/sqlite/runtime.py, ACTIVE).
 CREATE INDEX runs_lane ON runs (session_key, state, seq)
     WHERE state IN ('queued', 'running', 'held');
+
+-- Pauses: a mapping (`rule_id`) or an agent whose runs and wakes are held. A run accepted while
+-- its mapping or agent is paused is written `held` (the trigger); pausing holds the queued ones,
+-- resuming sends them back to `queued` in their order (server/store/sqlite/lanes.py). `session`
+-- is an agent's main session (its wakes stay pending while it is paused).
+CREATE TABLE pauses (
+    kind      TEXT NOT NULL,
+    name      TEXT NOT NULL,
+    session   TEXT,
+    reason    TEXT,
+    paused_by TEXT NOT NULL,
+    paused_at REAL NOT NULL,
+    PRIMARY KEY (kind, name)
+);
+CREATE TRIGGER runs_held_when_paused AFTER INSERT ON runs
+WHEN NEW.state = 'queued' AND EXISTS (SELECT 1 FROM pauses
+    WHERE (kind = 'agent' AND name = NEW.agent_id) OR (kind = 'mapping' AND name = NEW.rule_id))
+BEGIN
+    UPDATE runs SET state = 'held' WHERE seq = NEW.seq;
+END;
