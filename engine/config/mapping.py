@@ -256,6 +256,9 @@ class MappingConfig:
     # Per-route limits (`hookwise.engine.config.limits`): shared by every rule on the rule's path.
     rate_limit: RateLimitConfig | None = None
     max_in_flight: int | None = attrs.field(default=None, validator=positive)
+    # Held from the start (a deploy): requests are answered and stored, their runs and wakes
+    # held until `hookwise resume mapping <id>` (see hookwise.server.store.lanes).
+    paused: bool = False
 
     @property
     def limits(self) -> RouteLimitsConfig:
