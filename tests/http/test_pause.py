@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from tests.cli.support import run as hookwise
+from tests.http.test_operate import sample, scrape
 from tests.runtime.test_runtime_http import heartbeats
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
 from tests.support.wait import eventually
@@ -88,6 +89,11 @@ def test_a_paused_mapping_holds_100_runs_across_a_restart_and_resume_runs_them_i
     [pause] = gw.admin("/api/queues")["pauses"]
     assert (pause["kind"], pause["name"], pause["reason"]) == ("mapping", "github", "deploy")
     assert pause["by"].endswith("@127.0.0.1")  # the CLI's user, from this machine
+    gauges = scrape(gw)
+    assert sample(gauges, "hookwise_queue_depth", agent="main", lane="github") == 100
+    assert sample(gauges, "hookwise_queue_depth", agent="main", lane="direct") == 0
+    assert sample(gauges, "hookwise_queue_oldest_seconds", agent="main", lane="github") > 0
+    assert sample(gauges, "hookwise_queue_depth", queue="runs") == 0  # held is not queued
     table = cli(gw, "queues")
     assert "github" in table and "100" in table and "deploy" in table
 
