@@ -72,19 +72,28 @@ async def recover_runs(
 #: check is a seek in the partial index `runs_lane` (session_key, state, seq) of active runs.
 #: Between processes: a run another claim holds (locked, not committed) is still `queued` in
 #: this statement's snapshot, so it blocks its session's later runs here; one committed
-#: meanwhile fails the re-check of `state = 'queued'`.
+#: meanwhile fails the re-check of `state = 'queued'`. The checks are scalar subqueries with
+#: `LIMIT 1`, not `NOT EXISTS`: PostgreSQL turns `NOT EXISTS` into an anti-join, which on small
+#: or fresh tables it ran as a scan of every active run per candidate; a subplan is run per
+#: candidate row, as the seek it is meant to be, and the walk stops at the claim's limit.
 SESSION_FREE = (
-    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
-    " AND r.state = 'running')"
-    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
-    " AND r.state IN ('queued', 'held') AND r.seq < q.seq)"
+    " AND (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
+    " AND r.state = 'running' LIMIT 1) IS NULL"
+    " AND (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
+    " AND r.state IN ('queued', 'held') AND r.seq < q.seq LIMIT 1) IS NULL"
 )
 
 
 def _claim_sql(which: str) -> str:
+    # the queued runs walked oldest first in a fenced subquery (`OFFSET 0`): the session and
+    # pause checks run on the rows the walk reaches, up to the limit, never on every queued
+    # run (with stale statistics the planner otherwise filtered them all, then sorted)
     return (
-        f"WITH picked AS MATERIALIZED (SELECT q.seq FROM runs q WHERE {which}{SESSION_FREE}"
-        f" AND NOT {run_paused('q')} ORDER BY q.seq LIMIT $4 FOR UPDATE OF q SKIP LOCKED)"
+        "WITH picked AS MATERIALIZED (SELECT q.seq FROM"
+        f" (SELECT seq, session_key, agent_id, rule_id FROM runs WHERE {which}"
+        " ORDER BY seq OFFSET 0) q"
+        f" WHERE TRUE{SESSION_FREE} AND NOT {run_paused('q')}"
+        " LIMIT $4 FOR UPDATE SKIP LOCKED)"
         " UPDATE runs SET state = 'running', started_at = $1::float8, attempts = attempts + 1,"
         " lease_until = $1::float8 + COALESCE(timeout_seconds, $2::float8) + $3::float8"
         f" WHERE seq IN (SELECT seq FROM picked) RETURNING {RUN_COLUMNS}"
@@ -93,8 +102,8 @@ def _claim_sql(which: str) -> str:
 
 #: an agent's lane: served by `runs_agent` (agent_id, state, seq). A condition that also allows
 #: "any agent" (`$5 IS NULL OR agent_id = $5`) cannot use that index in a generic plan.
-CLAIM_AGENT = _claim_sql("q.agent_id = $5 AND q.state = 'queued'")
-CLAIM_ANY = _claim_sql("q.state = 'queued'")
+CLAIM_AGENT = _claim_sql("agent_id = $5 AND state = 'queued'")
+CLAIM_ANY = _claim_sql("state = 'queued'")
 
 
 async def claim_runs(
