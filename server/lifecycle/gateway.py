@@ -228,9 +228,26 @@ class Gateway:
             main_sessions={a.id: a.main_session for a in self.runtime.roster.agents},
             on_released=self.runtime.released,
         )
+        self._caps_of: tuple[RuleSet, dict[str, int]] | None = None
+        self.runtime.mapping_caps = self._mapping_caps
         self.runtime.rule_tools = lambda rule_id: (
             self.rules.tools_of(rule_id) if self.rules is not None else ()
         )
+
+    def _mapping_caps(self) -> dict[str, int]:
+        """Each loaded mapping's `maxConcurrentRuns` (worked out once per set of rules)."""
+        rules = self.rules
+        if rules is None:
+            return {}
+        cached = self._caps_of
+        if cached is None or cached[0] is not rules:
+            caps = {
+                r.id: r.config.max_concurrent_runs
+                for r in rules.rules
+                if r.config.max_concurrent_runs is not None
+            }
+            cached = self._caps_of = (rules, caps)
+        return cached[1]
 
     @property
     def admin_token(self) -> str | None:

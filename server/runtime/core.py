@@ -80,6 +80,8 @@ class Runtime:
         self.tool_host = ToolHost(config.tools, base_dir=Path(base_dir or os.getcwd()))
         #: a mapping's tool grant by rule id (the gateway points it at its live rules)
         self.rule_tools: Callable[[str], Sequence[str]] = lambda rule_id: ()
+        #: each mapping's `maxConcurrentRuns` by rule id (the gateway points it at its rules)
+        self.mapping_caps: Callable[[], Mapping[str, int]] = dict
         several = len(self.roster.agents) > 1
         keep_payloads = config.hooks.retain_payloads is not None
         #: each agent's heartbeat and run lane, by agent id
@@ -125,6 +127,7 @@ class Runtime:
                     keep_payloads=keep_payloads,
                 ),
                 alone=not shared,
+                mapping_caps=lambda: self.mapping_caps(),
             )
         self._topics = {
             a.id: "heartbeat" if a.default else f"heartbeat_{i}"

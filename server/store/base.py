@@ -264,8 +264,10 @@ class Store(Protocol):
         lease: float = 60.0,
         default_timeout: float = 600.0,
         agent_id: str | None = None,
+        full: tuple[str, ...] = (),
     ) -> list[RunRecord]:
-        """Queued runs (of `agent_id` only, when given) -> running, oldest first: at most
+        """Queued runs (of `agent_id` only, when given; none made by the mappings `full` names,
+        whose lanes are at their `maxConcurrentRuns`) -> running, oldest first: at most
         `limit`, or, when `limit` is a function, at most what it returns when the claim executes
         (called exactly once, possibly on another thread, unless the claim failed before)."""
         ...

@@ -5,6 +5,7 @@ runs never hold a slot. (Several processes on PostgreSQL: tests/multi/test_sessi
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from tests.fakes.model_server import ModelServer
@@ -70,3 +71,37 @@ def test_a_session_whose_runs_wait_takes_no_slot_from_another(
     [the_other] = [c for c in calls if c.session == "other"]
     # "other" was accepted after four runs of "busy", yet ran beside the first of them
     assert the_other.began < first_busy.ended
+
+
+def test_a_mappings_max_concurrent_runs_leaves_the_agents_other_slots_free(
+    start_gateway, model_server: ModelServer
+) -> None:
+    cfg = config(model_server, model="fake/m", maxConcurrentRuns=3)
+    cfg["hooks"]["mappings"] = [
+        {
+            "id": "noisy",
+            "match": {"path": "noisy"},
+            "action": "agent",
+            "messageTemplate": "alert {{ n }} [lane noisy-{{ n }} 0]",
+            "sessionMode": "per-request",
+            "model": "fake/m",
+            "deliver": False,
+            "wakeMode": "next-heartbeat",
+            "maxConcurrentRuns": 1,
+        }
+    ]
+    gw = start_gateway(cfg)
+    model_server.slow(0.8, times=6)
+    noisy = [gw.hook("noisy", {"n": n}).json()["runId"] for n in range(4)]
+    direct = [post(gw, f"direct{n}", 0) for n in range(2)]
+    for run_id in [*noisy, *direct]:
+        assert run_state(gw, run_id, "succeeded", "failed", timeout=40)["state"] == "succeeded"
+    calls = model_calls(model_server.spans)
+    mapped = sorted((c for c in calls if c.session.startswith("noisy-")), key=lambda c: c.began)
+    assert len(mapped) == 4
+    for before, after in itertools.pairwise(mapped):
+        assert before.ended <= after.began, "two runs of the capped mapping overlapped"
+    others = [c for c in calls if c.session.startswith("direct")]
+    # the two direct runs, accepted after the four mapped ones, ran beside the first of them
+    assert all(c.began < mapped[0].ended for c in others)
+    assert all(gw.admin(f"/api/runs/{i}")["run"]["attempts"] == 1 for i in noisy)

@@ -115,3 +115,19 @@ def test_a_pause_is_kept_by_the_database(backend: Backend) -> None:
 
     backend.run(first)
     backend.run(then)
+
+
+def test_a_claim_takes_no_run_of_a_full_mapping(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        noisy = [attrs.evolve(new_run(), rule_id="noisy") for _ in range(3)]
+        quiet, direct = (
+            attrs.evolve(new_run(), rule_id="quiet"),
+            attrs.evolve(new_run(), rule_id=None),
+        )
+        await store.accept(accept_op(runs=(*noisy, quiet, direct)))
+        claimed = await store.claim_runs(limit=10, now=NOW + 1, full=("noisy",))
+        assert [r.run_id for r in claimed] == [quiet.run_id, direct.run_id]
+        again = await store.claim_runs(limit=10, now=NOW + 2, agent_id="main", full=())
+        assert [r.run_id for r in again] == [r.run_id for r in noisy]
+
+    backend.run(body)

@@ -93,6 +93,7 @@ def _claim_sql(which: str) -> str:
         f" (SELECT seq, session_key, agent_id, rule_id FROM runs WHERE {which}"
         " ORDER BY seq OFFSET 0) q"
         f" WHERE TRUE{SESSION_FREE} AND NOT {run_paused('q')}"
+        " AND (q.rule_id IS NULL OR NOT (q.rule_id = ANY($5::text[])))"
         " LIMIT $4 FOR UPDATE SKIP LOCKED)"
         " UPDATE runs SET state = 'running', started_at = $1::float8, attempts = attempts + 1,"
         " lease_until = $1::float8 + COALESCE(timeout_seconds, $2::float8) + $3::float8"
@@ -102,7 +103,7 @@ def _claim_sql(which: str) -> str:
 
 #: an agent's lane: served by `runs_agent` (agent_id, state, seq). A condition that also allows
 #: "any agent" (`$5 IS NULL OR agent_id = $5`) cannot use that index in a generic plan.
-CLAIM_AGENT = _claim_sql("agent_id = $5 AND state = 'queued'")
+CLAIM_AGENT = _claim_sql("agent_id = $6 AND state = 'queued'")
 CLAIM_ANY = _claim_sql("state = 'queued'")
 
 
@@ -113,6 +114,7 @@ async def claim_runs(
     lease: float,
     default_timeout: float,
     agent_id: str | None = None,
+    full: tuple[str, ...] = (),
 ) -> list[asyncpg.Record]:
     """Queued runs -> `running`, oldest first, each leased for its timeout plus `lease` seconds;
     at most one per session, and only a session's oldest waiting run while none of it runs
@@ -125,8 +127,8 @@ async def claim_runs(
     if limit <= 0:
         return []
     if agent_id is None:
-        return await conn.fetch(CLAIM_ANY, now, default_timeout, lease, limit)
-    return await conn.fetch(CLAIM_AGENT, now, default_timeout, lease, limit, agent_id)
+        return await conn.fetch(CLAIM_ANY, now, default_timeout, lease, limit, list(full))
+    return await conn.fetch(CLAIM_AGENT, now, default_timeout, lease, limit, list(full), agent_id)
 
 
 # A run's ending in one statement: its state, its transcript turns (column arrays), the summary

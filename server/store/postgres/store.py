@@ -208,9 +208,12 @@ class PostgresStore(
         lease: float = 60.0,
         default_timeout: float = 600.0,
         agent_id: str | None = None,
+        full: tuple[str, ...] = (),
     ) -> list[RunRecord]:
         rows = await self._writer.submit(
-            lambda conn: rt.claim_runs(conn, limit, now, lease, default_timeout, agent_id)
+            lambda conn: rt.claim_runs(
+                conn, limit, now, lease, default_timeout, agent_id, tuple(full)
+            )
         )
         return sorted((run_record(r) for r in rows), key=lambda r: r.seq)
 

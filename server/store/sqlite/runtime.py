@@ -94,12 +94,16 @@ SESSION_FREE = (
 )
 
 
+#: none of the mappings whose lanes are full (a JSON list of rule ids; `[]`: none is)
+NOT_FULL = " AND (q.rule_id IS NULL OR q.rule_id NOT IN (SELECT value FROM json_each(?)))"
+
+
 def _claim_sql(which: str) -> str:
     return (
         "UPDATE runs SET state = 'running', started_at = ?, attempts = attempts + 1,"
         " lease_until = ? + COALESCE(timeout_seconds, ?) + ?"
         f" WHERE seq IN (SELECT q.seq FROM runs q WHERE {which}{SESSION_FREE}"
-        f" AND NOT {run_paused('q')} ORDER BY q.seq LIMIT ?)"
+        f" AND NOT {run_paused('q')}{NOT_FULL} ORDER BY q.seq LIMIT ?)"
         f" RETURNING {RUN_COLUMNS}"
     )
 
@@ -118,6 +122,7 @@ def claim_runs(
     lease: float,
     default_timeout: float,
     agent_id: str | None = None,
+    full: tuple[str, ...] = (),
 ) -> list[tuple[Any, ...]]:
     """Queued runs (of `agent_id`, when given) -> `running`, oldest first, each leased for its
     timeout plus `lease` seconds; at most one per session, and only a session's oldest waiting
@@ -126,9 +131,10 @@ def claim_runs(
     if limit <= 0:
         return []
     lease_args = (now, now, default_timeout, lease)
+    full_json = json.dumps(list(full))
     if agent_id is None:
-        return cur.execute(CLAIM_ANY, (*lease_args, limit)).fetchall()
-    return cur.execute(CLAIM_AGENT, (*lease_args, agent_id, limit)).fetchall()
+        return cur.execute(CLAIM_ANY, (*lease_args, full_json, limit)).fetchall()
+    return cur.execute(CLAIM_AGENT, (*lease_args, agent_id, full_json, limit)).fetchall()
 
 
 def finish_rows(o: RunOutcome) -> Rows:

@@ -257,6 +257,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteLanes, SQLiteStats, SQLiteRetention, S
         lease: float = 60.0,
         default_timeout: float = 600.0,
         agent_id: str | None = None,
+        full: tuple[str, ...] = (),
     ) -> list[RunRecord]:
         rows = await self._writer.submit(
             partial(
@@ -266,6 +267,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteLanes, SQLiteStats, SQLiteRetention, S
                 lease=lease,
                 default_timeout=default_timeout,
                 agent_id=agent_id,
+                full=tuple(full),
             ),
             one_statement=True,
         )
