@@ -41,16 +41,18 @@ from hookwise.server.store.rows import RUN_COLUMNS
 from hookwise.server.store.sqlite import SQLiteStore
 from hookwise.server.store.sqlite import runtime as sqlite_runtime
 
-#: the claims before session lanes, word for word (hookwise 97677a6)
+#: the claims before session lanes (hookwise 97677a6), with a no-op condition that takes the
+#: list of full mappings today's claim is given
 BEFORE_SQLITE = (
     "UPDATE runs SET state = 'running', started_at = ?, attempts = attempts + 1,"
     " lease_until = ? + COALESCE(timeout_seconds, ?) + ?"
-    " WHERE seq IN (SELECT seq FROM runs WHERE state = 'queued' ORDER BY seq LIMIT ?)"
+    " WHERE seq IN (SELECT seq FROM runs WHERE state = 'queued' AND ? IS NOT NULL"
+    " ORDER BY seq LIMIT ?)"
     f" RETURNING {RUN_COLUMNS}"
 )
 BEFORE_PG = (
     "WITH picked AS MATERIALIZED (SELECT seq FROM runs WHERE state = 'queued'"
-    " ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED)"
+    " AND $5::text[] IS NOT NULL ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED)"
     " UPDATE runs SET state = 'running', started_at = $1::float8, attempts = attempts + 1,"
     " lease_until = $1::float8 + COALESCE(timeout_seconds, $2::float8) + $3::float8"
     f" WHERE seq IN (SELECT seq FROM picked) RETURNING {RUN_COLUMNS}"
