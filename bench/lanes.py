@@ -15,7 +15,13 @@ The figure is runs / drain time. With one session, `lanes` is serial by design (
 session at a time) while `before` ran the whole session at once; with 1,000 sessions the two
 claim the same runs and the difference is the cost of the rule itself (target: within 10%).
 The model is not called (a run's work is its store traffic), so the figures bound the store's
-share of a run. Figures are printed, never asserted; the last line is `BENCH_JSON {...}`.
+share of a run.
+
+`--claims` measures the claim statement alone instead: on a store holding `--runs` queued runs
+over 1,000 sessions, the median time of one claim of `--slots` runs (60 claims, each rolled
+back), before and with lanes, on PostgreSQL (the drain's figures there swing with the machine's
+load more than the claim's cost). Figures are printed, never asserted; the last line is
+`BENCH_JSON {...}`.
 """
 
 from __future__ import annotations
@@ -145,18 +151,53 @@ async def _measure(make: Any, runs: int, sessions: int, slots: int) -> float:
     return runs / seconds
 
 
+async def _claim_times(url: str, runs: int, slots: int) -> dict[str, float]:
+    """Median ms of one claim of `slots` runs, before and with lanes (each rolled back)."""
+    import statistics
+
+    import asyncpg
+
+    store = PostgresStore(url, pool_size=2)
+    await store.open()
+    try:
+        await _fill(store, runs, 1000)
+    finally:
+        await store.close()
+    conn = await asyncpg.connect(url)
+    times: dict[str, list[float]] = {"before": [], "lanes": []}
+    try:
+        for label, sql in (("before", BEFORE_PG), ("lanes", pg_runtime.CLAIM_ANY)) * 2:
+            for _ in range(30):
+                tr = conn.transaction()
+                await tr.start()
+                began = time.perf_counter()
+                await conn.fetch(sql, 1.0, 600.0, 60.0, slots, [])
+                times[label].append((time.perf_counter() - began) * 1000)
+                await tr.rollback()
+    finally:
+        await conn.close()
+    return {label: round(statistics.median(v), 3) for label, v in times.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3000)
     parser.add_argument("--sessions", default="1,10,1000")
     parser.add_argument("--slots", type=int, default=32)
     parser.add_argument("--store", default="sqlite")
+    parser.add_argument("--claims", action="store_true", help="time the claim alone (PostgreSQL)")
     args = parser.parse_args()
     postgres = args.store != "sqlite"
     server = DEFAULT_PG_URL if args.store == "postgresql" else args.store
     if postgres and not is_postgres(server):
         print(f"unknown --store {args.store!r}", file=sys.stderr)
         return 2
+    if args.claims:
+        with fresh_database(server if postgres else DEFAULT_PG_URL) as url:
+            ms = asyncio.run(_claim_times(url, args.runs, args.slots))
+        print(f"one claim of {args.slots} among {args.runs} queued runs: {ms} ms (median)")
+        print("BENCH_JSON " + json.dumps({"claim_ms": ms, "runs": args.runs, "slots": args.slots}))
+        return 0
     results: list[dict[str, Any]] = []
     print(f"{'sessions':>8}  {'claim':<7} {'runs/s':>9}")
     for sessions in (int(s) for s in args.sessions.split(",")):
