@@ -23,6 +23,7 @@ from litestar.types import Receive, Scope, Send
 
 from . import metrics
 from .admin.api import AdminController
+from .admin.lanes import LanesController
 from .admin.openapi import assets_router, openapi_config
 from .admin.operate import metrics_handler, readyz
 from .admin.recover import RecoverController
@@ -71,6 +72,7 @@ def create_app(gateway: Gateway) -> Litestar:
         readyz,
         AdminController,
         RecoverController,
+        LanesController,
         ReplayController,
         console_router(),
         assets_router(),

@@ -18,7 +18,7 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -296,6 +296,7 @@ def render(
     queues: Mapping[str, tuple[int, float | None]],
     running: Mapping[str, tuple[int, float | None]] | None = None,
     pending_events: Mapping[str, int] | None = None,
+    lanes: Sequence[tuple[str, str, int, float | None]] = (),
 ) -> bytes:
     """The scrape's body: every process's metrics plus the gauges read from the store: `queues`
     (name -> (depth, age in seconds of the oldest item or None)), `running` (agent -> (running
@@ -303,9 +304,15 @@ def render(
     waiting for a heartbeat). Their labels are bounded by the configuration: agents and their
     main sessions. Then `hookwise_build_info` and the standard `process_*` series of the process
     that answers the scrape (with `--workers N`, one of the workers: CPU, memory, open files and
-    start time are per process)."""
+    start time are per process).
+
+    `lanes` (agent, lane, depth, age of the oldest) adds the same two gauges per lane, labelled
+    `{agent, lane}` beside the `{queue}` ones: runs queued or held per agent and mapping (`lane`
+    is the mapping id, `direct` for `/hooks/agent`), bounded by the configuration (the caller
+    folds lanes of mappings no longer loaded into `other`)."""
     from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
     from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.samples import Sample
 
     assert _metrics is not None
     if _metrics.multiprocess:
@@ -329,6 +336,10 @@ def render(
         count, age = queues.get(name, (0, None))
         depth.add_metric([name], count)
         oldest.add_metric([name], age or 0.0)
+    for agent, lane, count, age in lanes:
+        labels = {"agent": agent, "lane": lane}
+        depth.samples.append(Sample("hookwise_queue_depth", labels, count))
+        oldest.samples.append(Sample("hookwise_queue_oldest_seconds", labels, age or 0.0))
     families = [depth, oldest]
     if running is not None:
         runs = GaugeMetricFamily(

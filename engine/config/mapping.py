@@ -256,6 +256,12 @@ class MappingConfig:
     # Per-route limits (`hookwise.engine.config.limits`): shared by every rule on the rule's path.
     rate_limit: RateLimitConfig | None = None
     max_in_flight: int | None = attrs.field(default=None, validator=positive)
+    # Held from the start (a deploy): requests are answered and stored, their runs and wakes
+    # held until `hookwise resume mapping <id>` (see hookwise.server.store.lanes).
+    paused: bool = False
+    # Runs of this mapping executing at once per gateway process (besides the agent's own
+    # `maxConcurrentRuns`), so that one noisy source cannot take every slot of its agent.
+    max_concurrent_runs: int | None = attrs.field(default=None, validator=positive)
 
     @property
     def limits(self) -> RouteLimitsConfig:

@@ -76,12 +76,31 @@ async def in_flight(gateway: Gateway, now: float) -> InFlight:
     return InFlight(running, found.pending_events)
 
 
+async def lane_gauges(gateway: Gateway) -> list[tuple[str, str, int, float | None]]:
+    """Each configured lane's depth (runs queued or held) and oldest age; lanes of mappings no
+    longer loaded are summed into `other`, so the series stay bounded by the configuration."""
+    from .lanes import queues
+
+    found: dict[tuple[str, str], tuple[int, float | None]] = {}
+    configured = {r.id for r in gateway.rules.rules} if gateway.rules is not None else set()
+    for lane in (await queues(gateway)).lanes:
+        name = "direct" if lane.mapping is None else lane.mapping
+        if lane.mapping is not None and lane.mapping not in configured:
+            name = "other"
+        count, age = found.get((lane.agent, name), (0, None))
+        ages = [a for a in (age, lane.oldest_seconds) if a is not None]
+        found[(lane.agent, name)] = (count + lane.queued + lane.held, max(ages, default=None))
+    return [(agent, name, n, age) for (agent, name), (n, age) in sorted(found.items())]
+
+
 async def _scrape(request: Request) -> Response[bytes]:
     gateway = request.app.state.gateway
     now = time.time()
     queues = await gateway.store.queue_stats(now=now)
     now_running = await in_flight(gateway, now)
-    body = metrics.render(queues, now_running.running, now_running.pending_events)
+    body = metrics.render(
+        queues, now_running.running, now_running.pending_events, await lane_gauges(gateway)
+    )
     return Response(body, media_type=metrics.CONTENT_TYPE)
 
 

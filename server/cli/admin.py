@@ -307,7 +307,9 @@ def add_cli(subparsers: Any) -> None:
     runs = subparsers.add_parser("runs", help="agent runs of a running gateway")
     sub = runs.add_subparsers(dest="runs_command", metavar="COMMAND", required=True)
     p = _list_parser(sub, "list runs")
-    p.add_argument("--state", choices=["queued", "running", "succeeded", "failed", "timed_out"])
+    p.add_argument(
+        "--state", choices=["queued", "held", "running", "succeeded", "failed", "timed_out"]
+    )
     for name in ("rule", "session", "channel"):
         p.add_argument(f"--{name}")
     p.set_defaults(

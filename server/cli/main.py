@@ -242,6 +242,9 @@ def _add_optional_commands(sub: Any) -> None:
         pass
     else:
         add_admin(sub)
+    from .lanes import add_cli as add_lanes
+
+    add_lanes(sub)
     try:
         from ..gmail.cli import add_cli as add_gmail
     except ImportError:

@@ -63,6 +63,7 @@ from .door import (
     safe_next,
 )
 from .headers import secure_headers
+from .queues import pause_page, queues_page, resume_page
 
 # -------------------------------------------------------------------------------- overview
 
@@ -444,6 +445,9 @@ def console_router() -> Router:
             session_page,
             rules_page,
             rules_test,
+            queues_page,
+            pause_page,
+            resume_page,
             static,
         ],
         before_request=check_request,

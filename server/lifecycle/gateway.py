@@ -219,9 +219,35 @@ class Gateway:
             shared=self.shared,
         )
         self.dispatcher.subscribe(self.runtime.on_accepted)
+        from ..runtime.lanes import Lanes
+
+        #: pausing and resuming mappings, hook paths and agents (admin API, CLI, console, config)
+        self.lanes = Lanes(
+            self.store,
+            rules=lambda: self.rules,
+            main_sessions={a.id: a.main_session for a in self.runtime.roster.agents},
+            on_released=self.runtime.released,
+        )
+        self._caps_of: tuple[RuleSet, dict[str, int]] | None = None
+        self.runtime.mapping_caps = self._mapping_caps
         self.runtime.rule_tools = lambda rule_id: (
             self.rules.tools_of(rule_id) if self.rules is not None else ()
         )
+
+    def _mapping_caps(self) -> dict[str, int]:
+        """Each loaded mapping's `maxConcurrentRuns` (worked out once per set of rules)."""
+        rules = self.rules
+        if rules is None:
+            return {}
+        cached = self._caps_of
+        if cached is None or cached[0] is not rules:
+            caps = {
+                r.id: r.config.max_concurrent_runs
+                for r in rules.rules
+                if r.config.max_concurrent_runs is not None
+            }
+            cached = self._caps_of = (rules, caps)
+        return cached[1]
 
     @property
     def admin_token(self) -> str | None:
@@ -245,6 +271,10 @@ class Gateway:
             if rules is None:
                 return False
             self._swap_rules(rules)
+            try:
+                await self.lanes.follow_config(rules)
+            except Exception:
+                log.exception("reload: applying the mappings' `paused` failed")
             return True
 
     def reload_in_background(self) -> None:
@@ -345,6 +375,7 @@ class Gateway:
         self._tasks.append(
             asyncio.create_task(self._prune_payloads_forever(), name="hookwise-prune-payloads")
         )
+        await self.lanes.follow_config(self.rules)
         await self.runtime.start()
         self._start_mail_watcher()
         try:

@@ -59,6 +59,7 @@ class Runtime:
         self.leader = False
         self._tasks: list[asyncio.Task[None]] = []
         self._signalling: set[str] = set()
+        self._started = False
         self._signal_again: set[str] = set()
         defaults = config.agents.defaults
         delivery = config.delivery
@@ -79,6 +80,8 @@ class Runtime:
         self.tool_host = ToolHost(config.tools, base_dir=Path(base_dir or os.getcwd()))
         #: a mapping's tool grant by rule id (the gateway points it at its live rules)
         self.rule_tools: Callable[[str], Sequence[str]] = lambda rule_id: ()
+        #: each mapping's `maxConcurrentRuns` by rule id (the gateway points it at its rules)
+        self.mapping_caps: Callable[[], Mapping[str, int]] = dict
         several = len(self.roster.agents) > 1
         keep_payloads = config.hooks.retain_payloads is not None
         #: each agent's heartbeat and run lane, by agent id
@@ -124,6 +127,7 @@ class Runtime:
                     keep_payloads=keep_payloads,
                 ),
                 alone=not shared,
+                mapping_caps=lambda: self.mapping_caps(),
             )
         self._topics = {
             a.id: "heartbeat" if a.default else f"heartbeat_{i}"
@@ -191,6 +195,18 @@ class Runtime:
             agent = self.roster.by_main_session.get(session, self.roster.default)
             self.request_heartbeat("wake", agent.id)
 
+    def released(self) -> None:
+        """Held work was released (a pause lifted): every lane claims, in every process, and
+        every agent's heartbeat takes the wakes that were held. (Before `start`, nothing to
+        tell: the lanes claim as they start.)"""
+        if not self._started:
+            return
+        self._notify_lanes()
+        if self.shared:
+            self._signal("runs")
+        for agent in self.roster.agents:
+            self.request_heartbeat("resume", agent.id)
+
     def requeued(self, kind: str) -> None:
         """Failed work went back to the queue (an admin retry): `run` or `delivery`."""
         if kind == "run":
@@ -201,6 +217,7 @@ class Runtime:
             self.deliveries.notify()
 
     async def start(self) -> None:
+        self._started = True
         now = time.time()
         route = self._config.session.last_route
         if route is not None:

@@ -2,7 +2,10 @@
 
 Each agent has its own pool (its run lane: `maxConcurrentRuns` slots that claim only its runs),
 so a flood of hooks for one agent never holds another's slots. A run is one turn in its own session (`sessionKey`); earlier turns of the same session are its
-history. The hook's message reaches the model wrapped as external, untrusted content unless the
+history. Runs of one session are serial (its session lane): the store's claim takes a run only
+while no run of its session runs and none older waits, so each run reads the turns its
+predecessors wrote, and a session's waiting runs never hold a slot. When a run's ending is
+committed, the lane claims again at once (its session's next run may be waiting). The hook's message reaches the model wrapped as external, untrusted content unless the
 mapping allowed unsafe content. A run is bounded by its `timeoutSeconds` (default
 `agents.defaults.timeoutSeconds`) and ends `succeeded`, `failed` or `timed_out`. Its ending is
 one commit: the run's state, its transcript turns, the summary event for the main session, and
@@ -28,7 +31,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 
 from ...engine.config.agents import DEFAULT_MAIN_SESSION
 from ..ids import new_id
@@ -77,7 +81,12 @@ class RunWorkers:
         system_prompt: str | None = None,
         tools_for: Callable[[RunRecord], RunTools | None] = lambda run: None,
         alone: bool = True,
+        mapping_caps: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
+        #: each mapping's `maxConcurrentRuns` (rule id -> cap), read at every claim (reloads)
+        self._mapping_caps = mapping_caps
+        #: runs executing here, per mapping (rule id)
+        self._by_rule: Counter[str] = Counter()
         #: the tools a run may use (its grant, the host, where calls are recorded)
         self._tools_for = tools_for
         #: this process is the only one using the store (see `Store.release_runs`)
@@ -134,6 +143,8 @@ class RunWorkers:
             while True:
                 await self._slots.any_free()
                 grant = self._slots.grant()
+                caps = self._mapping_caps()
+                full = tuple(r for r, cap in caps.items() if self._by_rule[r] >= cap)
                 try:
                     runs = await self._store.claim_runs(
                         # sized when the claim executes: every slot free by then (see slots)
@@ -142,19 +153,48 @@ class RunWorkers:
                         lease=self._lease_grace,
                         default_timeout=self._default_timeout,
                         agent_id=self.agent_id,
+                        full=full,
                     )
                 except Exception as e:
                     log.error("claiming runs failed: %s: %s", type(e).__name__, e)
                     self._slots.give(grant.taken or 0)
                     await self._release_lost()
                     break
+                runs = await self._within_caps(runs, caps)
                 self._slots.give((grant.taken or 0) - len(runs))
                 if not runs:
                     break
                 for run in runs:
+                    if run.rule_id is not None:
+                        self._by_rule[run.rule_id] += 1
                     self._active[run.run_id] = asyncio.create_task(
                         self._execute(run), name=f"hookwise-run-{run.run_id}"
                     )
+
+    async def _within_caps(self, runs: list[RunRecord], caps: Mapping[str, int]) -> list[RunRecord]:
+        """`runs` without those past their mapping's `maxConcurrentRuns` here (one claim may
+        take several runs of a mapping with room for fewer): those go back to the queue, at
+        their place and without using up an attempt."""
+        if not caps:
+            return runs
+        taken: Counter[str] = Counter()
+        keep, back = [], []
+        for run in runs:
+            cap = caps.get(run.rule_id) if run.rule_id is not None else None
+            if cap is not None and run.rule_id is not None:
+                taken[run.rule_id] += 1
+                if self._by_rule[run.rule_id] + taken[run.rule_id] > cap:
+                    back.append(run.run_id)
+                    continue
+            keep.append(run)
+        if back:
+            try:
+                await self._store.requeue_runs(back)
+            except Exception as e:  # they come back when their lease expires
+                log.error(
+                    "putting back %d run(s) over their mapping's cap failed: %s", len(back), e
+                )
+        return keep
 
     async def _release_lost(self) -> None:
         """After a failed claim (committed or not): put back the runs it may have taken, once
@@ -220,6 +260,8 @@ class RunWorkers:
             self._slots.give()
             released = True
             await self._finish(run, outcome)
+            # the run's session is free: its next run may be claimed now (session lanes)
+            self._wakeup.set()
             self.completed += 1
             report.run_ended(run, outcome)
             report.delivery_planned(outcome.delivery)
@@ -235,6 +277,10 @@ class RunWorkers:
             if not released:
                 self._slots.give()
             self._active.pop(run.run_id, None)
+            if run.rule_id is not None and self._by_rule[run.rule_id] > 0:
+                self._by_rule[run.rule_id] -= 1
+                if self._mapping_caps().get(run.rule_id) is not None:
+                    self._wakeup.set()  # a full mapping has room again
 
     async def _call_model(self, run: RunRecord) -> RunOutcome:
         timeout = run.timeout_seconds or self._default_timeout

@@ -21,6 +21,7 @@ import attrs
 
 from ...engine.names import DEFAULT_AGENT_ID
 from ..ids import new_id
+from .lanes import LaneStat, Pause
 from .records import (
     AttemptRecord,
     DeliveryRecord,
@@ -263,8 +264,10 @@ class Store(Protocol):
         lease: float = 60.0,
         default_timeout: float = 600.0,
         agent_id: str | None = None,
+        full: tuple[str, ...] = (),
     ) -> list[RunRecord]:
-        """Queued runs (of `agent_id` only, when given) -> running, oldest first: at most
+        """Queued runs (of `agent_id` only, when given; none made by the mappings `full` names,
+        whose lanes are at their `maxConcurrentRuns`) -> running, oldest first: at most
         `limit`, or, when `limit` is a function, at most what it returns when the claim executes
         (called exactly once, possibly on another thread, unless the claim failed before)."""
         ...
@@ -358,6 +361,25 @@ class Store(Protocol):
 
     async def in_flight(self, *, now: float, sessions: Sequence[str]) -> InFlight:
         """Running runs per agent and pending events of each of `sessions`."""
+        ...
+
+    # lanes and pauses (hookwise.server.store.lanes)
+    async def pause(self, p: Pause) -> int:
+        """Record a pause (replacing one of the same mapping or agent) and hold the queued runs
+        it covers; how many were held."""
+        ...
+
+    async def resume(self, kind: str, name: str) -> int | None:
+        """Lift a pause and send the runs it held back to the queue, in order; how many went
+        back (None: it was not paused)."""
+        ...
+
+    async def pauses(self) -> list[Pause]:
+        """Every pause in force, oldest first."""
+        ...
+
+    async def lanes(self) -> list[LaneStat]:
+        """Each lane (agent, mapping) with runs queued or held."""
         ...
 
     async def readiness(self) -> list[str]:

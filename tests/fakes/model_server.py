@@ -167,6 +167,8 @@ class ModelServer:
         #: requests being answered now, and the most there ever were at once
         self.in_flight = 0
         self.peak_in_flight = 0
+        #: each answered API request: when it came in and went out (monotonic) and its body
+        self.spans: list[tuple[float, float, Any]] = []
         self._queue: deque[Action] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -255,6 +257,7 @@ class ModelServer:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.spans.clear()
             self.peak_in_flight = self.in_flight
 
     @property
@@ -313,10 +316,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.fake._record(RecordedRequest("POST", self.path, headers, body))
         if self.path in _APIS:
             self.fake._entered(1)
+            began = time.monotonic()
             try:
                 self._serve(_APIS[self.path], headers, raw)
             finally:
                 self.fake._entered(-1)
+                with self.fake._lock:
+                    self.fake.spans.append((began, time.monotonic(), body))
         else:
             self._send(
                 404,

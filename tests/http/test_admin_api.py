@@ -95,7 +95,14 @@ def test_the_openapi_schema_and_its_page_are_served_without_auth(gw: GatewayProc
     run = spec["components"]["schemas"]["Run"]["properties"]
     assert run["createdAt"]["type"] == "string" and "runId" in run and "requestId" in run
     [state] = [p for p in spec["paths"]["/api/runs"]["get"]["parameters"] if p["name"] == "state"]
-    assert state["schema"]["enum"] == ["queued", "running", "succeeded", "failed", "timed_out"]
+    assert state["schema"]["enum"] == [
+        "queued",
+        "held",
+        "running",
+        "succeeded",
+        "failed",
+        "timed_out",
+    ]
     assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     page = gw.client.get("/schema")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
@@ -228,7 +235,7 @@ def test_a_bad_state_names_the_parameter_and_the_allowed_values(gw: GatewayProce
     body = refused(gw, "/api/runs", state="bogus")
     assert body == {
         "ok": False,
-        "error": "state must be one of: queued, running, succeeded, failed, timed_out",
+        "error": "state must be one of: queued, held, running, succeeded, failed, timed_out",
         "code": "invalid_query",
         "field": "state",
     }

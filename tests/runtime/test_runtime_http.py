@@ -32,9 +32,10 @@ def config(model_server: ModelServer | None = None, **defaults: Any) -> dict[str
     return cfg
 
 
-def run_state(gw: GatewayProcess, run_id: str, *states: str) -> dict:
+def run_state(gw: GatewayProcess, run_id: str, *states: str, timeout: float = 15.0) -> dict:
     return eventually(
         lambda: (r := gw.admin(f"/api/runs/{run_id}")["run"])["state"] in states and r,
+        timeout=timeout,
         what=f"run {run_id} to reach {states}",
     )
 

@@ -46,12 +46,14 @@ def new_run(
     run_id: str | None = None,
     *,
     timeout: float | None = None,
-    session_key: str = "hook:test",
+    session_key: str | None = None,
     agent_id: str = "main",
 ) -> NewRun:
+    """A queued run; each in a session of its own unless `session_key` names one (runs of one
+    session are claimed one at a time, in order)."""
     return NewRun(
         run_id=run_id or unique("run"),
-        session_key=session_key,
+        session_key=session_key or unique("hook:test"),
         name="Test",
         message="do it",
         rule_id="rule-1",

@@ -60,7 +60,7 @@ def test_accept_writes_events_and_the_log_line(backend: Backend) -> None:
 
 def test_accept_records_runs_queued_with_every_field(backend: Backend) -> None:
     async def body(store: Any) -> None:
-        run = new_run(timeout=30.0)
+        run = new_run(timeout=30.0, session_key="hook:test")
         await store.accept(accept_op(runs=(run,)))
         got = await store.get_run(run.run_id)
         assert got == RunRecord(

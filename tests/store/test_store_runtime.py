@@ -49,6 +49,92 @@ def test_claim_runs_takes_the_oldest_queued_runs_up_to_the_limit(backend: Backen
     backend.run(body)
 
 
+# --- session lanes --------------------------------------------------------------------------------
+
+
+async def _session_runs(store: Any, sessions: list[str], *, now: float = NOW) -> list[str]:
+    """One run per entry of `sessions` (its session key), accepted in that order; their ids."""
+    runs = tuple(new_run(session_key=key) for key in sessions)
+    await store.accept(accept_op(runs=runs, now=now))
+    return [r.run_id for r in runs]
+
+
+def test_a_claim_takes_one_run_per_session_the_oldest(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        a1, b1, a2, c1, b2 = await _session_runs(store, ["a", "b", "a", "c", "b"])
+        claimed = await store.claim_runs(limit=10, now=NOW + 1)
+        assert [r.run_id for r in claimed] == [a1, b1, c1]
+        assert await store.claim_runs(limit=10, now=NOW + 2) == []
+        await store.finish_run(RunOutcome(run_id=b1, state="succeeded", finished_at=NOW + 3))
+        assert [r.run_id for r in await store.claim_runs(limit=10, now=NOW + 4)] == [b2]
+        await store.finish_run(RunOutcome(run_id=a1, state="failed", finished_at=NOW + 5))
+        assert [r.run_id for r in await store.claim_runs(limit=10, now=NOW + 6)] == [a2]
+
+    backend.run(body)
+
+
+def test_a_session_waiting_takes_no_slot_from_another(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        busy = await _session_runs(store, ["busy"] * 5)
+        other = await _session_runs(store, ["other"])
+        first = await store.claim_runs(limit=1, now=NOW + 1)
+        assert [r.run_id for r in first] == busy[:1]
+        # the four waiting runs of "busy" are older, yet the next slot goes to "other"
+        assert [r.run_id for r in await store.claim_runs(limit=1, now=NOW + 2)] == other
+
+    backend.run(body)
+
+
+def test_a_run_put_back_keeps_its_session_and_its_place(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        first, second = await _session_runs(store, ["s", "s"])
+        await store.claim_runs(limit=5, now=NOW)
+        await store.requeue_runs([first])  # a process stopped during the run
+        assert [r.run_id for r in await store.claim_runs(limit=5, now=NOW + 1)] == [first]
+        # a dead process's lease expires: its run comes back first, the session still serial
+        assert await store.recover_runs(max_attempts=5, now=NOW + 10_000) == (1, 0)
+        assert [r.run_id for r in await store.claim_runs(limit=5, now=NOW + 10_001)] == [first]
+        assert await store.claim_runs(limit=5, now=NOW + 10_002) == []
+        await store.finish_run(RunOutcome(run_id=first, state="succeeded", finished_at=NOW + 1))
+        assert [r.run_id for r in await store.claim_runs(limit=5, now=NOW + 10_003)] == [second]
+
+    backend.run(body)
+
+
+def test_two_stores_never_run_two_runs_of_one_session_at_once(backend: Backend) -> None:
+    async def body(one: Any, two: Any) -> None:
+        sessions = [f"s{i % 7}" for i in range(70)]
+        ids = await _session_runs(one, sessions)
+        order = {run_id: n for n, run_id in enumerate(ids)}
+        started: dict[str, list[str]] = {}
+        running: dict[str, str] = {}
+
+        async def lane(store: Any) -> None:
+            t = NOW
+            while True:
+                t += 1
+                claimed = await store.claim_runs(limit=3, now=t)
+                for run in claimed:
+                    assert run.session_key not in running, (run.session_key, running)
+                    running[run.session_key] = run.run_id
+                    started.setdefault(run.session_key, []).append(run.run_id)
+                await asyncio.sleep(0)
+                for run in claimed:
+                    await store.finish_run(
+                        RunOutcome(run_id=run.run_id, state="succeeded", finished_at=t)
+                    )
+                    del running[run.session_key]
+                if not claimed and not await store.has_queued_runs():
+                    return
+
+        await asyncio.gather(lane(one), lane(two))
+        assert sum(len(v) for v in started.values()) == 70
+        for runs in started.values():
+            assert runs == sorted(runs, key=order.__getitem__)
+
+    backend.run(body, instances=2)
+
+
 def test_a_claim_limited_by_a_function_takes_what_it_returns_when_the_claim_runs(
     backend: Backend,
 ) -> None:

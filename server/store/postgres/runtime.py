@@ -13,6 +13,7 @@ import json
 import asyncpg
 
 from ..base import Limit, resolve_limit
+from ..lanes import run_paused
 from ..records import HeartbeatOutcome, NewDelivery, NewTurn, Route, RunOutcome
 from ..rows import (
     DELIVERY_COLUMNS,
@@ -66,10 +67,34 @@ async def recover_runs(
     return len(requeued), len(failed)
 
 
+#: a queued run `q` may start only when its session has no run `running` and no older run still
+#: waiting (`queued` or `held`): one run of a session at a time, in acceptance order. Each
+#: check is a seek in the partial index `runs_lane` (session_key, state, seq) of active runs.
+#: Between processes: a run another claim holds (locked, not committed) is still `queued` in
+#: this statement's snapshot, so it blocks its session's later runs here; one committed
+#: meanwhile fails the re-check of `state = 'queued'`. The checks are scalar subqueries with
+#: `LIMIT 1`, not `NOT EXISTS`: PostgreSQL turns `NOT EXISTS` into an anti-join, which on small
+#: or fresh tables it ran as a scan of every active run per candidate; a subplan is run per
+#: candidate row, as the seek it is meant to be, and the walk stops at the claim's limit.
+SESSION_FREE = (
+    " AND (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
+    " AND r.state = 'running' LIMIT 1) IS NULL"
+    " AND (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
+    " AND r.state IN ('queued', 'held') AND r.seq < q.seq LIMIT 1) IS NULL"
+)
+
+
 def _claim_sql(which: str) -> str:
+    # the queued runs walked oldest first in a fenced subquery (`OFFSET 0`): the session and
+    # pause checks run on the rows the walk reaches, up to the limit, never on every queued
+    # run (with stale statistics the planner otherwise filtered them all, then sorted)
     return (
-        f"WITH picked AS MATERIALIZED (SELECT seq FROM runs WHERE {which}"
-        " ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED)"
+        "WITH picked AS MATERIALIZED (SELECT q.seq FROM"
+        f" (SELECT seq, session_key, agent_id, rule_id FROM runs WHERE {which}"
+        " ORDER BY seq OFFSET 0) q"
+        f" WHERE TRUE{SESSION_FREE} AND NOT {run_paused('q')}"
+        " AND (q.rule_id IS NULL OR NOT (q.rule_id = ANY($5::text[])))"
+        " LIMIT $4 FOR UPDATE SKIP LOCKED)"
         " UPDATE runs SET state = 'running', started_at = $1::float8, attempts = attempts + 1,"
         " lease_until = $1::float8 + COALESCE(timeout_seconds, $2::float8) + $3::float8"
         f" WHERE seq IN (SELECT seq FROM picked) RETURNING {RUN_COLUMNS}"
@@ -78,7 +103,7 @@ def _claim_sql(which: str) -> str:
 
 #: an agent's lane: served by `runs_agent` (agent_id, state, seq). A condition that also allows
 #: "any agent" (`$5 IS NULL OR agent_id = $5`) cannot use that index in a generic plan.
-CLAIM_AGENT = _claim_sql("agent_id = $5 AND state = 'queued'")
+CLAIM_AGENT = _claim_sql("agent_id = $6 AND state = 'queued'")
 CLAIM_ANY = _claim_sql("state = 'queued'")
 
 
@@ -89,8 +114,11 @@ async def claim_runs(
     lease: float,
     default_timeout: float,
     agent_id: str | None = None,
+    full: tuple[str, ...] = (),
 ) -> list[asyncpg.Record]:
-    """Queued runs -> `running`, oldest first, each leased for its timeout plus `lease` seconds.
+    """Queued runs -> `running`, oldest first, each leased for its timeout plus `lease` seconds;
+    at most one per session, and only a session's oldest waiting run while none of it runs
+    (`SESSION_FREE`).
 
     Rows another transaction has locked (claimed by another process, not yet committed) are
     skipped, never waited for; a row claimed and committed meanwhile fails the re-check.
@@ -99,8 +127,8 @@ async def claim_runs(
     if limit <= 0:
         return []
     if agent_id is None:
-        return await conn.fetch(CLAIM_ANY, now, default_timeout, lease, limit)
-    return await conn.fetch(CLAIM_AGENT, now, default_timeout, lease, limit, agent_id)
+        return await conn.fetch(CLAIM_ANY, now, default_timeout, lease, limit, list(full))
+    return await conn.fetch(CLAIM_AGENT, now, default_timeout, lease, limit, list(full), agent_id)
 
 
 # A run's ending in one statement: its state, its transcript turns (column arrays), the summary

@@ -32,12 +32,14 @@ from ..base import (
     RunRecord,
 )
 from ..bounded import WriterProbe
+from ..lanes import event_paused
 from ..records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
 from ..retention import LOGOUTS_KEPT
 from ..rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from . import runtime as rt
 from .accept import AcceptLane, insert_log
 from .admin import PostgresAdminReads
+from .lanes import PostgresLanes
 from .migrate import migrate, quote_ident
 from .retention import PostgresRetention
 from .signals import Leadership, Notifier
@@ -61,7 +63,9 @@ async def _no_session_state(_conn: asyncpg.Connection) -> None:
     own), so asyncpg's default reset would cost a round trip per use for nothing."""
 
 
-class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention, PostgresToolCalls):
+class PostgresStore(
+    PostgresAdminReads, PostgresLanes, PostgresStats, PostgresRetention, PostgresToolCalls
+):
     """The `Store` on a PostgreSQL database (optionally in its own `schema`)."""
 
     def __init__(self, url: str, *, schema: str | None = None, pool_size: int = 10) -> None:
@@ -204,9 +208,12 @@ class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention, Postgr
         lease: float = 60.0,
         default_timeout: float = 600.0,
         agent_id: str | None = None,
+        full: tuple[str, ...] = (),
     ) -> list[RunRecord]:
         rows = await self._writer.submit(
-            lambda conn: rt.claim_runs(conn, limit, now, lease, default_timeout, agent_id)
+            lambda conn: rt.claim_runs(
+                conn, limit, now, lease, default_timeout, agent_id, tuple(full)
+            )
         )
         return sorted((run_record(r) for r in rows), key=lambda r: r.seq)
 
@@ -227,7 +234,7 @@ class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention, Postgr
     ) -> list[EventRecord]:
         rows = await self._readers.fetch(
             f"SELECT {EVENT_COLUMNS} FROM events WHERE session = $1 AND consumed_at IS NULL"
-            " AND seq > $3 ORDER BY seq LIMIT $2",
+            f" AND seq > $3 AND NOT {event_paused('events')} ORDER BY seq LIMIT $2",
             session,
             limit,
             after,

@@ -11,6 +11,7 @@ import sqlite3
 from typing import Any
 
 from ..base import Limit, resolve_limit
+from ..lanes import run_paused
 from ..records import (
     HeartbeatOutcome,
     NewDelivery,
@@ -78,11 +79,31 @@ def recover_runs(
     return requeued, failed
 
 
+#: the runs of a session lane: the partial index `runs_lane` holds these rows only, and SQLite
+#: uses it only for a query that repeats its WHERE term as is (migration 0012)
+ACTIVE = "state IN ('queued', 'running', 'held')"
+
+#: a queued run `q` may start only when its session has no run `running` and no older run still
+#: waiting (`queued` or `held`): one run of a session at a time, in acceptance order. Each
+#: check is a seek in `runs_lane` (session_key, state, seq), whatever the session's history.
+SESSION_FREE = (
+    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
+    f" AND r.state = 'running' AND r.{ACTIVE})"
+    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
+    f" AND r.state IN ('queued', 'held') AND r.{ACTIVE} AND r.seq < q.seq)"
+)
+
+
+#: none of the mappings whose lanes are full (a JSON list of rule ids; `[]`: none is)
+NOT_FULL = " AND (q.rule_id IS NULL OR q.rule_id NOT IN (SELECT value FROM json_each(?)))"
+
+
 def _claim_sql(which: str) -> str:
     return (
         "UPDATE runs SET state = 'running', started_at = ?, attempts = attempts + 1,"
         " lease_until = ? + COALESCE(timeout_seconds, ?) + ?"
-        f" WHERE seq IN (SELECT seq FROM runs WHERE {which} ORDER BY seq LIMIT ?)"
+        f" WHERE seq IN (SELECT q.seq FROM runs q WHERE {which}{SESSION_FREE}"
+        f" AND NOT {run_paused('q')}{NOT_FULL} ORDER BY q.seq LIMIT ?)"
         f" RETURNING {RUN_COLUMNS}"
     )
 
@@ -90,8 +111,8 @@ def _claim_sql(which: str) -> str:
 #: an agent's lane: served by `runs_agent` (agent_id, state, seq), in seq order. A condition
 #: that also allows "any agent" (`? IS NULL OR agent_id = ?`) cannot use that index: each claim
 #: then walked every agent's queued runs in seq order until it found its own.
-CLAIM_AGENT = _claim_sql("agent_id = ? AND state = 'queued'")
-CLAIM_ANY = _claim_sql("state = 'queued'")
+CLAIM_AGENT = _claim_sql("q.agent_id = ? AND q.state = 'queued'")
+CLAIM_ANY = _claim_sql("q.state = 'queued'")
 
 
 def claim_runs(
@@ -101,16 +122,19 @@ def claim_runs(
     lease: float,
     default_timeout: float,
     agent_id: str | None = None,
+    full: tuple[str, ...] = (),
 ) -> list[tuple[Any, ...]]:
     """Queued runs (of `agent_id`, when given) -> `running`, oldest first, each leased for its
-    timeout plus `lease` seconds."""
+    timeout plus `lease` seconds; at most one per session, and only a session's oldest waiting
+    run while none of it runs (`SESSION_FREE`)."""
     limit = resolve_limit(limit)
     if limit <= 0:
         return []
     lease_args = (now, now, default_timeout, lease)
+    full_json = json.dumps(list(full))
     if agent_id is None:
-        return cur.execute(CLAIM_ANY, (*lease_args, limit)).fetchall()
-    return cur.execute(CLAIM_AGENT, (*lease_args, agent_id, limit)).fetchall()
+        return cur.execute(CLAIM_ANY, (*lease_args, full_json, limit)).fetchall()
+    return cur.execute(CLAIM_AGENT, (*lease_args, agent_id, full_json, limit)).fetchall()
 
 
 def finish_rows(o: RunOutcome) -> Rows:

@@ -31,6 +31,7 @@ from ..base import (
     RunRecord,
 )
 from ..bounded import WriterProbe
+from ..lanes import event_paused
 from ..records import DeliveryRecord, HeartbeatOutcome, Route, RunOutcome, Turn
 from ..rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from . import runtime as rt
@@ -38,6 +39,7 @@ from . import writes
 from .accept import accept, accept_rows, log_rows
 from .admin import SQLiteAdminReads
 from .connect import BATCH, WriteLock, connect, connect_writer
+from .lanes import SQLiteLanes
 from .retention import SQLiteRetention
 from .stats import SQLiteStats
 from .toolcalls import SQLiteToolCalls
@@ -54,7 +56,7 @@ class StoreInUse(Exception):
     """The SQLite file is used by another hookwise process that does not share it with us."""
 
 
-class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention, SQLiteToolCalls):
+class SQLiteStore(SQLiteAdminReads, SQLiteLanes, SQLiteStats, SQLiteRetention, SQLiteToolCalls):
     """The `Store` on one SQLite file."""
 
     def __init__(
@@ -255,6 +257,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention, SQLiteToolCall
         lease: float = 60.0,
         default_timeout: float = 600.0,
         agent_id: str | None = None,
+        full: tuple[str, ...] = (),
     ) -> list[RunRecord]:
         rows = await self._writer.submit(
             partial(
@@ -264,6 +267,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention, SQLiteToolCall
                 lease=lease,
                 default_timeout=default_timeout,
                 agent_id=agent_id,
+                full=tuple(full),
             ),
             one_statement=True,
         )
@@ -289,7 +293,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention, SQLiteToolCall
         def fn(conn: sqlite3.Connection) -> list[EventRecord]:
             rows = conn.execute(
                 f"SELECT {EVENT_COLUMNS} FROM events WHERE session = ? AND consumed_at IS NULL"
-                " AND seq > ? ORDER BY seq LIMIT ?",
+                f" AND seq > ? AND NOT {event_paused('events')} ORDER BY seq LIMIT ?",
                 (session, after, limit),
             ).fetchall()
             return [event_record(r) for r in rows]

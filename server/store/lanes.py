@@ -1,0 +1,63 @@
+"""Lanes and pauses, as both stores keep them: the records and the SQL both speak.
+
+A lane is where queued runs wait: one per agent and mapping (`rule_id`; none for `/hooks/agent`
+requests). Inside a lane, runs of one session run one at a time, in acceptance order (the claim
+of each store: `SESSION_FREE`). A pause holds the runs of a mapping or of an agent: they are
+written `held` and no claim takes them until the pause is lifted; the agent's wakes (its main
+session's events) and a mapping's wakes stay pending meanwhile. Pauses are rows of `pauses`
+(migration 0012), so they hold in every process and across restarts.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+PauseKind = Literal["mapping", "agent"]
+PAUSE_KINDS: tuple[PauseKind, ...] = ("mapping", "agent")
+#: the column of `runs` a pause of each kind matches
+PAUSED_COLUMN: dict[str, str] = {"mapping": "rule_id", "agent": "agent_id"}
+#: who paused a mapping whose configuration says `paused: true`
+BY_CONFIG = "config"
+
+
+@attrs.frozen
+class Pause:
+    """A mapping or an agent whose runs and wakes are held: who paused it, when and why."""
+
+    kind: PauseKind
+    name: str
+    paused_by: str
+    paused_at: float
+    reason: str | None = None
+    #: an agent's main session (its wakes stay pending); None for a mapping
+    session: str | None = None
+
+
+@attrs.frozen
+class LaneStat:
+    """One lane's queue: runs waiting (`queued`), held, and the age of the oldest of either."""
+
+    agent_id: str
+    rule_id: str | None
+    queued: int
+    held: int
+    oldest_created_at: float | None
+
+
+def run_paused(run: str) -> str:
+    """SQL: a pause holds the run aliased `run` (its agent or its mapping is paused)."""
+    return (
+        f"EXISTS (SELECT 1 FROM pauses p WHERE (p.kind = 'agent' AND p.name = {run}.agent_id)"
+        f" OR (p.kind = 'mapping' AND p.name = {run}.rule_id))"
+    )
+
+
+def event_paused(event: str) -> str:
+    """SQL: a pause holds the event aliased `event` (a wake of a paused mapping, whose source is
+    `hook:<rule id>`, or one for a paused agent's main session)."""
+    return (
+        f"EXISTS (SELECT 1 FROM pauses p WHERE p.session = {event}.session"
+        f" OR (p.kind = 'mapping' AND {event}.source = 'hook:' || p.name))"
+    )

@@ -1,0 +1,71 @@
+"""Pauses and lane queues on PostgreSQL (see `hookwise.server.store.lanes`). A mixin of
+`PostgresStore`: writes through its group-commit writer, reads on its pool."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from ..lanes import PAUSED_COLUMN, LaneStat, Pause, run_paused
+from .parts import PostgresParts
+
+_PAUSE_COLUMNS = "kind, name, paused_by, paused_at, reason, session"
+
+
+async def pause(conn: asyncpg.Connection, p: Pause) -> int:
+    """Record the pause (replacing an earlier one) and hold its queued runs; how many."""
+    await conn.execute(
+        f"INSERT INTO pauses ({_PAUSE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)"
+        " ON CONFLICT (kind, name) DO UPDATE SET paused_by = excluded.paused_by,"
+        " paused_at = excluded.paused_at, reason = excluded.reason, session = excluded.session",
+        p.kind,
+        p.name,
+        p.paused_by,
+        p.paused_at,
+        p.reason,
+        p.session,
+    )
+    held = await conn.fetch(
+        "UPDATE runs SET state = 'held' WHERE state = 'queued'"
+        f" AND {PAUSED_COLUMN[p.kind]} = $1 RETURNING seq",
+        p.name,
+    )
+    return len(held)
+
+
+async def resume(conn: asyncpg.Connection, kind: str, name: str) -> int | None:
+    """Lift the pause and send its held runs back to the queue (those another pause still holds
+    stay held); how many went back, None when it was not paused."""
+    gone = await conn.fetch(
+        "DELETE FROM pauses WHERE kind = $1 AND name = $2 RETURNING 1", kind, name
+    )
+    if not gone:
+        return None
+    released = await conn.fetch(
+        "UPDATE runs SET state = 'queued' WHERE state = 'held'"
+        f" AND {PAUSED_COLUMN[kind]} = $1 AND NOT {run_paused('runs')} RETURNING seq",
+        name,
+    )
+    return len(released)
+
+
+class PostgresLanes(PostgresParts):
+    """Pause, resume, the pauses and each lane's queue."""
+
+    async def pause(self, p: Pause) -> int:
+        return await self.write(lambda conn: pause(conn, p))
+
+    async def resume(self, kind: str, name: str) -> int | None:
+        return await self.write(lambda conn: resume(conn, kind, name))
+
+    async def pauses(self) -> list[Pause]:
+        rows = await self._readers.fetch(f"SELECT {_PAUSE_COLUMNS} FROM pauses ORDER BY paused_at")
+        return [Pause(*row) for row in rows]
+
+    async def lanes(self) -> list[LaneStat]:
+        rows = await self._readers.fetch(
+            "SELECT agent_id, rule_id, count(*) FILTER (WHERE state = 'queued'),"
+            " count(*) FILTER (WHERE state = 'held'), min(created_at)"
+            " FROM runs WHERE state IN ('queued', 'held')"
+            " GROUP BY agent_id, rule_id ORDER BY agent_id, rule_id NULLS FIRST"
+        )
+        return [LaneStat(a, r, int(q), int(h), o) for a, r, q, h, o in rows]
