@@ -256,6 +256,9 @@ class MappingConfig:
     # Per-route limits (`hookwise.engine.config.limits`): shared by every rule on the rule's path.
     rate_limit: RateLimitConfig | None = None
     max_in_flight: int | None = attrs.field(default=None, validator=positive)
+    # What the rule's path answers a request no rule matched (`hookwise.engine.rules.unmatched`):
+    # shared by every rule on the path; unsaid, `acknowledge` behind a signature block.
+    unmatched: Literal["acknowledge", "reject"] | None = None
 
     @property
     def limits(self) -> RouteLimitsConfig:

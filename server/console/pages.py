@@ -35,7 +35,7 @@ from ..admin.models import (
     ToolCall,
 )
 from ..admin.operate import in_flight
-from ..admin.query import DELIVERY_STATES, RUN_STATES
+from ..admin.query import DELIVERY_STATES, RUN_STATES, key_in_path
 from ..admin.recover import RetryFilter, actor, retry_bulk, retry_one
 from ..admin.replay import replay_request
 from ..store.records import Filters
@@ -343,8 +343,9 @@ async def sessions_page(request: Request[Any, Any, Any]) -> Template:
     )
 
 
-@get("/sessions/{key:str}")
+@get("/sessions/{key:path}")
 async def session_page(request: Request[Any, Any, Any], key: str) -> Template:
+    key = key_in_path(request.scope, "/sessions/", key)  # keys hold `/`, `#`, spaces
     store = gateway_of(request).store
     cursor = seq_cursor(request.query_params.get("cursor"))
     turns = await store.admin_list(

@@ -12,7 +12,12 @@ GET handshake (Meta, Dropbox; otherwise 405 as everywhere); with `auth: signatur
 token is not required and a failed signature counts towards the lock-out like a wrong token;
 and, after the body is read, the provider's handshake is answered (recorded in the request log
 with action `handshake`, never dispatched) or the signature checked before any rule is selected.
-A verified request without `Idempotency-Key` uses the provider's delivery id as its key.
+A verified request without `Idempotency-Key` uses the provider's delivery id as its key; the
+request log keeps the provider's event type and delivery id where its scheme names them.
+
+A request no rule matched is refused 404 (`no_rule_matched`, naming each rule's failed condition),
+or, on a path whose `unmatched` is `acknowledge` (the default behind a door), answered `200
+{"ok": true, "ignored": true, "code": "no_rule_matched"}` and logged with action `ignored`.
 """
 
 from __future__ import annotations
@@ -72,6 +77,9 @@ MAX_IDEMPOTENCY_KEY = 256
 _ALLOW = [(b"allow", b"POST")]
 _REPLAYED = [(b"idempotent-replayed", b"true")]
 _CLOSE = [(b"connection", b"close")]
+#: the answer to a request no rule matched on a path that acknowledges them
+_IGNORED = b'{"ok":true,"ignored":true,"code":"no_rule_matched"}'
+MAX_PROVIDER_VALUE = 200
 
 
 _LOCKED_OUT = RequestError(
@@ -94,6 +102,8 @@ class HookSettings:
     policy: ValidationPolicy
     #: keep each authenticated request's body and headers for replay (`hooks.retainPayloads`)
     retain_payloads: bool = False
+    #: a body larger than this is not kept (`hooks.retainPayloads.maxBytes`)
+    retain_max_bytes: int = 262144
 
 
 def _sub_path(scope: Scope, hook_path: str) -> str | None:
@@ -360,6 +370,9 @@ class HookEndpoint:
         if door is not None:  # the door comes before the payload is even parsed
             request = _inbound(sub, {}, headers, scope, body, url=_url(scope, headers))
             request = await self._keys.for_request(door.verifier, request)
+            # what the provider calls this delivery, where a header says it (the ping's)
+            meta.event_type = provider_value(door.verifier.event_type(request))
+            meta.delivery_id = provider_value(door.verifier.delivery_id(request))
             answered = await self._at_door(door, scope, request, meta, send)
             if answered is not None:
                 return answered
@@ -385,13 +398,22 @@ class HookEndpoint:
                 return _inbound(sub, payload, headers, scope, body)
             return attrs.evolve(request, payload=payload)
 
+        if door is not None:  # what the provider calls this delivery, for the request log
+            named = request_of(payload)
+            meta.event_type = meta.event_type or provider_value(door.verifier.event_type(named))
+            meta.delivery_id = meta.delivery_id or provider_value(door.verifier.delivery_id(named))
         resolved = await self.judge(
             sub,
             payload,
             request_of,
             url=lambda: _url(scope, headers),
             verified=door.verifier if door is not None and door.checks_every_request else None,
+            acknowledge=True,
         )
+        if resolved.ignored:
+            self._dispatcher.refused(meta, 200, "no_rule_matched", None, "ignored")
+            log.info("%s: 200 no_rule_matched (acknowledged)", meta.path)
+            return await send_json(send, 200, _IGNORED)
         rule_id = resolved.rule_id
         respond = resolved.respond
         if idem_key is None and resolved.delivery_id is not None:
@@ -466,13 +488,16 @@ class HookEndpoint:
         *,
         url: Callable[[], str] | None = None,
         verified: Verifier | None = None,
+        acknowledge: bool = False,
     ) -> Resolved:
         """The one judgement of an authenticated request, live (`_handle`) or replayed
         (`resolve`): `wake`, `agent`, or the mapped-hook rules for any other name, validated
         against the configured policy (agents, session keys, models, channels); the validated
         actions, or a `RequestError`. `request_of(payload)` builds the engine's view of a mapped
         request; `url` gives the URL for schemes that sign it; `verified` is the door's block
-        already checked."""
+        already checked; `acknowledge` (a live request) lets a path whose `unmatched` is
+        `acknowledge` answer a request no rule matched with `Resolved.ignored` instead of 404 (a
+        replay of it is still refused until a rule matches)."""
         policy = self.settings.policy
         if sub == "wake":
             return Resolved([validate_wake(payload, policy)])
@@ -482,7 +507,13 @@ class HookEndpoint:
         request = request_of(payload)
         rule = rules.select(request) if rules is not None else None
         if rule is None:
-            raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
+            if rules is None:
+                raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
+            if acknowledge and rules.unmatched(sub) == "acknowledge":
+                return Resolved([], ignored=True)
+            why = rules.why_unmatched(request)
+            code = "not_found" if why.startswith("no hook") else "no_rule_matched"
+            raise RequestError(404, code, why)
         signs_url = rule.verifier is not None or rules.door(sub) is not None
         if url is not None and not request.url and signs_url:
             # only schemes that sign the URL read it (Twilio, Square): made when one may
@@ -514,7 +545,10 @@ class HookEndpoint:
     def _retain(
         self, sub: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes, meta: Any
     ) -> None:
-        """Keep the request for replay (`hooks.retainPayloads`): never its token."""
+        """Keep the request for replay (`hooks.retainPayloads`): never its token, never a body
+        over `maxBytes`."""
+        if len(body) > self.settings.retain_max_bytes:
+            return
         self._dispatcher.store.keep_payload(
             StoredPayload(
                 request_id=meta.request_id,
@@ -556,3 +590,13 @@ class Resolved:
     delivery_id: str | None = None
     #: made by a `forEach` fan-out
     batch: bool = False
+    #: no rule matched, and the path acknowledges such requests (`unmatched: acknowledge`)
+    ignored: bool = False
+
+
+def provider_value(value: str | None) -> str | None:
+    """A provider's event type or delivery id as the request log keeps it: printable, bounded."""
+    if value is None:
+        return None
+    text = value.strip()
+    return text[:MAX_PROVIDER_VALUE] if text.isprintable() and text else None

@@ -80,7 +80,7 @@ class Runtime:
         #: a mapping's tool grant by rule id (the gateway points it at its live rules)
         self.rule_tools: Callable[[str], Sequence[str]] = lambda rule_id: ()
         several = len(self.roster.agents) > 1
-        keep_payloads = config.hooks.retain_payloads is not None
+        keep_payloads = config.hooks.payload_retention is not None
         #: each agent's heartbeat and run lane, by agent id
         self.heartbeats: dict[str, Heartbeats] = {}
         self.lanes: dict[str, RunWorkers] = {}

@@ -146,13 +146,40 @@ def test_payloads_are_pruned_after_for(start_gateway) -> None:
     eventually(pruned, timeout=10, what="the payload to be pruned")
 
 
-def test_nothing_is_kept_by_default(start_gateway) -> None:
-    gw = start_gateway(base_config())
+def test_payloads_are_kept_by_default_and_enabled_false_keeps_none(start_gateway) -> None:
+    gw = start_gateway(base_config())  # no retainPayloads: kept, so the first replay works
+    gw.hook("wake", {"text": "kept", "mode": "next-heartbeat"})
+    request_id = eventually(lambda: logged(gw, "/hooks/wake"))["requestId"]
+    r = eventually(
+        lambda: (
+            (
+                a := admin(gw, "POST", f"/api/requests/{request_id}/replay", dryRun="true")
+            ).status_code
+            == 200
+            and a
+        ),
+        what="the payload kept by default",
+    )
+    assert r.json()["actions"][0]["fields"]["text"] == "kept"
+    gw = start_gateway(base_config(retainPayloads={"enabled": False}), name="off")
     gw.hook("wake", {"text": "not kept", "mode": "next-heartbeat"})
     request_id = eventually(lambda: logged(gw, "/hooks/wake"))["requestId"]
     time.sleep(0.3)  # past the next group commit
     r = admin(gw, "POST", f"/api/requests/{request_id}/replay", dryRun="true")
     assert r.status_code == 404 and r.json()["code"] == "payload_not_found"
+
+
+def test_a_body_over_max_bytes_is_not_kept(start_gateway) -> None:
+    gw = start_gateway(base_config(retainPayloads={"maxBytes": 100}))
+    gw.hook("wake", {"text": "small", "mode": "next-heartbeat"})
+    gw.hook("wake", {"text": "large " + "x" * 200, "mode": "next-heartbeat"})
+    items = eventually(lambda: len(i := gw.admin("/api/requests")["items"]) == 2 and i)
+    large, small = items  # newest first
+    time.sleep(0.3)  # past the next group commit
+    r = admin(gw, "POST", f"/api/requests/{large['requestId']}/replay", dryRun="true")
+    assert r.status_code == 404 and r.json()["code"] == "payload_not_found"
+    r = admin(gw, "POST", f"/api/requests/{small['requestId']}/replay", dryRun="true")
+    assert r.status_code == 200, r.text
 
 
 def test_the_cli_replays_a_kept_request(start_gateway) -> None:
