@@ -99,7 +99,7 @@ from .render import (
     TemplateVariables,
 )
 from .rule import ActionKind, CompiledRule, compile_rule
-from .unmatched import Unmatched, path_unmatched, why_unmatched
+from .unmatched import Unmatched, path_unmatched, token_warnings, why_unmatched
 
 __all__ = ["ActionKind", "ActionSpec", "CompiledRule", "Outcome", "RuleSet"]
 
@@ -266,6 +266,7 @@ class RuleSet:
             verify or {}, ((r.id, r.path, r.verifier) for r in rules), base
         )
         issues.extend(door_issues)
+        warnings.extend(token_warnings(doors))
         route_limits, limit_issues = path_limits((r.id, r.path, r.config.limits) for r in rules)
         issues.extend(limit_issues)
         unmatched, unmatched_issues = path_unmatched(

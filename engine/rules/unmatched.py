@@ -6,6 +6,10 @@ key on a rule without `match.path`). Unsaid, a path guarded by a signature block
 acknowledges, because its sender (GitHub, Stripe) sends every event type it was subscribed to and
 treats anything but a 2xx as a failure to retry; any other path rejects, as before.
 
+`token_warnings` warns (at load: `config check`, `rules check`, `serve`) about a signature block of
+a provider that cannot send the hook token and lacks `auth: signature`: its deliveries would all
+be refused `401` unless their URL carries `?token=`.
+
 `why_unmatched` says why a request was not matched, for the refusal's message: which rules exist
 for the path and the condition of each that failed (the console's rule tester says the same),
 never a payload value.
@@ -13,12 +17,17 @@ never a payload value.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from ..errors import ConfigIssue
 from ..request import InboundRequest
+from ..signatures.door import Door
 from .rule import CompiledRule
+
+#: the schemes whose sender is yours to program (it can send `Authorization: Bearer ...`); every
+#: provider's own scheme signs deliveries it cannot add the hook token to (no custom header)
+SENDS_HOOK_TOKEN = frozenset({"hmac", "hmac-sha256"})
 
 Unmatched = Literal["acknowledge", "reject"]
 #: at most this many rules are named in a refusal's message
@@ -71,3 +80,19 @@ def why_unmatched(rules: Sequence[CompiledRule], request: InboundRequest) -> str
         reasons.append(f"and {more} more")
     count = f"{len(candidates)} rule{'s' if len(candidates) != 1 else ''}"
     return f"{count} for {path!r} exist but none matched this request: " + "; ".join(reasons)
+
+
+def token_warnings(doors: Mapping[str, Door]) -> list[str]:
+    """One line per door of a provider that cannot send the hook token, without `auth: signature`."""
+    out = []
+    for path, door in sorted(doors.items()):
+        v = door.verifier
+        if v.signature_auth or v.scheme.name in SENDS_HOOK_TOKEN:
+            continue
+        rule = f" (rule {door.rule_id!r})" if door.rule_id else ""
+        out.append(
+            f"{v.where}{rule}: {v.scheme.name} cannot send the hook token, so every delivery to "
+            f"{{hook_path}}/{path} is refused 401 unless its URL carries ?token=: add "
+            "`auth: signature` to let the valid signature stand in for the token"
+        )
+    return out

@@ -15,7 +15,7 @@ with action `handshake`, never dispatched) or the signature checked before any r
 A verified request without `Idempotency-Key` uses the provider's delivery id as its key; the
 request log keeps the provider's event type and delivery id where its scheme names them.
 
-A request no rule matched is refused 404 (`no_rule_matched`, naming each rule's failed condition),
+A request no rule matched is refused 404 (`not_found`, naming each rule's failed condition),
 or, on a path whose `unmatched` is `acknowledge` (the default behind a door), answered `200
 {"ok": true, "ignored": true, "code": "no_rule_matched"}` and logged with action `ignored`.
 """
@@ -241,7 +241,14 @@ class HookEndpoint:
                 if retry is not None:
                     raise _LockedOut(max(1, round(retry)))
             else:
-                await self._authenticate(headers, scope.get("query_string", b""), client)
+                try:
+                    await self._authenticate(headers, scope.get("query_string", b""), client)
+                except RequestError as e:
+                    if door is not None and e.code == "unauthorized":
+                        raise await self._signed_without_token(
+                            e, door, sub, scope, receive
+                        ) from None
+                    raise
             if not sub:
                 raise RequestError(
                     404, "not_found", "name a hook: {hook_path}/wake, /agent or a mapping"
@@ -313,6 +320,34 @@ class HookEndpoint:
         await self._throttle.record_failure(client)
         log.warning("hook authentication failed from %s", client)
         raise RequestError(401, "unauthorized", presented.problem or "the hook token is not valid")
+
+    async def _signed_without_token(
+        self, refused: RequestError, door: Door, sub: str, scope: HTTPScope, receive: Receive
+    ) -> RequestError:
+        """The 401 of a request without the hook token on a path whose door wants the token
+        too: when it carries the provider's valid signature, the message says so (the block
+        lacks `auth: signature`). Still a failed attempt; nothing of it is kept or dispatched."""
+        if door.verifier.scheme.fetch is not None or scope["method"] != "POST":
+            return refused
+        headers = cast("list[tuple[bytes, bytes]]", scope["headers"])
+        try:
+            body = await read_body(
+                receive,
+                declared=content_length(headers),
+                limit=self.settings.max_body_bytes,
+                timeout=self.settings.body_timeout,
+            )
+            request = _inbound(sub, {}, headers, scope, body, url=_url(scope, headers))
+            door.verifier.verify(request)
+        except (RequestError, SignatureError):
+            return refused
+        where = door.verifier.where
+        return attrs.evolve(
+            refused,
+            message=f"the {door.verifier.name} signature is valid, but this path also requires "
+            f"the hook token: {where} lacks `auth: signature` (add it to let the signature "
+            "stand in for the token, as the provider cannot send one)",
+        )
 
     def _door(self, sub: str) -> Door | None:
         if not sub or sub in BUILT_IN_HOOKS:
@@ -511,9 +546,7 @@ class HookEndpoint:
                 raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
             if acknowledge and rules.unmatched(sub) == "acknowledge":
                 return Resolved([], ignored=True)
-            why = rules.why_unmatched(request)
-            code = "not_found" if why.startswith("no hook") else "no_rule_matched"
-            raise RequestError(404, code, why)
+            raise RequestError(404, "not_found", rules.why_unmatched(request))
         signs_url = rule.verifier is not None or rules.door(sub) is not None
         if url is not None and not request.url and signs_url:
             # only schemes that sign the URL read it (Twilio, Square): made when one may

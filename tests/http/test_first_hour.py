@@ -198,7 +198,7 @@ def test_a_path_without_a_signature_block_refuses_and_says_which_condition_faile
     r = gw.hook("deploys", {"env": "staging"})
     assert r.status_code == 404
     body = r.json()
-    assert body["ok"] is False and body["code"] == "no_rule_matched"
+    assert body["ok"] is False and body["code"] == "not_found"
     assert "'deploys'" in body["error"] and "rule 'deploys'" in body["error"]
     assert "$.env" in body["error"] and "staging" not in body["error"]  # never the payload
     r = gw.hook("nowhere", {"env": "prod"})
@@ -251,9 +251,48 @@ def test_unmatched_reject_on_a_guarded_path_answers_404(
         env={"GITHUB_WEBHOOK_SECRET": GITHUB_SECRET, "STRIPE_WEBHOOK_SECRET": STRIPE_SECRET},
     )
     r, _ = github(gw, "push", {"ref": "refs/heads/main"})
-    assert r.status_code == 404 and r.json()["code"] == "no_rule_matched"
+    assert r.status_code == 404 and r.json()["code"] == "not_found"
     assert "rule 'github-pull-request'" in r.json()["error"]
     # the ping is still a handshake
     assert github(gw, "ping", {"zen": "z"})[0].status_code == 200
     # and the hook token is still not what this path takes
     assert gw.hook("github", {"x": 1}, token=HOOK_TOKEN).status_code == 401
+
+
+def test_a_signature_block_without_auth_signature_is_warned_about_and_its_401_says_why(
+    start_gateway: Callable[..., GatewayProcess],
+) -> None:
+    """The manual's old one-liner: a correctly signed delivery without the hook token is refused,
+    and the refusal says the signature was fine and what the block lacks; `config check` and the
+    start-up warn about the block before any delivery comes."""
+    settings = config()
+    settings["hooks"]["verify"]["github"].pop("auth")
+    env = {"GITHUB_WEBHOOK_SECRET": GITHUB_SECRET, "STRIPE_WEBHOOK_SECRET": STRIPE_SECRET}
+    gw = start_gateway(settings, env=env)
+    r, _ = github(gw, "pull_request", PR)
+    assert r.status_code == 401 and r.json()["code"] == "unauthorized"
+    message = r.json()["error"]
+    assert "github signature is valid" in message and "hooks.verify.github" in message
+    assert "auth: signature" in message
+    # a wrong signature is not called valid
+    r = gw.hook("github", content=b"{}", token=None,
+                headers={"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + "0" * 64})  # fmt: skip
+    assert r.status_code == 401 and "signature is valid" not in r.json()["error"]
+    # with the token as well, the path works as before
+    body = json.dumps(PR).encode()
+    mac = hmac.new(GITHUB_SECRET.encode(), body, hashlib.sha256).hexdigest()
+    r = gw.hook("github", content=body, token=HOOK_TOKEN,
+                headers={"X-GitHub-Event": "pull_request", "X-Hub-Signature-256": "sha256=" + mac})  # fmt: skip
+    assert r.status_code == 202, r.text
+    warning = "hooks.verify.github: github cannot send the hook token"
+    assert warning in gw.stderr()
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "hookwise.server.cli.main", "config", "check", "-c",
+         str(gw.config_path)],
+        capture_output=True, text=True, timeout=120, env={**__import__("os").environ, **env},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"warning: {warning}" in done.stderr and "auth: signature" in done.stderr
