@@ -49,6 +49,7 @@ from .common import (
     form_pairs,
     form_time,
     gateway_of,
+    paths_of,
     render_page,
     rules_of,
     seq_cursor,
@@ -369,7 +370,14 @@ async def session_page(request: Request[Any, Any, Any], key: str) -> Template:
 @get("/rules")
 async def rules_page(request: Request[Any, Any, Any]) -> Template:
     blank = {"path": "", "headers": "", "query": "", "payload": "{}"}
-    return render_page(request, "rules.html", rules=rules_of(request), report=None, form=blank)
+    return render_page(
+        request,
+        "rules.html",
+        rules=rules_of(request),
+        paths=paths_of(request),
+        report=None,
+        form=blank,
+    )
 
 
 @post("/rules/test")
@@ -407,7 +415,13 @@ async def rules_test(request: Request[Any, Any, Any], data: Form) -> Template:
         assert gw.hooks is not None  # rules exist only where hooks are enabled
         report = await explain_with_validation_async(gw.rules, inbound, gw.hooks.settings.policy)
     return render_page(
-        request, "rules.html", rules=rules_of(request), report=report, problems=problems, form=form
+        request,
+        "rules.html",
+        rules=rules_of(request),
+        paths=paths_of(request),
+        report=report,
+        problems=problems,
+        form=form,
     )
 
 

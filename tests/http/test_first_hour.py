@@ -25,6 +25,7 @@ import pytest
 import stripe
 import yaml
 
+from tests.fakes.mcp_server import stdio_command
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, REPO, GatewayProcess, base_config
 from tests.support.wait import eventually
 
@@ -65,7 +66,14 @@ def config() -> dict[str, Any]:
             "textTemplate": "deploy",
         }
     )
-    return base_config(**hooks)
+    # a rule with a tool grant, for the console's Rules page (never called here)
+    hooks["mappings"].append(
+        {"id": "triage", "match": {"path": "triage"}, "messageTemplate": "{{text}}",
+         "tools": ["t.echo", "t.fail"]}
+    )  # fmt: skip
+    settings = base_config(**hooks)
+    settings["tools"] = {"mcpServers": {"t": stdio_command()}}
+    return settings
 
 
 @pytest.fixture(scope="module")
@@ -296,3 +304,27 @@ def test_a_signature_block_without_auth_signature_is_warned_about_and_its_401_sa
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"warning: {warning}" in done.stderr and "auth: signature" in done.stderr
+
+
+def test_the_consoles_rules_page_shows_each_paths_signature_and_each_rules_grant(
+    gw: GatewayProcess,
+) -> None:
+    with httpx.Client(base_url=gw.url, timeout=10) as client:
+        assert client.post("/ui/login", data={"token": ADMIN_TOKEN}).status_code == 303
+        page = client.get("/ui/rules").text
+    rows = {
+        cells[1]: cells
+        for row in re.findall(r"<tr>(.*?)</tr>", page, re.S)
+        if len(cells := re.findall(r"<td>(.*?)</td>", row, re.S)) == 9
+    }
+    assert rows["github-pull-request"][7] == "github (auth: signature)"
+    assert rows["stripe-payment-failed"][7] == "stripe (auth: signature)"
+    assert "none: hook token" in rows["deploys"][7]
+    assert rows["triage"][8] == "t.echo, t.fail" and rows["github-pull-request"][8] == "none"
+    paths = {
+        cells[0]: cells
+        for row in re.findall(r"<tr>(.*?)</tr>", page, re.S)
+        if len(cells := re.findall(r"<td>(.*?)</td>", row, re.S)) == 6
+    }
+    assert paths["github"][1:4] == ["github", "signature", "hooks.verify.github"]
+    assert paths["github"][5] == "acknowledge" and paths["deploys"][5] == "reject"
