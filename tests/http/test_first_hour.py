@@ -328,3 +328,15 @@ def test_the_consoles_rules_page_shows_each_paths_signature_and_each_rules_grant
     }
     assert paths["github"][1:4] == ["github", "signature", "hooks.verify.github"]
     assert paths["github"][5] == "acknowledge" and paths["deploys"][5] == "reject"
+
+
+def test_the_consoles_request_log_shows_the_event_type_and_delivery_id(gw: GatewayProcess) -> None:
+    r, delivery = github(gw, "issue_comment", {"action": "created"})
+    assert r.status_code == 200
+    line = eventually(lambda: logged(gw, deliveryId=delivery), what="the comment's line")
+    with httpx.Client(base_url=gw.url, timeout=10) as client:
+        assert client.post("/ui/login", data={"token": ADMIN_TOKEN}).status_code == 303
+        listing = client.get("/ui/requests").text
+        page = client.get(f"/ui/requests/{line['requestId']}").text
+    assert f"<td>issue_comment</td><td>{delivery}</td>" in listing
+    assert "<dd>issue_comment</dd>" in page and f"<dd>{delivery}</dd>" in page
