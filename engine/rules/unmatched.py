@@ -78,8 +78,12 @@ def why_unmatched(rules: Sequence[CompiledRule], request: InboundRequest) -> str
     more = len(candidates) - _NAMED
     if more > 0:
         reasons.append(f"and {more} more")
-    count = f"{len(candidates)} rule{'s' if len(candidates) != 1 else ''}"
-    return f"{count} for {path!r} exist but none matched this request: " + "; ".join(reasons)
+    count = (
+        f"{len(candidates)} rules for {path!r} exist"
+        if len(candidates) > 1
+        else (f"1 rule for {path!r} exists")
+    )
+    return f"{count} but none matched this request: " + "; ".join(reasons)
 
 
 def token_warnings(doors: Mapping[str, Door]) -> list[str]:

@@ -8,7 +8,6 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from ..errors import ConfigError, ConfigIssue
 from .base import TransformLoadError
 
-
 #: a rule copied from the examples names a module that is not copied with it
 _EXAMPLES = " (the worked examples' modules are in the project's transforms/ folder)"
 
