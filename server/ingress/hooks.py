@@ -104,6 +104,8 @@ class HookSettings:
     retain_payloads: bool = False
     #: a body larger than this is not kept (`hooks.retainPayloads.maxBytes`)
     retain_max_bytes: int = 262144
+    #: `/wake` and `/agent` requests are kept too (`hooks.retainPayloads.builtIn`)
+    retain_built_in: bool = True
 
 
 def _sub_path(scope: Scope, hook_path: str) -> str | None:
@@ -579,8 +581,10 @@ class HookEndpoint:
         self, sub: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes, meta: Any
     ) -> None:
         """Keep the request for replay (`hooks.retainPayloads`): never its token, never a body
-        over `maxBytes`."""
+        over `maxBytes`, `/wake` and `/agent` only with `builtIn`."""
         if len(body) > self.settings.retain_max_bytes:
+            return
+        if sub in BUILT_IN_HOOKS and not self.settings.retain_built_in:
             return
         self._dispatcher.store.keep_payload(
             StoredPayload(

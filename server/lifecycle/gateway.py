@@ -187,6 +187,9 @@ class Gateway:
                     policy=validation_policy(self.config, self.channels),
                     retain_payloads=hooks.payload_retention is not None,
                     retain_max_bytes=(hooks.payload_retention or RetainPayloadsConfig()).max_bytes,
+                    retain_built_in=(
+                        hooks.payload_retention or RetainPayloadsConfig()
+                    ).keeps_built_in,
                 ),
                 token=TokenCheck(hooks.token),
                 throttle=lockout_throttle(
