@@ -64,7 +64,9 @@ class RetainPayloadsConfig:
 
     @property
     def keeps_built_in(self) -> bool:
-        """Whether `/wake` and `/agent` requests are kept too (unsaid in a written block: yes)."""
+        """Whether `/wake` and `/agent` requests, and the results of tool calls, are kept too
+        (unsaid in a written block: yes, as before payloads were kept by default; the default
+        block keeps mapped hooks' requests only)."""
         return self.built_in is not False
 
 

@@ -80,7 +80,9 @@ class Runtime:
         #: a mapping's tool grant by rule id (the gateway points it at its live rules)
         self.rule_tools: Callable[[str], Sequence[str]] = lambda rule_id: ()
         several = len(self.roster.agents) > 1
-        keep_payloads = config.hooks.payload_retention is not None
+        retention = config.hooks.payload_retention
+        # tool results are kept where payloads of every kind are (a written retainPayloads)
+        keep_payloads = retention is not None and retention.keeps_built_in
         #: each agent's heartbeat and run lane, by agent id
         self.heartbeats: dict[str, Heartbeats] = {}
         self.lanes: dict[str, RunWorkers] = {}
