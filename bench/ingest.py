@@ -131,6 +131,8 @@ class ServerSpec:
     #: files to write beside the config first, (path relative to its folder, text): transforms
     #: go under hooks/transforms/, where hookwise looks for them
     files: tuple[tuple[str, str], ...] = ()
+    #: keep each request's payload for replay (`hooks.retainPayloads`, on by default)
+    retain_payloads: bool = True
 
     @property
     def store_kind(self) -> str:
@@ -296,7 +298,10 @@ def _start_ceiling(workdir: Path) -> RunningServer:
 
 
 def _hookwise_config(
-    path: Path, model_url: str | None = None, extra: tuple[tuple[str, Any], ...] = ()
+    path: Path,
+    model_url: str | None = None,
+    extra: tuple[tuple[str, Any], ...] = (),
+    retain_payloads: bool = True,
 ) -> None:
     config: dict[str, Any] = {
         "hooks": {
@@ -308,6 +313,8 @@ def _hookwise_config(
         "gateway": {"auth": {"token": ADMIN_TOKEN}},
         **dict(extra),
     }
+    if not retain_payloads:
+        config["hooks"]["retainPayloads"] = {"enabled": False}
     if model_url is not None:
         from remote_model import API_KEY
 
@@ -354,7 +361,7 @@ def _start_hookwise(spec: ServerSpec, workdir: Path) -> RunningServer:
     for name, text in spec.files:
         (workdir / name).parent.mkdir(parents=True, exist_ok=True)
         (workdir / name).write_text(text, encoding="utf-8")
-    _hookwise_config(config_path, spec.model_url, spec.config)
+    _hookwise_config(config_path, spec.model_url, spec.config, spec.retain_payloads)
     stderr = open(workdir / "hookwise.stderr.log", "wb")  # noqa: SIM115 - handed to the child
     cmd = [
         str(BIN / "hookwise"),
@@ -981,6 +988,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="repeat ceiling, /wake, /agent, mapped this many times, interleaved (ratios are "
         "taken within a round, so a busy machine disturbs them less)",
     )
+    p.add_argument(
+        "--no-retain-payloads",
+        action="store_true",
+        help="hooks.retainPayloads: {enabled: false} (payloads are kept for replay by default)",
+    )
     p.add_argument("--store", help="passed to `hookwise serve --store` (only if given)")
     p.add_argument("--workers", type=int, help="passed to `hookwise serve --workers`")
     p.add_argument(
@@ -1043,7 +1055,12 @@ def _run(args: argparse.Namespace, model_url: str | None) -> int:
     else:
         specs = [
             ServerSpec(
-                "hookwise", "hookwise", store=args.store, workers=args.workers, model_url=model_url
+                "hookwise",
+                "hookwise",
+                store=args.store,
+                workers=args.workers,
+                model_url=model_url,
+                retain_payloads=not args.no_retain_payloads,
             )
         ]
         check_cli_flags(specs[0])

@@ -1,5 +1,7 @@
 // Stripe `invoice.payment_failed` / `payment_intent.payment_failed` -> an agent message with the
-// amount formatted from cents, and one session per customer. Test-mode events are skipped.
+// amount formatted from cents, and one session per customer. Test-mode events (livemode: false)
+// are handled too, marked as such and kept apart (hook:stripe:test:<customer>); to skip them, see
+// the condition in rules/examples/stripe.yaml.
 // Used by rules/examples/stripe.yaml; module style, as OpenClaw transforms are written.
 
 const ZERO_DECIMAL = new Set(["jpy", "krw", "vnd", "clp", "isk", "ugx"]);
@@ -11,7 +13,7 @@ function formatAmount(minor, currency) {
 }
 
 export default function transform({ payload, action }) {
-  if (payload.livemode === false) return null; // test-mode events: nothing to do
+  const test = payload.livemode === false; // the dashboard's test mode, `stripe trigger`
   const obj = (payload.data && payload.data.object) || {};
   const minor = obj.amount_due ?? obj.amount ?? 0;
   const who = obj.customer_email || obj.customer || "an unknown customer";
@@ -21,9 +23,9 @@ export default function transform({ payload, action }) {
     "no reason given";
   return {
     message:
-      `${action.message}\n` +
+      `${action.message}${test ? " (test mode)" : ""}\n` +
       `Amount: ${formatAmount(minor, obj.currency)} from ${who}.\n` +
       `Reason: ${reason}`,
-    sessionKey: `hook:stripe:${obj.customer || payload.id}`,
+    sessionKey: `hook:stripe:${test ? "test:" : ""}${obj.customer || payload.id}`,
   };
 }

@@ -263,6 +263,10 @@ class MappingConfig:
     # `maxConcurrentRuns`), so that one noisy source cannot take every slot of its agent.
     max_concurrent_runs: int | None = attrs.field(default=None, validator=positive)
 
+    # What the rule's path answers a request no rule matched (`hookwise.engine.rules.unmatched`):
+    # shared by every rule on the path; unsaid, `acknowledge` behind a signature block.
+    unmatched: Literal["acknowledge", "reject"] | None = None
+
     @property
     def limits(self) -> RouteLimitsConfig:
         return RouteLimitsConfig(self.rate_limit, self.max_in_flight)

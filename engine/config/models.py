@@ -50,10 +50,24 @@ class TransformLimitsConfig:
 
 @attrs.frozen
 class RetainPayloadsConfig:
-    """`hooks.retainPayloads`: keep each request's raw body and headers (auth headers and the
-    `token` query parameter removed) for this long, so it can be replayed; off when absent."""
+    """`hooks.retainPayloads`: keep each authenticated request's raw body and headers (auth
+    headers and the `token` query parameter removed) for `for` (default 7 days), so it can be
+    replayed after a rule is fixed; a body larger than `maxBytes` is not kept. On by default
+    for mapped hooks (where a rule can be fixed); `builtIn` keeps `/wake` and `/agent` requests
+    too (the default when the block is written, so a config that asked for them keeps them);
+    `enabled: false` keeps none."""
 
-    keep_for: Duration = attrs.field(metadata={"key": "for"})
+    keep_for: Duration = attrs.field(default=Duration(7 * 24 * 3600), metadata={"key": "for"})
+    max_bytes: int = attrs.field(default=262144, validator=attrs.validators.ge(0))
+    enabled: bool = True
+    built_in: bool | None = None
+
+    @property
+    def keeps_built_in(self) -> bool:
+        """Whether `/wake` and `/agent` requests, and the results of tool calls, are kept too
+        (unsaid in a written block: yes, as before payloads were kept by default; the default
+        block keeps mapped hooks' requests only)."""
+        return self.built_in is not False
 
 
 @attrs.frozen
@@ -82,9 +96,19 @@ class HooksConfig:
     default_session_key: str | None = None
     # which agents an explicit `agentId` may name (None: any; `*`: any; empty: none)
     allowed_agent_ids: tuple[str, ...] | None = None
-    retain_payloads: RetainPayloadsConfig | None = None
+    #: kept payloads, for replay: on by default for mapped hooks (7 days, 256 KiB each); null or
+    #: `enabled: false` keeps none
+    retain_payloads: RetainPayloadsConfig | None = attrs.field(
+        factory=lambda: RetainPayloadsConfig(built_in=False)
+    )
     # rate and concurrency limits of the built-in paths (mappings carry their own)
     limits: HookLimitsConfig = attrs.field(factory=HookLimitsConfig)
+
+    @property
+    def payload_retention(self) -> RetainPayloadsConfig | None:
+        """How long and how large payloads are kept, or None when none are."""
+        retain = self.retain_payloads
+        return retain if retain is not None and retain.enabled else None
 
 
 @attrs.frozen

@@ -99,6 +99,7 @@ from .render import (
     TemplateVariables,
 )
 from .rule import ActionKind, CompiledRule, compile_rule
+from .unmatched import Unmatched, path_unmatched, token_warnings, why_unmatched
 
 __all__ = ["ActionKind", "ActionSpec", "CompiledRule", "Outcome", "RuleSet"]
 
@@ -167,12 +168,14 @@ class RuleSet:
         doors: Mapping[str, Door] | None = None,
         warnings: Sequence[str] = (),
         limits: Mapping[str, RouteLimitsConfig] | None = None,
+        unmatched: Mapping[str, Unmatched] | None = None,
     ) -> None:
         self._rules = tuple(rules)
         self._by_id = {r.id: r for r in self._rules}
         self._host = host
         self._doors = dict(doors or {})
         self._limits = dict(limits or {})
+        self._unmatched = dict(unmatched or {})
         #: what loaded but deserves a word (an unknown `agentId` falls back to the default agent)
         self.warnings = tuple(warnings)
         # Selection: a lookup by path, then by discriminator (`hookwise.engine.rules.index`).
@@ -263,12 +266,17 @@ class RuleSet:
             verify or {}, ((r.id, r.path, r.verifier) for r in rules), base
         )
         issues.extend(door_issues)
+        warnings.extend(token_warnings(doors))
         route_limits, limit_issues = path_limits((r.id, r.path, r.config.limits) for r in rules)
         issues.extend(limit_issues)
+        unmatched, unmatched_issues = path_unmatched(
+            (r.id, r.path, r.config.unmatched) for r in rules
+        )
+        issues.extend(unmatched_issues)
         if issues:
             host.close()
             raise ConfigError(issues)
-        return cls(rules, host, doors, warnings, route_limits)
+        return cls(rules, host, doors, warnings, route_limits, unmatched)
 
     def tools_of(self, rule_id: str) -> tuple[str, ...]:
         """The tool grant of rule `rule_id` (none for a rule that is not, or no longer, there)."""
@@ -282,6 +290,19 @@ class RuleSet:
     def limits(self, path: str) -> RouteLimitsConfig | None:
         """The rate and concurrency limits of a mapped path, if any (`hookwise.engine.config.limits`)."""
         return self._limits.get(path.strip("/"))
+
+    def unmatched(self, path: str) -> Unmatched:
+        """What `path` answers a request none of its rules matched: its rules' `unmatched`, else
+        `acknowledge` when a signature block guards it, else `reject`."""
+        key = path.strip("/")
+        given = self._unmatched.get(key)
+        if given is not None:
+            return given
+        return "acknowledge" if key in self._doors else "reject"
+
+    def why_unmatched(self, request: InboundRequest) -> str:
+        """Why no rule matched `request`: the rules of its path and the condition each failed."""
+        return why_unmatched(self._rules, request)
 
     def select(self, request: InboundRequest) -> CompiledRule | None:
         """The first rule matching the request, or None (answer 404)."""

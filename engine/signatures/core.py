@@ -155,6 +155,7 @@ class Scheme:
         "fetched",  # the provider's published keys, fetched by the server (Google)
     ] = "secret"
     delivery_id: str | None = None  # a header name, or a JSONPath into the payload
+    event_type: str | None = None  # where the provider names the event: a header or a JSONPath
     handshake: str | None = None
     header_aliases: Mapping[str, str] = attrs.field(factory=dict)  # name -> the other name
     asymmetric: str | None = None  # the scheme to use when a publicKey is configured
@@ -440,7 +441,14 @@ class Verifier:
 
     def delivery_id(self, request: InboundRequest) -> str | None:
         """The provider's id of this delivery (the same on every retry), or None."""
-        source = self.scheme.delivery_id
+        return self._locate(self.scheme.delivery_id, request)
+
+    def event_type(self, request: InboundRequest) -> str | None:
+        """The provider's name of the event (`pull_request`, `invoice.paid`), or None."""
+        return self._locate(self.scheme.event_type, request)
+
+    def _locate(self, source: str | None, request: InboundRequest) -> str | None:
+        """A header's stripped value (or its alias's), or the first value at a JSONPath."""
         if source is None:
             return None
         if source.startswith("$"):

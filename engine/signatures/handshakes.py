@@ -20,6 +20,8 @@ otherwise. `HandshakeRefused` carries a refusal (Meta's 403 on a wrong verify to
   here when the webhook was not made by an app).
 - `okta`: `GET` with `x-okta-verification-challenge: C` and the hook's Authorization header ->
   200 JSON `{"verification": C}`.
+- `github`: a signed `ping` (`X-GitHub-Event: ping`, sent when a webhook is created) -> 200 JSON
+  `{"ok": true, "handshake": "github_ping"}`.
 - `sns`: a signed `SubscriptionConfirmation` from an accepted topic -> the gateway visits its
   `SubscribeURL` (an SNS URL), then 200 (an `UnsubscribeConfirmation`: 200, nothing visited).
 A challenge is echoed only when it is 1 to 1024 printable characters, and every answer carries
@@ -158,6 +160,13 @@ def _discord(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnsw
     return HandshakeAnswer("discord_ping", b'{"type":1}', _JSON)
 
 
+def _github(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnswer | None:
+    if method != "POST" or request.headers.get("x-github-event", "").strip() != "ping":
+        return None
+    v.verify(request)  # GitHub signs its ping like every delivery
+    return HandshakeAnswer("github_ping", b'{"ok":true,"handshake":"github_ping"}', _JSON)
+
+
 def _okta(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnswer | None:
     challenge = request.headers.get("x-okta-verification-challenge")
     if method != "GET" or challenge is None:
@@ -195,6 +204,7 @@ HANDSHAKES: dict[str, Handshake] = {
     "discord": _discord,
     "sns": _sns,
     "okta": _okta,
+    "github": _github,
 }
 
 

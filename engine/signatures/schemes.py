@@ -147,6 +147,8 @@ _ALL = [
         "github",
         _HUB,
         delivery_id="X-GitHub-Delivery",
+        handshake="github",
+        event_type="X-GitHub-Event",
         doc="X-Hub-Signature-256: sha256=<hex HMAC-SHA256(secret, body)>",
     ),
     Scheme(
@@ -156,6 +158,7 @@ _ALL = [
         timestamp="label",
         tolerance=DEFAULT_TOLERANCE,
         delivery_id="$.id",
+        event_type="$.type",
         doc="Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, t.body)>[,v1=...]",
     ),
     Scheme(
@@ -191,6 +194,7 @@ _ALL = [
         timestamp="header:X-Slack-Request-Timestamp",
         tolerance=DEFAULT_TOLERANCE,
         delivery_id="$.event_id",
+        event_type="$.event.type",
         handshake="slack",
         doc="X-Slack-Signature: v0=<hex HMAC-SHA256(secret, v0:timestamp:body)>",
     ),
@@ -199,6 +203,7 @@ _ALL = [
         SignatureFormat("X-Shopify-Hmac-Sha256"),
         encoding="base64",
         delivery_id="X-Shopify-Webhook-Id",
+        event_type="X-Shopify-Topic",
         doc="X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256(secret, body)>",
     ),
     Scheme(
@@ -218,6 +223,7 @@ _ALL = [
         algorithm="token",
         encoding="raw",
         delivery_id="X-Gitlab-Event-UUID",
+        event_type="X-Gitlab-Event",
         doc="X-Gitlab-Token: <the secret token>",
     ),
     Scheme(

@@ -8,6 +8,9 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from ..errors import ConfigError, ConfigIssue
 from .base import TransformLoadError
 
+#: a rule copied from the examples names a module that is not copied with it
+_EXAMPLES = " (the worked examples' modules are in the project's transforms/ folder)"
+
 
 def resolve_module(transforms_dir: Path, module: str) -> Path:
     """The real path of `module` inside `transforms_dir`.
@@ -29,14 +32,20 @@ def resolve_module(transforms_dir: Path, module: str) -> Path:
         raise TransformLoadError(f"transform.module may not contain '..': {module!r}")
     base = transforms_dir.resolve()
     if not base.is_dir():
-        raise TransformLoadError(f"hooks.transformsDir is not a directory: {str(transforms_dir)!r}")
+        raise TransformLoadError(
+            f"hooks.transformsDir is not a directory: {str(transforms_dir)!r}; create it and "
+            f"copy {module!r} there{_EXAMPLES}"
+        )
     target = (base / text).resolve()
     if not target.is_relative_to(base):
         raise TransformLoadError(
             f"transform.module resolves outside transformsDir (symlink?): {module!r}"
         )
     if not target.is_file():
-        raise TransformLoadError(f"transform module not found in transformsDir: {module!r}")
+        raise TransformLoadError(
+            f"transform module not found in transformsDir: {module!r} (looked in {str(base)!r}); "
+            f"copy it there{_EXAMPLES}"
+        )
     return target
 
 

@@ -54,6 +54,7 @@ from .query import (
     UNTIL,
     check_choice,
     filters,
+    key_in_path,
     refuse_nul,
     state_parameter,
     text_parameter,
@@ -236,7 +237,12 @@ class AdminController(Controller):
         page = await store_of(request).list_sessions(limit=limit, cursor=cursor)
         return SessionPage(items=[Session.of(s) for s in page.items], next_cursor=page.next_cursor)
 
-    @get("/sessions/{session_key:str}", summary="A session's transcript, newest turn first")
+    @get(
+        "/sessions/{session_key:path}",
+        summary="A session's transcript, newest turn first",
+        description="The key percent-encoded as one path segment (`/` as `%2F`, `#` as `%23`);"
+        " a `/` left as is is part of the key too.",
+    )
     async def session(
         self,
         request: Request,
@@ -244,6 +250,7 @@ class AdminController(Controller):
         limit: int = LIMIT,
         cursor: str | None = CURSOR,
     ) -> TurnPage:
+        session_key = key_in_path(request.scope, "/sessions/", session_key)
         page = await store_of(request).admin_list(
             "turns", Filters({"session_key": session_key}), limit=limit, cursor=cursor
         )

@@ -276,6 +276,10 @@ class RequestEntry(Model, kw_only=True):
     code: str | None
     event_ids: list[str]
     run_ids: list[str]
+    #: the provider's name of the event (X-GitHub-Event, a Stripe event's type), when known
+    event_type: str | None = None
+    #: the provider's id of the delivery (X-GitHub-Delivery, a Stripe event's id), when known
+    delivery_id: str | None = None
 
     @classmethod
     def of(cls, e: RequestLogEntry) -> RequestEntry:
@@ -291,6 +295,8 @@ class RequestEntry(Model, kw_only=True):
             code=e.code,
             event_ids=list(e.event_ids),
             run_ids=list(e.run_ids),
+            event_type=e.event_type,
+            delivery_id=e.delivery_id,
         )
 
 

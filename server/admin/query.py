@@ -10,8 +10,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import unquote
 
 from litestar.params import Parameter
+from litestar.types import Scope
 
 from ...engine.errors import RequestError
 from ..store.records import Filters
@@ -116,3 +118,16 @@ def filters(
     return Filters(
         {FILTER_COLUMNS[k]: v for k, v in equal.items() if v is not None}, since=start, until=end
     )
+
+
+def key_in_path(scope: Scope, prefix: str, parsed: str) -> str:
+    """A session key at the end of the request's path, exactly as the client encoded it (keys are
+    data: `/`, `#`, `:`, spaces, non-ASCII). The route's `path` parameter has been normalised
+    (`a//b/` -> `/a/b`, `%252F` decoded twice), so the key is read from the raw path after
+    `prefix` and decoded once; `parsed` (less its leading slash) when there is no raw path."""
+    raw = scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0]
+    root = scope.get("root_path", "")
+    at = raw.find(prefix, len(root) if raw.startswith(root) else 0)
+    if not raw or at < 0:
+        return parsed[1:] if parsed.startswith("/") else parsed
+    return unquote(raw[at + len(prefix) :], encoding="utf-8", errors="surrogateescape")

@@ -1,8 +1,8 @@
 """Replaying a kept request through today's rules, and forgetting a kept payload (admin API).
 
-With `hooks.retainPayloads: {for: 7d}` the hook endpoint keeps each authenticated request's raw
-body and headers (auth headers and the `token` query parameter removed) in their own table, never
-in the request log, for that long. `POST /api/requests/{id}/replay` runs it through the rules as
+With `hooks.retainPayloads` (by default 7 days, mapped hooks only) the hook endpoint keeps each
+authenticated request's raw body and headers (auth headers and the `token` query parameter
+removed) in their own table, never in the request log, for that long. `POST /api/requests/{id}/replay` runs it through the rules as
 they are now (after a rule fix) and dispatches what they produce, as a new request log line
 (client `replay`); `?dryRun=true` answers the actions and stores nothing.
 `DELETE /api/requests/{id}/payload` forgets one payload at once.
@@ -24,7 +24,8 @@ from .api import admin_guard, store_of
 from .models import PayloadDeleted, ReplayAction, Replayed, ReplayPreview
 
 NOT_KEPT = (
-    "no payload is kept for this request (hooks.retainPayloads is off, or it was pruned or deleted)"
+    "no payload is kept for this request (hooks.retainPayloads is off, keeps /wake and /agent only"
+    " with builtIn, or the body was over maxBytes; or it was pruned or deleted)"
 )
 
 

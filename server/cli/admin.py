@@ -1,6 +1,8 @@
 """`hookwise runs|deliveries|requests ...`: the admin API from the command line, against a
 running gateway (`--url`, default `$HOOKWISE_URL` or http://127.0.0.1:8787; the admin token from
-`HOOKWISE_ADMIN_TOKEN` or `--config`'s `gateway.auth.token`).
+`HOOKWISE_ADMIN_TOKEN`, else the config's `gateway.auth.token`: `-c FILE`, `$HOOKWISE_CONFIG`, or
+`./hookwise.yaml` when it exists, reading that key only). `events` and `sessions` list the main
+sessions' events and the sessions with a transcript; `sessions show KEY` takes any key as is.
 
 Tables for people, `--json` for scripts (one JSON document: the API's items, or its answer).
 A bulk retry first counts what it would send back (the API's dry run), then sends it back in
@@ -15,7 +17,9 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
+from urllib.parse import quote
 
+from .args import CONFIG_ENV, DEFAULT_CONFIG
 from .client import DEFAULT_URL, URL_ENV, AdminClient, AdminError, find_token
 
 BULK_STEP = 200
@@ -111,9 +115,27 @@ REQUEST_COLUMNS = [
     ("PATH", "path"),
     ("RULE", "rule"),
     ("CODE", "code"),
+    ("EVENT TYPE", "eventType"),
+    ("DELIVERY ID", "deliveryId"),
     ("RUNS", "runIds"),
     ("EVENTS", "eventIds"),
 ]
+EVENT_COLUMNS = [
+    ("EVENT", "eventId"),
+    ("SESSION", "session"),
+    ("SOURCE", "source"),
+    ("MODE", "mode"),
+    ("CREATED", "createdAt"),
+    ("CONSUMED", "consumedAt"),
+    ("TEXT", "text"),
+]
+SESSION_COLUMNS = [
+    ("SESSION", "sessionKey"),
+    ("LAST TURN", "lastTurnAt"),
+    ("CHANNEL", "lastChannel"),
+    ("TO", "lastTo"),
+]
+TURN_COLUMNS = [("AT", "createdAt"), ("ROLE", "role"), ("RUN", "runId"), ("CONTENT", "content")]
 RETRY_COLUMNS = [("RETRIED", "at"), ("BY", "by"), ("FROM", "fromState"), ("ERROR", "error")]
 TOOL_CALL_COLUMNS = [
     ("#", "seq"),
@@ -130,7 +152,9 @@ TOOL_CALL_COLUMNS = [
 
 def _client(args: argparse.Namespace) -> AdminClient:
     url = args.url or os.environ.get(URL_ENV) or DEFAULT_URL
-    return AdminClient(url, find_token(args.config))
+    named = args.config is not None or bool(os.environ.get(CONFIG_ENV))
+    config = args.config or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG
+    return AdminClient(url, find_token(config, explicit=named))
 
 
 def _filters(args: argparse.Namespace, *names: str) -> dict[str, Any]:
@@ -174,6 +198,22 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
         table(run.get("toolCalls", []), TOOL_CALL_COLUMNS, out)
 
     _emit(args, run, show)
+    return 0
+
+
+def cmd_sessions_show(args: argparse.Namespace) -> int:
+    """One session's transcript, oldest turn first; the key is data (`/`, `#`, spaces)."""
+    path = "/api/sessions/" + quote(args.session_key, safe="")
+    with _client(args) as client:
+        turns = list(client.pages(path, limit=args.limit or None))
+    turns.reverse()
+    answer = {"sessionKey": args.session_key, "items": turns}
+
+    def show(out: TextIO) -> None:
+        print(f"session: {args.session_key}", file=out)
+        table(turns, TURN_COLUMNS, out)
+
+    _emit(args, answer, show)
     return 0
 
 
@@ -264,7 +304,11 @@ def cmd_requests_replay(args: argparse.Namespace) -> int:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", help=f"the gateway (default ${URL_ENV} or {DEFAULT_URL})")
     p.add_argument(
-        "--config", help="config file whose gateway.auth.token to use (else $HOOKWISE_ADMIN_TOKEN)"
+        "-c",
+        "--config",
+        metavar="FILE",
+        help=f"config file whose gateway.auth.token to use, when $HOOKWISE_ADMIN_TOKEN is unset "
+        f"(default ${CONFIG_ENV}, else {DEFAULT_CONFIG} when it exists; only that key is read)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -303,7 +347,7 @@ def _retry_parser(sub: Any, plural: str, states: str) -> argparse.ArgumentParser
 
 
 def add_cli(subparsers: Any) -> None:
-    """Add `runs`, `deliveries` and `requests` to the `hookwise` command line."""
+    """Add `runs`, `deliveries`, `requests`, `events` and `sessions` to the command line."""
     runs = subparsers.add_parser("runs", help="agent runs of a running gateway")
     sub = runs.add_subparsers(dest="runs_command", metavar="COMMAND", required=True)
     p = _list_parser(sub, "list runs")
@@ -352,7 +396,7 @@ def add_cli(subparsers: Any) -> None:
     )
     p = sub.add_parser(
         "replay",
-        help="run a kept request through today's rules (needs hooks.retainPayloads)",
+        help="run a kept request through today's rules (kept by default: hooks.retainPayloads)",
         description=(
             "Run a kept request through the rules as they are now and dispatch what they make "
             "(--dry-run: print the actions, store nothing)."
@@ -362,3 +406,28 @@ def add_cli(subparsers: Any) -> None:
     p.add_argument("request_id", metavar="REQUEST_ID")
     p.add_argument("--dry-run", action="store_true", help="print the actions, store nothing")
     p.set_defaults(func=guarded(cmd_requests_replay))
+
+    events = subparsers.add_parser("events", help="system events of a running gateway's sessions")
+    sub = events.add_subparsers(dest="events_command", metavar="COMMAND", required=True)
+    p = _list_parser(sub, "list system events (hook wakes, run summaries)")
+    p.add_argument("--session", help="only this session's (e.g. main)")
+    p.set_defaults(
+        func=guarded(_listing("/api/events", EVENT_COLUMNS, "session", "since", "until"))
+    )
+
+    sessions = subparsers.add_parser("sessions", help="sessions with a transcript")
+    sub = sessions.add_subparsers(dest="sessions_command", metavar="COMMAND", required=True)
+    p = sub.add_parser("list", help="list sessions", description="List sessions, by key.")
+    _common(p)
+    p.add_argument("--limit", type=int, default=50, help="how many (default 50; 0: all)")
+    p.set_defaults(func=guarded(_listing("/api/sessions", SESSION_COLUMNS)))
+    p = sub.add_parser(
+        "show",
+        help="one session's transcript",
+        description="One session's transcript, oldest turn first. The key is given as it is "
+        "(quote it for the shell: 'hook:github:owner/name#2').",
+    )
+    _common(p)
+    p.add_argument("session_key", metavar="KEY")
+    p.add_argument("--limit", type=int, default=0, help="the newest N turns (default 0: all)")
+    p.set_defaults(func=guarded(cmd_sessions_show))

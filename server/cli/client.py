@@ -1,7 +1,7 @@
 """A small client of the admin API for the command line: the URL, the token, JSON in and out.
 
-The token comes from `HOOKWISE_ADMIN_TOKEN` or the config's `gateway.auth.token`, never from the
-command line (where every user of the machine could read it in the process list). Errors come
+The token comes from `HOOKWISE_ADMIN_TOKEN` or the config's `gateway.auth.token` (only that key
+of the file is read), never from the command line (where every user of the machine could read it in the process list). Errors come
 back as `AdminError` with the API's message and code. Retries are sent as the local user
 (`X-Hookwise-Actor`), which the gateway records with them.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import getpass
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,21 +30,60 @@ class AdminError(Exception):
         self.status = status
 
 
-def find_token(config_path: str | None) -> str:
-    """The admin token: `HOOKWISE_ADMIN_TOKEN`, else the config's `gateway.auth.token`."""
+def find_token(config_path: str | None, *, explicit: bool = True) -> str:
+    """The admin token: `HOOKWISE_ADMIN_TOKEN`, else the config's `gateway.auth.token` (or
+    `tokenFile`). Only that key is read (its `${NAME}` resolved), so the other secrets the file
+    references need not be set. A default config (`explicit` False) that does not exist is
+    passed over; a named one must exist."""
     token = os.environ.get(TOKEN_ENV, "").strip()
     if token:
         return token
-    if config_path:
-        from ...engine.config.load import load_config
-
-        found = load_config(config_path).config.gateway.auth.token
+    if config_path and (explicit or Path(config_path).exists()):
+        found = config_token(Path(config_path))
         if found:
             return found
+        where = f"{config_path} has no gateway.auth.token"
+    else:
+        where = f"no config file {config_path}" if config_path else "no config file"
     raise AdminError(
-        f"no admin token: set {TOKEN_ENV} or pass --config with gateway.auth.token",
+        f"no admin token: set {TOKEN_ENV}, or name a config with gateway.auth.token "
+        f"(-c FILE or $HOOKWISE_CONFIG; {where})",
         "no_token",
     )
+
+
+def config_token(path: Path) -> str | None:
+    """`gateway.auth.token` (or the file `gateway.auth.tokenFile` names, relative to the config's
+    folder) of the config at `path`, without loading the rest of it."""
+    from ...engine.config.load import read_file
+    from ...engine.envrefs import resolve_env
+    from ...engine.errors import ConfigError, ConfigIssue
+
+    try:
+        data = read_file(path)
+    except ConfigError as e:
+        raise AdminError(str(e.issues[0].message), "bad_config") from None
+    gateway = data.get("gateway") if isinstance(data, dict) else None
+    auth = gateway.get("auth") if isinstance(gateway, dict) else None
+    if not isinstance(auth, dict):
+        return None
+    issues: list[ConfigIssue] = []
+    token = resolve_env(auth.get("token"), os.environ, "gateway.auth.token", issues)
+    name = resolve_env(auth.get("tokenFile"), os.environ, "gateway.auth.tokenFile", issues)
+    if issues:
+        raise AdminError(f"{path}: {issues[0].path}: {issues[0].message}", "bad_config")
+    if isinstance(token, str) and token.strip():
+        return token.strip()
+    if isinstance(name, str) and name.strip():
+        file = Path(name.strip())
+        file = file if file.is_absolute() else path.parent / file
+        try:
+            return file.read_text(encoding="utf-8").strip() or None
+        except OSError as e:
+            raise AdminError(
+                f"{path}: gateway.auth.tokenFile: cannot read {file}: {e.strerror}", "bad_config"
+            ) from None
+    return None
 
 
 class AdminClient:

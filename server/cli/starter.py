@@ -24,6 +24,9 @@ hooks:
   # Senders authenticate with this token: `Authorization: Bearer <token>`.
   token: {hook_token}
   path: /hooks
+  # Each mapped hook's payload is kept 7 days (256 KiB at most) so it can be replayed after a
+  # rule fix; it may hold personal data: `retainPayloads: {{enabled: false}}` keeps none.
+  # retainPayloads: {{for: 7d, maxBytes: 262144, builtIn: false}}
   # presets: [gmail]          # the built-in mail mapping: POST /hooks/gmail
   # rules: [rules/*.yaml]     # rule files, relative to this file
   mappings:

@@ -58,6 +58,28 @@ def rules_of(request: Request[Any, Any, Any]) -> list[Any]:
     return list(ruleset.rules) if ruleset is not None else []
 
 
+def paths_of(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
+    """Each mapped path of the rules: the signature block guarding it (its scheme, `auth`, and
+    where it is written), and what it answers a request no rule matched."""
+    ruleset = gateway_of(request).rules
+    if ruleset is None:
+        return []
+    out = []
+    for path in sorted({r.path for r in ruleset.rules if r.path is not None}):
+        door = ruleset.door(path)
+        out.append(
+            {
+                "path": path,
+                "scheme": door.verifier.name if door else None,
+                "auth": door.verifier.auth if door else "token",
+                "where": (door.verifier.where if door else None),
+                "checks": "every request" if door and door.checks_every_request else "its rule",
+                "unmatched": ruleset.unmatched(path),
+            }
+        )
+    return out
+
+
 def seq_cursor(cursor: str | None) -> str | None:
     if cursor is None or not cursor.isdigit() or len(cursor) > 18:
         return None

@@ -35,7 +35,7 @@ from ..admin.models import (
     ToolCall,
 )
 from ..admin.operate import in_flight
-from ..admin.query import DELIVERY_STATES, RUN_STATES
+from ..admin.query import DELIVERY_STATES, RUN_STATES, key_in_path
 from ..admin.recover import RetryFilter, actor, retry_bulk, retry_one
 from ..admin.replay import replay_request
 from ..store.records import Filters
@@ -49,6 +49,7 @@ from .common import (
     form_pairs,
     form_time,
     gateway_of,
+    paths_of,
     render_page,
     rules_of,
     seq_cursor,
@@ -344,8 +345,9 @@ async def sessions_page(request: Request[Any, Any, Any]) -> Template:
     )
 
 
-@get("/sessions/{key:str}")
+@get("/sessions/{key:path}")
 async def session_page(request: Request[Any, Any, Any], key: str) -> Template:
+    key = key_in_path(request.scope, "/sessions/", key)  # keys hold `/`, `#`, spaces
     store = gateway_of(request).store
     cursor = seq_cursor(request.query_params.get("cursor"))
     turns = await store.admin_list(
@@ -369,7 +371,14 @@ async def session_page(request: Request[Any, Any, Any], key: str) -> Template:
 @get("/rules")
 async def rules_page(request: Request[Any, Any, Any]) -> Template:
     blank = {"path": "", "headers": "", "query": "", "payload": "{}"}
-    return render_page(request, "rules.html", rules=rules_of(request), report=None, form=blank)
+    return render_page(
+        request,
+        "rules.html",
+        rules=rules_of(request),
+        paths=paths_of(request),
+        report=None,
+        form=blank,
+    )
 
 
 @post("/rules/test")
@@ -407,7 +416,13 @@ async def rules_test(request: Request[Any, Any, Any], data: Form) -> Template:
         assert gw.hooks is not None  # rules exist only where hooks are enabled
         report = await explain_with_validation_async(gw.rules, inbound, gw.hooks.settings.policy)
     return render_page(
-        request, "rules.html", rules=rules_of(request), report=report, problems=problems, form=form
+        request,
+        "rules.html",
+        rules=rules_of(request),
+        paths=paths_of(request),
+        report=report,
+        problems=problems,
+        form=form,
     )
 
 

@@ -37,6 +37,9 @@ class RequestMeta:
     size: int
     #: the id of the request's log line (and of its kept payload)
     request_id: str = attrs.field(factory=new_id)
+    #: the provider's name of the event and id of the delivery, where its scheme gives them
+    event_type: str | None = None
+    delivery_id: str | None = None
 
 
 def _run(action: AgentAction, rule_id: str | None) -> NewRun:
@@ -144,6 +147,8 @@ class Dispatcher:
                 request_id=meta.request_id,
                 event_ids=tuple(e.event_id for e in events),
                 run_ids=tuple(r.run_id for r in runs),
+                event_type=meta.event_type,
+                delivery_id=meta.delivery_id,
             ),
             events=tuple(events),
             runs=tuple(runs),
@@ -182,5 +187,7 @@ class Dispatcher:
                 rule_id=rule_id,
                 code=code,
                 request_id=meta.request_id,
+                event_type=meta.event_type,
+                delivery_id=meta.delivery_id,
             )
         )

@@ -1,5 +1,6 @@
 """Explaining a rule: one sample request put through the compiled rules as the hook endpoint would,
-then every action validated and the status the server would answer worked out.
+then every action validated and the status the server would answer worked out (`ignored` and 200
+when no rule matched on a path that acknowledges such requests).
 
 `hookwise rules test` prints it; the web console's rule tester shows it.
 """
@@ -75,7 +76,11 @@ def _validated(
                 report["error"] = item["error"]
         actions.append(item)
     report["actions"] = actions
-    report["status"] = _status(report)
+    # a path that acknowledges what no rule matched answers 200 `ignored`, as the server does
+    report["ignored"] = report["matched"] is None and ruleset.unmatched(report["path"]) == (
+        "acknowledge"
+    )
+    report["status"] = 200 if report["ignored"] else _status(report)
     return report
 
 

@@ -12,7 +12,12 @@ GET handshake (Meta, Dropbox; otherwise 405 as everywhere); with `auth: signatur
 token is not required and a failed signature counts towards the lock-out like a wrong token;
 and, after the body is read, the provider's handshake is answered (recorded in the request log
 with action `handshake`, never dispatched) or the signature checked before any rule is selected.
-A verified request without `Idempotency-Key` uses the provider's delivery id as its key.
+A verified request without `Idempotency-Key` uses the provider's delivery id as its key; the
+request log keeps the provider's event type and delivery id where its scheme names them.
+
+A request no rule matched is refused 404 (`not_found`, naming each rule's failed condition),
+or, on a path whose `unmatched` is `acknowledge` (the default behind a door), answered `200
+{"ok": true, "ignored": true, "code": "no_rule_matched"}` and logged with action `ignored`.
 """
 
 from __future__ import annotations
@@ -73,6 +78,9 @@ MAX_IDEMPOTENCY_KEY = 256
 _ALLOW = [(b"allow", b"POST")]
 _REPLAYED = [(b"idempotent-replayed", b"true")]
 _CLOSE = [(b"connection", b"close")]
+#: the answer to a request no rule matched on a path that acknowledges them
+_IGNORED = b'{"ok":true,"ignored":true,"code":"no_rule_matched"}'
+MAX_PROVIDER_VALUE = 200
 
 
 _LOCKED_OUT = RequestError(
@@ -95,6 +103,10 @@ class HookSettings:
     policy: ValidationPolicy
     #: keep each authenticated request's body and headers for replay (`hooks.retainPayloads`)
     retain_payloads: bool = False
+    #: a body larger than this is not kept (`hooks.retainPayloads.maxBytes`)
+    retain_max_bytes: int = 262144
+    #: `/wake` and `/agent` requests are kept too (`hooks.retainPayloads.builtIn`)
+    retain_built_in: bool = True
 
 
 def _sub_path(scope: Scope, hook_path: str) -> str | None:
@@ -232,7 +244,14 @@ class HookEndpoint:
                 if retry is not None:
                     raise _LockedOut(max(1, round(retry)))
             else:
-                await self._authenticate(headers, scope.get("query_string", b""), client)
+                try:
+                    await self._authenticate(headers, scope.get("query_string", b""), client)
+                except RequestError as e:
+                    if door is not None and e.code == "unauthorized":
+                        raise await self._signed_without_token(
+                            e, door, sub, scope, receive
+                        ) from None
+                    raise
             if not sub:
                 raise RequestError(
                     404, "not_found", "name a hook: {hook_path}/wake, /agent or a mapping"
@@ -307,6 +326,34 @@ class HookEndpoint:
         log.warning("hook authentication failed from %s", client)
         raise RequestError(401, "unauthorized", presented.problem or "the hook token is not valid")
 
+    async def _signed_without_token(
+        self, refused: RequestError, door: Door, sub: str, scope: HTTPScope, receive: Receive
+    ) -> RequestError:
+        """The 401 of a request without the hook token on a path whose door wants the token
+        too: when it carries the provider's valid signature, the message says so (the block
+        lacks `auth: signature`). Still a failed attempt; nothing of it is kept or dispatched."""
+        if door.verifier.scheme.fetch is not None or scope["method"] != "POST":
+            return refused
+        headers = cast("list[tuple[bytes, bytes]]", scope["headers"])
+        try:
+            body = await read_body(
+                receive,
+                declared=content_length(headers),
+                limit=self.settings.max_body_bytes,
+                timeout=self.settings.body_timeout,
+            )
+            request = _inbound(sub, {}, headers, scope, body, url=_url(scope, headers))
+            door.verifier.verify(request)
+        except (RequestError, SignatureError):
+            return refused
+        where = door.verifier.where
+        return attrs.evolve(
+            refused,
+            message=f"the {door.verifier.name} signature is valid, but this path also requires "
+            f"the hook token: {where} lacks `auth: signature` (add it to let the signature "
+            "stand in for the token, as the provider cannot send one)",
+        )
+
     def _door(self, sub: str) -> Door | None:
         if not sub or sub in BUILT_IN_HOOKS:
             return None
@@ -363,6 +410,9 @@ class HookEndpoint:
         if door is not None:  # the door comes before the payload is even parsed
             request = _inbound(sub, {}, headers, scope, body, url=_url(scope, headers))
             request = await self._keys.for_request(door.verifier, request)
+            # what the provider calls this delivery, where a header says it (the ping's)
+            meta.event_type = provider_value(door.verifier.event_type(request))
+            meta.delivery_id = provider_value(door.verifier.delivery_id(request))
             answered = await self._at_door(door, scope, request, meta, send)
             if answered is not None:
                 return answered
@@ -388,13 +438,22 @@ class HookEndpoint:
                 return _inbound(sub, payload, headers, scope, body)
             return attrs.evolve(request, payload=payload)
 
+        if door is not None:  # what the provider calls this delivery, for the request log
+            named = request_of(payload)
+            meta.event_type = meta.event_type or provider_value(door.verifier.event_type(named))
+            meta.delivery_id = meta.delivery_id or provider_value(door.verifier.delivery_id(named))
         resolved = await self.judge(
             sub,
             payload,
             request_of,
             url=lambda: _url(scope, headers),
             verified=door.verifier if door is not None and door.checks_every_request else None,
+            acknowledge=True,
         )
+        if resolved.ignored:
+            self._dispatcher.refused(meta, 200, "no_rule_matched", None, "ignored")
+            log.info("%s: 200 no_rule_matched (acknowledged)", meta.path)
+            return await send_json(send, 200, _IGNORED)
         rule_id = resolved.rule_id
         respond = resolved.respond
         if idem_key is None and resolved.delivery_id is not None:
@@ -469,13 +528,16 @@ class HookEndpoint:
         *,
         url: Callable[[], str] | None = None,
         verified: Verifier | None = None,
+        acknowledge: bool = False,
     ) -> Resolved:
         """The one judgement of an authenticated request, live (`_handle`) or replayed
         (`resolve`): `wake`, `agent`, or the mapped-hook rules for any other name, validated
         against the configured policy (agents, session keys, models, channels); the validated
         actions, or a `RequestError`. `request_of(payload)` builds the engine's view of a mapped
         request; `url` gives the URL for schemes that sign it; `verified` is the door's block
-        already checked."""
+        already checked; `acknowledge` (a live request) lets a path whose `unmatched` is
+        `acknowledge` answer a request no rule matched with `Resolved.ignored` instead of 404 (a
+        replay of it is still refused until a rule matches)."""
         policy = self.settings.policy
         if sub == "wake":
             return Resolved([validate_wake(payload, policy)])
@@ -485,7 +547,11 @@ class HookEndpoint:
         request = request_of(payload)
         rule = rules.select(request) if rules is not None else None
         if rule is None:
-            raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
+            if rules is None:
+                raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
+            if acknowledge and rules.unmatched(sub) == "acknowledge":
+                return Resolved([], ignored=True)
+            raise RequestError(404, "not_found", rules.why_unmatched(request))
         signs_url = rule.verifier is not None or rules.door(sub) is not None
         if url is not None and not request.url and signs_url:
             # only schemes that sign the URL read it (Twilio, Square): made when one may
@@ -517,7 +583,12 @@ class HookEndpoint:
     def _retain(
         self, sub: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes, meta: Any
     ) -> None:
-        """Keep the request for replay (`hooks.retainPayloads`): never its token."""
+        """Keep the request for replay (`hooks.retainPayloads`): never its token, never a body
+        over `maxBytes`, `/wake` and `/agent` only with `builtIn`."""
+        if len(body) > self.settings.retain_max_bytes:
+            return
+        if sub in BUILT_IN_HOOKS and not self.settings.retain_built_in:
+            return
         self._dispatcher.store.keep_payload(
             StoredPayload(
                 request_id=meta.request_id,
@@ -559,3 +630,13 @@ class Resolved:
     delivery_id: str | None = None
     #: made by a `forEach` fan-out
     batch: bool = False
+    #: no rule matched, and the path acknowledges such requests (`unmatched: acknowledge`)
+    ignored: bool = False
+
+
+def provider_value(value: str | None) -> str | None:
+    """A provider's event type or delivery id as the request log keeps it: printable, bounded."""
+    if value is None:
+        return None
+    text = value.strip()
+    return text[:MAX_PROVIDER_VALUE] if text.isprintable() and text else None

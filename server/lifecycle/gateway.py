@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from ...engine.actions import ValidationPolicy
 from ...engine.config.load import load_config
-from ...engine.config.models import Config, LoadedConfig
+from ...engine.config.models import Config, LoadedConfig, RetainPayloadsConfig
 from ...engine.config.sessions import SessionPolicy
 from ...engine.config.store_url import store_url_problem
 from ...engine.errors import ConfigError, ConfigIssue
@@ -185,7 +185,11 @@ class Gateway:
                     max_body_bytes=hooks.max_body_bytes,
                     body_timeout=float(hooks.body_timeout_seconds),
                     policy=validation_policy(self.config, self.channels),
-                    retain_payloads=hooks.retain_payloads is not None,
+                    retain_payloads=hooks.payload_retention is not None,
+                    retain_max_bytes=(hooks.payload_retention or RetainPayloadsConfig()).max_bytes,
+                    retain_built_in=(
+                        hooks.payload_retention or RetainPayloadsConfig()
+                    ).keeps_built_in,
                 ),
                 token=TokenCheck(hooks.token),
                 throttle=lockout_throttle(
@@ -322,7 +326,7 @@ class Gateway:
     async def _prune_payloads_forever(self) -> None:
         """Forget kept payloads older than `hooks.retainPayloads.for` (all of them when it is
         off: a payload is never kept longer than the configuration allows)."""
-        retain = self.config.hooks.retain_payloads
+        retain = self.config.hooks.payload_retention
         keep = float(retain.keep_for) if retain is not None else 0.0
         every = max(0.5, min(PRUNE_EVERY, keep / 2))
         while True:

@@ -83,7 +83,9 @@ class Runtime:
         #: each mapping's `maxConcurrentRuns` by rule id (the gateway points it at its rules)
         self.mapping_caps: Callable[[], Mapping[str, int]] = dict
         several = len(self.roster.agents) > 1
-        keep_payloads = config.hooks.retain_payloads is not None
+        retention = config.hooks.payload_retention
+        # tool results are kept where payloads of every kind are (a written retainPayloads)
+        keep_payloads = retention is not None and retention.keeps_built_in
         #: each agent's heartbeat and run lane, by agent id
         self.heartbeats: dict[str, Heartbeats] = {}
         self.lanes: dict[str, RunWorkers] = {}

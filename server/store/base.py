@@ -79,6 +79,9 @@ class RequestLogEntry:
     request_id: str = attrs.field(factory=new_id)
     event_ids: tuple[str, ...] = ()
     run_ids: tuple[str, ...] = ()
+    #: the provider's event type and delivery id, where its signature scheme names them
+    event_type: str | None = None
+    delivery_id: str | None = None
 
 
 @attrs.frozen

@@ -75,7 +75,8 @@ def event_record(row: Any) -> EventRecord:
 
 def request_record(row: Any) -> RequestLogEntry:
     """A request log row (`LOG_COLUMNS`) -> its entry, the links as tuples."""
-    at, path, status, client, size, action, rule_id, code, request_id, events, runs = row
+    at, path, status, client, size, action, rule_id, code, request_id, events, runs, *provider = row
+    event_type, delivery_id = provider or (None, None)
     return RequestLogEntry(
         at,
         path,
@@ -88,6 +89,8 @@ def request_record(row: Any) -> RequestLogEntry:
         request_id,
         event_ids=tuple(json.loads(events)) if events else (),
         run_ids=tuple(json.loads(runs)) if runs else (),
+        event_type=event_type,
+        delivery_id=delivery_id,
     )
 
 
@@ -157,7 +160,8 @@ def _json_text(ids: tuple[str, ...]) -> str:
 
 
 LOG_COLUMNS = (
-    "at, path, status, client, size, action, rule_id, code, request_id, event_ids, run_ids"
+    "at, path, status, client, size, action, rule_id, code, request_id, event_ids, run_ids,"
+    " event_type, delivery_id"
 )
 
 
@@ -176,6 +180,8 @@ def log_row(e: RequestLogEntry, *, created: bool = True) -> tuple[Any, ...]:
         e.request_id,
         _json_text(e.event_ids) if created and e.event_ids else None,
         _json_text(e.run_ids) if created and e.run_ids else None,
+        e.event_type,
+        e.delivery_id,
     )
 
 

@@ -195,7 +195,19 @@ EXAMPLE_CASES = [
         sample("stripe-payment-failed.json", livemode=False),
         {},
         "stripe-payment-failed",
-        [],
+        [
+            ActionSpec(
+                "agent",
+                {
+                    "message": "Stripe invoice.payment_failed (evt_1PqR2sT3uV4wX5yZ) (test mode)\n"
+                    "Amount: 49.00 USD from billing@example.com.\nReason: no reason given",
+                    "name": "Stripe",
+                    "sessionKey": "hook:stripe:test:cus_QwErTy123",
+                    "wakeMode": "now",
+                    "channel": "last",
+                },
+            )
+        ],
     ),
     (
         "alerts",

@@ -104,21 +104,21 @@ def test_stripe_payment_failed_answers_stripe_and_starts_a_run(gw: GatewayProces
     )
 
 
-def test_a_stripe_test_mode_event_is_skipped(gw: GatewayProcess) -> None:
-    before = len(runs_of(gw, "stripe-payment-failed"))
+def test_a_stripe_test_mode_event_is_taken_marked_and_kept_apart(gw: GatewayProcess) -> None:
     r = gw.hook("stripe", sample("stripe-payment-failed", id="evt_test_1", livemode=False))
-    assert 200 <= r.status_code < 300, r.text
-    entry = eventually(
-        lambda: [e for e in logged(gw, "/hooks/stripe") if e["code"] == "skipped"], what="the skip"
-    )[0]
-    assert entry["rule"] == "stripe-payment-failed"
-    assert len(runs_of(gw, "stripe-payment-failed")) == before
-
-
-def test_a_skipped_stripe_event_still_gets_the_rules_fixed_answer(gw: GatewayProcess) -> None:
-    r = gw.hook("stripe", sample("stripe-payment-failed", id="evt_test_2", livemode=False))
-    assert r.status_code == 200
-    assert r.json() == {"received": True, "event": "evt_test_2"}
+    assert r.status_code == 200, r.text
+    assert r.json() == {"received": True, "event": "evt_test_1"}  # the rule's fixed answer
+    [run] = eventually(
+        lambda: [
+            x
+            for x in runs_of(gw, "stripe-payment-failed")
+            if x["sessionKey"] == "hook:stripe:test:cus_QwErTy123"
+        ],
+        what="the test-mode run",
+    )
+    assert finished_run(gw, run["runId"])["reply"].startswith(
+        "echo: Stripe invoice.payment_failed (evt_test_1) (test mode)\n"
+    )
 
 
 def test_a_critical_alert_starts_an_investigation_run(gw: GatewayProcess) -> None:

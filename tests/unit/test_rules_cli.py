@@ -92,13 +92,33 @@ def test_rules_test_shows_the_matched_rule_extracted_values_and_validated_action
     assert results["stripe-payment-failed"] == "no match"
 
 
+def test_rules_test_shows_the_200_ignored_of_a_path_behind_a_signature_block(
+    tmp_path: Path,
+) -> None:
+    config = _config(
+        tmp_path,
+        verify={"github": {"scheme": "github", "secret": "s", "auth": "signature"}},
+        mappings=[
+            {
+                "id": "prs",
+                "match": {"path": "github", "when": {"header": "x-github-event", "equals": "pr"}},
+                "messageTemplate": "m",
+            }
+        ],
+    )
+    code, out = _test(config, "github", {"ref": "main"}, "--header", "X-GitHub-Event: push")
+    assert (code, out["matched"], out["status"], out["ignored"]) == (1, None, 200, True)
+    [rule] = out["rules"]
+    assert rule["result"] == "no match" and "x-github-event" in rule["reason"]
+
+
 def test_rules_test_says_why_no_rule_matched_and_exits_1(tmp_path: Path) -> None:
     code, out = _test(_examples(tmp_path), "github", EXAMPLES / "github-issue.json")
     # No X-GitHub-Event header: only the catch-all github-other rule matches.
     assert (code, out["matched"]) == (0, "github-other")
     code, out = _test(_examples(tmp_path), "gitlab", {"x": 1})
     assert code == 1
-    assert (out["matched"], out["status"], out["actions"]) == (None, 404, [])
+    assert (out["matched"], out["status"], out["actions"], out["ignored"]) == (None, 404, [], False)
     assert all(r["result"] == "no match" and r["reason"] for r in out["rules"])
     assert any("match.path is 'github'" in r["reason"] for r in out["rules"])
 

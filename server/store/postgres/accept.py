@@ -46,7 +46,7 @@ CONNECTION_LOST = (OSError, asyncpg.exceptions.InterfaceError, asyncpg.PostgresC
 
 EVENT_FIELDS = 6
 RUN_FIELDS = 15
-LOG_FIELDS = 11
+LOG_FIELDS = 13
 
 
 # --- rows as tuples and columns -----------------------------------------------------------------
@@ -58,7 +58,8 @@ def columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
 
 
 _INSERT_LOG = (
-    f"INSERT INTO request_log ({LOG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+    f"INSERT INTO request_log ({LOG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+    " $13)"
 )
 
 
@@ -75,7 +76,7 @@ async def insert_log(conn: asyncpg.Connection, e: RequestLogEntry) -> None:
 _ACCEPT_GROUP = (
     "WITH ops AS ("
     " SELECT * FROM unnest($1::int[], $2::text[], $3::text[], $4::int[], $5::bytea[],"
-    " $6::float8[], $7::float8[], $43::text[])"
+    " $6::float8[], $7::float8[], $45::text[])"
     " AS o(op, key, fingerprint, status, body, at, since, request_id)"
     "), taken AS ("
     " INSERT INTO idempotency_keys AS k (key, fingerprint, status, body, created_at)"
@@ -108,12 +109,12 @@ _ACCEPT_GROUP = (
     "), new_log AS ("
     f" INSERT INTO request_log ({LOG_COLUMNS})"
     " SELECT l.at, l.path, l.status, l.client, l.size, l.action, l.rule_id, l.code,"
-    " l.request_id, l.event_ids, l.run_ids"
+    " l.request_id, l.event_ids, l.run_ids, l.event_type, l.delivery_id"
     " FROM unnest($31::int[], $32::float8[], $33::text[], $34::integer[], $35::text[],"
     " $36::integer[], $37::text[], $38::text[], $39::text[], $40::text[], $41::text[],"
-    " $42::text[])"
+    " $42::text[], $43::text[], $44::text[])"
     " AS l(op, at, path, status, client, size, action, rule_id, code, request_id, event_ids,"
-    " run_ids)"
+    " run_ids, event_type, delivery_id)"
     " JOIN fresh USING (op) ORDER BY l.op"
     ") SELECT op FROM fresh"
 )
@@ -122,7 +123,8 @@ _ACCEPT_GROUP = (
 _STORED_ANSWER = (
     "WITH k AS (SELECT fingerprint, status, body FROM idempotency_keys WHERE key = $1),"
     f" logged AS (INSERT INTO request_log ({LOG_COLUMNS})"
-    " SELECT $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM k WHERE k.fingerprint = $2)"
+    " SELECT $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 FROM k"
+    " WHERE k.fingerprint = $2)"
     " SELECT fingerprint = $2 AS same, status, body FROM k"
 )
 
