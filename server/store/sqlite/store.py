@@ -4,7 +4,8 @@ The embedded default. One writer commits batches (`writer`), in a process of its
 (`writer_process`, the default) or on a thread of the gateway's; reads run on a
 small thread pool, each thread with its own read-only connection, so the admin API never waits
 behind a commit. `synchronous=FULL` by default: an acknowledged request survives a power cut,
-not only a process crash.
+not only a process crash; the writer's commits are synced by a flusher beside it, so a commit
+does not wait for the sync of the one before (`flusher`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from . import runtime as rt
 from . import writes
 from .accept import accept, accept_rows, log_rows
 from .admin import SQLiteAdminReads
-from .connect import BATCH, WriteLock, connect, connect_writer
+from .connect import BATCH, WriteLock, connect, connect_writer, wal_to_sync
 from .retention import SQLiteRetention
 from .stats import SQLiteStats
 from .toolcalls import SQLiteToolCalls
@@ -74,6 +75,7 @@ class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention, SQLiteToolCall
                 name="hookwise-sqlite-writer",
                 exclusive=self._batch_lock,
                 batch=BATCH,
+                wal=wal_to_sync(self.path, self._synchronous),
             )
         else:
             raise ValueError(f"store.writer: {writer!r} is neither 'process' nor 'thread'")
