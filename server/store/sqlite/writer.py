@@ -47,6 +47,8 @@ log = logging.getLogger("hookwise.store")
 
 _STOP = object()
 MAX_BATCH = 1024
+#: a batch that takes longer to commit than this (seconds) is logged: it holds every write
+SLOW_BATCH = 0.1
 
 Rows = tuple[tuple[Sink, tuple[Any, ...]], ...]
 __all__ = ["MAX_BATCH", "GroupCommitWriter", "Job", "Late", "Result", "Rows"]
@@ -250,9 +252,17 @@ class GroupCommitWriter:
     def run_batch(self, conn: Any, batch: list[Job[Any]]) -> None:
         """Write `batch` and deliver its results (the writer thread's loop, or the writer
         process's, which has no thread of its own)."""
+        start = time.monotonic()
         with self._exclusive():
             self._run_batch(conn, batch)
-        self.last_batch_at = time.monotonic()
+        self.last_batch_at = end = time.monotonic()
+        if end - start >= SLOW_BATCH:
+            log.warning(
+                "a batch of %d writes took %.0f ms to commit (a checkpoint, a wait for the"
+                " write lock or the disk): the writes behind it waited as long",
+                len(batch),
+                (end - start) * 1000,
+            )
 
     def _run_batch(self, conn: Any, batch: list[Job[Any]]) -> None:
         results: list[Result] = []
