@@ -120,7 +120,8 @@ class ServerSpec:
     """
 
     name: str
-    kind: Literal["ceiling", "hookwise"]
+    #: `floor`: bench/floor_app.py, `/hooks/wake` kept in memory (the no-durability floor)
+    kind: Literal["ceiling", "floor", "hookwise"]
     store: str | None = None
     workers: int | None = None
     fresh_database_on: str | None = None
@@ -133,6 +134,10 @@ class ServerSpec:
     files: tuple[tuple[str, str], ...] = ()
     #: keep each request's payload for replay (`hooks.retainPayloads`, on by default)
     retain_payloads: bool = True
+
+    #: import `hookwise` from this folder instead of the installed one (another version of the
+    #: code, measured beside this one: see bench/durability.py `--before`)
+    pythonpath: str | None = None
 
     @property
     def store_kind(self) -> str:
@@ -270,6 +275,17 @@ def _post_ok(url: str, body: bytes, timeout: float = 1.0) -> bool:
         return False
 
 
+def _answers(url: str) -> bool:
+    """Anything answers a POST to `url` (an error status counts: the server is up)."""
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, data=b"{}"), timeout=1.0).close()
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, urllib.error.URLError):
+        return False
+    return True
+
+
 @dataclass
 class RunningServer:
     proc: subprocess.Popen[bytes]
@@ -279,10 +295,10 @@ class RunningServer:
     store_url: str | None = None  # the `--store` passed, if any
 
 
-def _start_ceiling(workdir: Path) -> RunningServer:
+def _start_ceiling(workdir: Path, app: str = "ceiling_app.py", *args: str) -> RunningServer:
     port = _free_port()
     log = open(workdir / "ceiling.log", "wb")  # noqa: SIM115 - handed to the child
-    cmd = [sys.executable, str(REPO / "bench" / "ceiling_app.py"), str(port)]
+    cmd = [sys.executable, str(REPO / "bench" / app), str(port), *args]
     proc = _track(subprocess.Popen(cmd, cwd=workdir, stdout=log, stderr=log))
     log.close()
     url = f"http://127.0.0.1:{port}"
@@ -290,7 +306,7 @@ def _start_ceiling(workdir: Path) -> RunningServer:
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             break
-        if _post_ok(url + "/", b"{}"):
+        if _answers(url + "/"):
             return RunningServer(proc, url, workdir)
         time.sleep(0.1)
     log_text = (workdir / "ceiling.log").read_text(errors="replace")
@@ -376,7 +392,13 @@ def _start_hookwise(spec: ServerSpec, workdir: Path) -> RunningServer:
         "warning",
         *_passthrough_args(spec),
     ]
-    proc = _track(subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=stderr))
+    env = None
+    if spec.pythonpath is not None:
+        env = {**os.environ, "PYTHONPATH": spec.pythonpath}
+        cmd[0:1] = [sys.executable, "-m", "hookwise"]
+    proc = _track(
+        subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=stderr, env=env)
+    )
     stderr.close()
     assert proc.stdout is not None
     line = _read_ready_line(proc)
@@ -419,6 +441,8 @@ def running(spec: ServerSpec) -> Iterator[RunningServer]:
         workdir = Path(tmp)
         if spec.kind == "ceiling":
             server = _start_ceiling(workdir)
+        elif spec.kind == "floor":
+            server = _start_ceiling(workdir, "floor_app.py", HOOK_TOKEN)
         else:
             server = _start_hookwise(spec, workdir)
         try:

@@ -218,15 +218,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_optional_commands(sub: Any) -> None:
-    try:
-        from .rules import add_cli as add_rules
-    except ImportError:
-        pass
-    else:
-        add_rules(sub)
+    """The commands of the other CLI modules. Imported here, not at the top, so that `serve`
+    does not load them; never inside `except ImportError`: a module of the project's own that
+    fails to import is a defect to see, not a command to drop without a word."""
+    from ..gmail.cli import add_cli as add_gmail
+    from .admin import add_cli as add_admin
+    from .lanes import add_cli as add_lanes
+    from .rules import add_cli as add_rules
     from .signatures import add_cli as add_sign
     from .tools import add_cli as add_tools
 
+    add_rules(sub)
     add_tools(sub)
 
     webhooks = sub.add_parser(
@@ -236,21 +238,9 @@ def _add_optional_commands(sub: Any) -> None:
     )
     providers = webhooks.add_subparsers(dest="provider", metavar="PROVIDER", required=True)
     add_sign(providers)
-    try:
-        from .admin import add_cli as add_admin
-    except ImportError:
-        pass
-    else:
-        add_admin(sub)
-    from .lanes import add_cli as add_lanes
-
+    add_admin(sub)
     add_lanes(sub)
-    try:
-        from ..gmail.cli import add_cli as add_gmail
-    except ImportError:
-        pass
-    else:
-        add_gmail(providers)
+    add_gmail(providers)
 
 
 def _default_config() -> str:

@@ -116,3 +116,28 @@ def test_the_import_graph_has_no_cycle():
         if v not in index:
             visit(v)
     assert cycles == []
+
+
+def test_no_import_of_the_projects_own_modules_is_silenced():
+    """A module of the tree that fails to import is a defect to see: no relative import sits in
+    a `try` whose `except` catches `ImportError` (the CLI once dropped whole commands that way)."""
+    caught = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+    wrong = []
+    for name, (path, _) in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Try):
+                continue
+            names = set()
+            for handler in node.handlers:
+                kinds = handler.type
+                found = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+                names |= {k.id for k in found if isinstance(k, ast.Name)}
+                if kinds is None:
+                    names.add("BaseException")
+            if not names & caught:
+                continue
+            for stmt in node.body:
+                for inner in ast.walk(stmt):
+                    if isinstance(inner, ast.ImportFrom) and inner.level:
+                        wrong.append(f"{name}:{inner.lineno}: {'.' * inner.level}{inner.module}")
+    assert wrong == []

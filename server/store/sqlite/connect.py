@@ -64,9 +64,19 @@ class WriteLock:
             self._fd = None
 
 
+def wal_to_sync(path: Path, synchronous: str) -> Path | None:
+    """The WAL file the writer's flusher syncs after its commits (`store.synchronous: full`:
+    the write connection commits without syncing, see `flusher`), or None (`normal`: SQLite
+    syncs only around checkpoints, and nothing waits for a sync)."""
+    return path.with_name(path.name + "-wal") if synchronous.upper() == "FULL" else None
+
+
 def connect_writer(path: Path, synchronous: str, lock: WriteLock) -> sqlite3.Connection:
-    """The write connection: WAL mode and the schema's migrations, made under the write lock."""
-    conn = connect(path, synchronous)
+    """The write connection: WAL mode and the schema's migrations, made under the write lock.
+
+    With `synchronous` FULL it commits with NORMAL: its writer syncs the WAL beside it
+    (`wal_to_sync`, `flusher.WalFlusher`) and acknowledges nothing before that sync."""
+    conn = connect(path, "NORMAL" if synchronous.upper() == "FULL" else synchronous)
     # Several processes may open the store at once: the one holding the write lock switches
     # it to WAL and migrates; the others wait (SQLite may refuse a journal-mode change with
     # "database is locked" at once, without waiting, while another connection writes).

@@ -16,6 +16,11 @@ statements per batch, not rows, are what a batch costs under load. If a merged w
 is rolled back and its jobs run one by one, each in its own savepoint, so a failing job still
 fails alone.
 
+With `store.synchronous: full` the commit itself does not sync: a `WalFlusher` (`flusher`) fsyncs
+the WAL beside the writer and releases each batch's results once a sync begun after its commit
+has returned, while the writer goes on with the next batch (see `flusher` for why that keeps
+SQLite's guarantees).
+
 A savepoint is two statements more; a job that is itself a single statement (the run lane's
 claims, `submit(..., one_statement=True)`) and the batch statement need none: SQLite undoes a
 failed statement's own changes and keeps the transaction open. When an error ends the whole
@@ -31,8 +36,10 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from .flusher import Result, WalFlusher
 from .inserts import BatchWrite, Sink, UpdateWhere
 
 T = TypeVar("T")
@@ -40,10 +47,11 @@ log = logging.getLogger("hookwise.store")
 
 _STOP = object()
 MAX_BATCH = 1024
+#: a batch that takes longer to commit than this (seconds) is logged: it holds every write
+SLOW_BATCH = 0.1
 
 Rows = tuple[tuple[Sink, tuple[Any, ...]], ...]
-#: a job's outcome: its future (in the writer process, its id), its value, or its error
-Result = tuple[Any, Any, BaseException | None]
+__all__ = ["MAX_BATCH", "GroupCommitWriter", "Job", "Late", "Result", "Rows"]
 
 
 class Late:
@@ -109,6 +117,10 @@ class GroupCommitWriter:
     batch: with several processes on one database it is a blocking inter-process lock, so that a
     writer waits its turn without SQLite's busy handler (which sleeps in growing steps and turns
     contention into long stalls).
+
+    `wal`, when given, is the WAL file a `WalFlusher` syncs before a batch's results are
+    delivered: `connect` must then open a connection that commits without syncing
+    (`synchronous=NORMAL`; see `connect.connect_writer`).
     """
 
     def __init__(
@@ -119,12 +131,15 @@ class GroupCommitWriter:
         exclusive: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
         batch: BatchWrite | None = None,
         deliver: Callable[[list[Result]], None] | None = None,
+        wal: Path | None = None,
     ) -> None:
         self._connect = connect
         self._batch = batch
-        #: where a batch's results go (from the writer thread); by default, to the futures
-        #: on the event loop. The writer process sends them back to the gateway instead.
+        #: where a batch's results go (from the writer thread, or the flusher's); by default,
+        #: to the futures on the event loop. The writer process sends them to the gateway.
         self._deliver = deliver or self._settle_on_loop
+        self._wal = wal
+        self._flusher: WalFlusher | None = None
         self._exclusive = exclusive or contextlib.nullcontext
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -214,21 +229,40 @@ class GroupCommitWriter:
                 if stop:
                     return
         finally:
-            conn.close()
+            self.disconnect(conn)
 
     def connect(self) -> Any:
-        """Open the write connection (with the batch statement installed)."""
+        """Open the write connection (with the batch statement installed), and start the
+        flusher if commits are synced by it."""
         conn = self._connect()
         if self._batch is not None:
             self._batch.install(conn)
+        if self._wal is not None and self._flusher is None:
+            self._flusher = WalFlusher(self._wal, self._deliver)
+            self._flusher.start()
         return conn
+
+    def disconnect(self, conn: Any) -> None:
+        """Sync and release what was committed, then close the write connection."""
+        if self._flusher is not None:
+            self._flusher.stop()
+            self._flusher = None
+        conn.close()
 
     def run_batch(self, conn: Any, batch: list[Job[Any]]) -> None:
         """Write `batch` and deliver its results (the writer thread's loop, or the writer
         process's, which has no thread of its own)."""
+        start = time.monotonic()
         with self._exclusive():
             self._run_batch(conn, batch)
-        self.last_batch_at = time.monotonic()
+        self.last_batch_at = end = time.monotonic()
+        if end - start >= SLOW_BATCH:
+            log.warning(
+                "a batch of %d writes took %.0f ms to commit (a checkpoint, a wait for the"
+                " write lock or the disk): the writes behind it waited as long",
+                len(batch),
+                (end - start) * 1000,
+            )
 
     def _run_batch(self, conn: Any, batch: list[Job[Any]]) -> None:
         results: list[Result] = []
@@ -248,7 +282,11 @@ class GroupCommitWriter:
             results = [(j.future, None, e) for j in batch if j.future is not None]
         finally:
             cur.close()
-        if results:
+        if not results:
+            return
+        if self._flusher is not None:
+            self._flusher.add(results)
+        else:
             self._deliver(results)
 
     def _settle_on_loop(self, results: list[Result]) -> None:

@@ -15,6 +15,7 @@ import os
 import select
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,17 @@ from .writer_wire import frame as frame_of
 
 log = logging.getLogger("hookwise.store")
 
+#: seconds a thread holds the interpreter while another waits for it (see `main`)
+SWITCH_INTERVAL = 0.0002
+
 
 class _Answers:
-    """The process's stdout: whole frames (the process has one thread: no lock)."""
+    """The process's stdout: whole frames, from the main thread (log lines) and the flusher's
+    (a batch's results, once synced): one at a time."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._lock = threading.Lock()
         self.broken = False
 
     def send(self, answer: tuple[str, Any]) -> None:
@@ -48,13 +54,14 @@ class _Answers:
                 raise
             data = frame_of(("done", [_picklable(r) for r in answer[1]]))
         out = memoryview(data)
-        if self.broken:
-            return
-        try:
-            while out:
-                out = out[os.write(self._fd, out) :]
-        except OSError:  # the gateway is gone: what it awaited no longer matters
-            self.broken = True
+        with self._lock:
+            if self.broken:
+                return
+            try:
+                while out:
+                    out = out[os.write(self._fd, out) :]
+            except OSError:  # the gateway is gone: what it awaited no longer matters
+                self.broken = True
 
 
 def _picklable(answer: tuple[int, bool, Any]) -> tuple[int, bool, Any]:
@@ -127,11 +134,14 @@ def _jobs(frame: Any, answers: _Answers) -> list[Job[Any]]:
 
 def main(argv: list[str]) -> int:
     """The writer process: `<database> <synchronous> alone|shared`."""
-    from .connect import BATCH, WriteLock, connect_writer
+    from .connect import BATCH, WriteLock, connect_writer, wal_to_sync
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     path, synchronous, mode = Path(argv[0]), argv[1], argv[2]
+    # the flusher's thread takes the interpreter back after each fsync to answer for it: the
+    # batches on the main thread must not keep it waiting a whole default interval (5 ms)
+    sys.setswitchinterval(SWITCH_INTERVAL)
     answers = _Answers(os.dup(sys.stdout.fileno()))
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print must not break a frame
     root = logging.getLogger()
@@ -156,6 +166,7 @@ def main(argv: list[str]) -> int:
         exclusive=lock if mode == "shared" else None,
         batch=BATCH,
         deliver=deliver,
+        wal=wal_to_sync(path, synchronous),
     )
     try:
         conn = writer.connect()
@@ -177,6 +188,6 @@ def main(argv: list[str]) -> int:
     except EOFError:
         pass  # the gateway closed our stdin, or died: everything it sent is written
     finally:
-        conn.close()
+        writer.disconnect(conn)
         lock.close()
     return 0
