@@ -219,6 +219,10 @@ class Gateway:
             shared=self.shared,
         )
         self.dispatcher.subscribe(self.runtime.on_accepted)
+        from ..sources.manager import Sources
+
+        #: the pull sources (`sources:`): consumers started with the service
+        self.sources = Sources(self.config.sources, self.hooks, self.dispatcher)
         self.runtime.rule_tools = lambda rule_id: (
             self.rules.tools_of(rule_id) if self.rules is not None else ()
         )
@@ -347,9 +351,11 @@ class Gateway:
         )
         await self.runtime.start()
         self._start_mail_watcher()
+        self.sources.start()
         try:
             yield self
         finally:
+            await self.sources.stop()
             await self.runtime.stop()
             for task in self._tasks:
                 task.cancel()
