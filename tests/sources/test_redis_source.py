@@ -171,11 +171,11 @@ def test_a_killed_gateway_loses_nothing_and_runs_nothing_twice(
     stream = unique("killed")
     source = _source("k", stream, "plain", claimIdle="1s", consumer="first")
     config = source_config([{**source, "maxInFlight": 8}])
-    texts = [f"m{i}" for i in range(300)]
+    texts = [f"m{i}" for i in range(600)]
     try:
-        gw = start_gateway(config, name="killed", env=GITHUB_ENV)
-        for t in texts:
+        for t in texts:  # a backlog: the kill lands mid-stream
             _add(r, stream, plain(t))
+        gw = start_gateway(config, name="killed", env=GITHUB_ENV)
         eventually(lambda: len(event_texts(gw, "plain")) >= 40, what="some entries stored")
         gw.kill()  # mid-stream: some entries stored and unacked, some read and not stored
         left = _pending(r, stream)
