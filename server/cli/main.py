@@ -242,6 +242,9 @@ def _add_optional_commands(sub: Any) -> None:
         pass
     else:
         add_admin(sub)
+        from .sources import add_cli as add_sources
+
+        add_sources(sub)
     try:
         from ..gmail.cli import add_cli as add_gmail
     except ImportError:
