@@ -1,6 +1,6 @@
 """`sources`: pull sources, message brokers whose messages enter the hook rules as if POSTed.
 
-Each entry names one broker block (`redis`, `nats`, `rabbitmq`) and the mapped hook path its
+Each entry names one broker block (`redis`, `nats`, `rabbitmq`, `sqs`) and the mapped hook path its
 messages are routed to (`path: github` is as if POSTed to `{hooks.path}/github`). The broker
 clients live in `hookwise.server.sources`; here is only data and the checks of one entry, made in
 `__attrs_post_init__` so the loader reports them at `sources[i]` like any other problem.
@@ -15,7 +15,7 @@ import attrs
 from .durations import Duration
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-KINDS = ("redis", "nats", "rabbitmq")
+KINDS = ("redis", "nats", "rabbitmq", "sqs")
 
 
 @attrs.frozen
@@ -64,6 +64,34 @@ class RabbitMqSourceConfig:
 
 
 @attrs.frozen
+class SnsEnvelopeConfig:
+    """How SNS envelopes in an SQS queue are checked: the topics whose messages are accepted
+    (`TopicArn`), and where the signing certificates are instead of SNS's own hosts."""
+
+    topics: tuple[str, ...]
+    keys_url: str | None = None
+
+
+@attrs.frozen
+class SqsSourceConfig:
+    """An Amazon SQS queue read with long polling; a message is deleted after its commit, and its
+    visibility timeout extended while its batch is being stored. A message that is an SNS
+    envelope (`Type: Notification`) is unwrapped: its `Message` is the payload and its message
+    attributes the headers; with `sns`, its signature and topic are checked first."""
+
+    queue_url: str
+    region: str = "us-east-1"
+    #: another endpoint than AWS's (LocalStack, moto, an interface VPC endpoint)
+    endpoint_url: str | None = None
+    #: credentials; absent: the AWS SDK's chain (environment, profile, instance role)
+    access_key_id: str | None = attrs.field(default=None, repr=False)
+    secret_access_key: str | None = attrs.field(default=None, repr=False)
+    wait_time: Duration = Duration(20)
+    visibility_timeout: Duration = Duration(30)
+    sns: SnsEnvelopeConfig | None = None
+
+
+@attrs.frozen
 class SourceConfig:
     """One pull source: a name, one broker block, and the mapped hook path it feeds."""
 
@@ -72,6 +100,7 @@ class SourceConfig:
     redis: RedisSourceConfig | None = None
     nats: NatsSourceConfig | None = None
     rabbitmq: RabbitMqSourceConfig | None = None
+    sqs: SqsSourceConfig | None = None
     enabled: bool = True
     #: messages handled at once (read per batch, held unacknowledged); pulling waits past it
     max_in_flight: int = 64
@@ -87,7 +116,7 @@ class SourceConfig:
 
     @property
     def kind(self) -> str:
-        """`redis`, `nats` or `rabbitmq`: the broker block given."""
+        """`redis`, `nats`, `rabbitmq` or `sqs`: the broker block given."""
         return next(k for k in KINDS if getattr(self, k) is not None)
 
 
@@ -104,4 +133,13 @@ def _problems(c: SourceConfig) -> list[str]:
         out.append("maxInFlight must be at least 1")
     if c.reconnect_min_seconds <= 0 or c.reconnect_max_seconds < c.reconnect_min_seconds:
         out.append("reconnectMinSeconds must be positive and at most reconnectMaxSeconds")
+    if c.sqs is not None:
+        if not 1 <= c.sqs.wait_time <= 20:
+            out.append("sqs.waitTime must be between 1 and 20 seconds (SQS's long polling)")
+        if not 1 <= c.sqs.visibility_timeout <= 43200:
+            out.append("sqs.visibilityTimeout must be between 1 s and 12 h")
+        if c.sqs.sns is not None and not c.sqs.sns.topics:
+            out.append("sqs.sns.topics must name at least one topic ARN")
+        if (c.sqs.access_key_id is None) != (c.sqs.secret_access_key is None):
+            out.append("give sqs.accessKeyId and sqs.secretAccessKey together")
     return out

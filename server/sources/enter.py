@@ -31,6 +31,7 @@ import attrs
 
 from ...engine.errors import RequestError
 from ...engine.request import InboundRequest
+from ...engine.signatures import Verifier
 from ..ingress.dispatch import Dispatcher, RequestMeta
 from ..ingress.hooks import MAX_IDEMPOTENCY_KEY, HookEndpoint
 from ..ingress.payload import content_type, parse_payload, takes_arrays
@@ -51,6 +52,8 @@ class Message:
     headers: tuple[tuple[str, str], ...] = ()
     #: the broker says it delivered it before (counted as redelivered)
     redelivered: bool = False
+    #: the signed envelope the message came in (an SNS notification), checked before the rules
+    envelope: bytes | None = None
 
 
 @attrs.frozen
@@ -71,8 +74,18 @@ def _key(scope: str, value: str) -> str:
 class Entry:
     """Routes the messages of one source through the hook endpoint's rules into the store."""
 
-    def __init__(self, source: str, path: str, endpoint: HookEndpoint, dispatcher: Dispatcher):
+    def __init__(
+        self,
+        source: str,
+        path: str,
+        endpoint: HookEndpoint,
+        dispatcher: Dispatcher,
+        *,
+        envelope_verifier: Verifier | None = None,
+    ):
         self.source = source
+        #: what checks a message's envelope (SNS's signature and topic), when the source has one
+        self._envelope_verifier = envelope_verifier
         self.sub = path.strip("/")
         self._endpoint = endpoint
         self._dispatcher = dispatcher
@@ -120,6 +133,11 @@ class Entry:
             raw_body=message.body,
             now=datetime.now(UTC),
         )
+        if message.envelope is not None and self._envelope_verifier is not None:
+            wrapped = attrs.evolve(request, headers={}, raw_body=message.envelope)
+            await self._endpoint.check_signature(
+                self.sub, wrapped, verifier=self._envelope_verifier
+            )
         verified = await self._endpoint.check_signature(self.sub, request)
         payload = parse_payload(message.body, content_type(headers), arrays=takes_arrays(self.sub))
         resolved = await self._endpoint.judge(

@@ -11,14 +11,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 
+from ...engine.config.mapping import VerifyConfig
 from ...engine.config.sources import SourceConfig
+from ...engine.signatures import Verifier, compile_verifier
 from ..ingress.dispatch import Dispatcher
 from ..ingress.hooks import HookEndpoint
 from .core import Broker, Consumer, Pulled, SourceState
 from .enter import Entry
 
 log = logging.getLogger("hookwise.sources")
+
+
+def envelope_verifier(config: SourceConfig, where: str) -> Verifier | None:
+    """The check of an SQS source's SNS envelopes (`sqs.sns`): SNS's scheme, its topics."""
+    if config.sqs is None or config.sqs.sns is None:
+        return None
+    sns = config.sqs.sns
+    block = VerifyConfig(scheme="sns", topics=sns.topics, keys_url=sns.keys_url)
+    return compile_verifier(block, Path.cwd(), f"{where}.sqs.sns")
 
 
 def broker_for(config: SourceConfig) -> Broker:
@@ -35,6 +47,10 @@ def broker_for(config: SourceConfig) -> Broker:
         from .rabbitmq import RabbitBroker
 
         return RabbitBroker(config.rabbitmq, config.max_in_flight)
+    if config.sqs is not None:
+        from .sqs import SqsBroker
+
+        return SqsBroker(config.sqs)
     raise ValueError(f"source {config.name!r} names no broker")
 
 
@@ -55,9 +71,15 @@ class Sources:
 
     def start(self) -> None:
         assert self._endpoint is not None or not self._configs
-        for config in self._configs:
+        for i, config in enumerate(self._configs):
             assert self._endpoint is not None
-            entry = Entry(config.name, config.path, self._endpoint, self._dispatcher)
+            entry = Entry(
+                config.name,
+                config.path,
+                self._endpoint,
+                self._dispatcher,
+                envelope_verifier=envelope_verifier(config, f"sources[{i}]"),
+            )
             try:
                 broker = broker_for(config)
             except ImportError as e:  # the `brokers` extra is not installed

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from tests.support.gateway import GatewayProcess
-from tests.support.postgres import fresh_database
 from tests.support.sources import (
     GITHUB_ENV,
     event_texts,
@@ -23,6 +22,8 @@ from tests.support.sources import (
     requests_of,
     source_config,
     source_state,
+    stored_once,
+    two_gateways,
     unique,
 )
 from tests.support.wait import eventually
@@ -168,12 +169,7 @@ def test_a_killed_gateway_loses_nothing_and_runs_nothing_twice(
         gw.kill()
         assert depth(queue)[0] > 0, "the kill came after every message was settled"
         gw.start()
-        stored = eventually(
-            lambda: len(x := event_texts(gw, "plain")) >= len(texts) and x,
-            timeout=60,
-            what="every message stored",
-        )
-        assert sorted(stored) == sorted(texts)  # none lost, none twice
+        stored_once(gw, texts)
         eventually(lambda: depth(queue)[0] == 0, what="every message acknowledged")
         assert source_state(gw, "k")["redelivered"] >= 1  # the killed one's unacked messages
     finally:
@@ -184,25 +180,12 @@ def test_two_gateways_on_postgresql_share_one_queue(broker: None, tmp_path: Path
     queue = unique("shared")
     config = source_config([{**_source("shared", queue), "maxInFlight": 16}])
     texts = [f"q{i}" for i in range(200)]
-    with fresh_database() as url:
-        gws = [
-            GatewayProcess(config, tmp_path / f"gw{i}", env=GITHUB_ENV, extra_args=["--store", url])
-            for i in range(2)
-        ]
-        try:
-            for gw in gws:
-                gw.start()
+    try:
+        with two_gateways(config, tmp_path, GITHUB_ENV) as gws:
             eventually(lambda: depth(queue)[1] == 2, what="two consumers")
             publish(queue, [(plain(t), {}) for t in texts])
-            stored = eventually(
-                lambda: len(x := event_texts(gws[0], "plain")) >= len(texts) and x,
-                timeout=60,
-                what="every message stored",
-            )
-            assert sorted(stored) == sorted(texts)
+            stored_once(gws[0], texts)
             acked = [source_state(gw, "shared")["acked"] for gw in gws]
             assert sum(acked) == len(texts) and all(acked)  # both took a share
-        finally:
-            for gw in gws:
-                gw.stop()
-            delete(queue)
+    finally:
+        delete(queue)

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from tests.support.gateway import GatewayProcess
-from tests.support.postgres import fresh_database
 from tests.support.sources import (
     GITHUB_ENV,
     event_texts,
@@ -22,6 +21,8 @@ from tests.support.sources import (
     requests_of,
     source_config,
     source_state,
+    stored_once,
+    two_gateways,
     unique,
 )
 from tests.support.wait import eventually
@@ -184,12 +185,7 @@ def test_a_killed_gateway_loses_nothing_and_runs_nothing_twice(
         config["sources"][0]["redis"]["consumer"] = "second"
         gw.config = config
         gw.start()
-        stored = eventually(
-            lambda: len(x := event_texts(gw, "plain")) >= len(texts) and x,
-            timeout=60,
-            what="every entry stored",
-        )
-        assert sorted(stored) == sorted(texts)  # none lost, none twice
+        stored_once(gw, texts)
         eventually(lambda: _pending(r, stream) == 0, what="every entry acknowledged")
         # the first consumer's pending entries came back to the second one
         assert source_state(gw, "k")["redelivered"] >= left
@@ -201,27 +197,13 @@ def test_two_gateways_on_postgresql_share_one_group(r: Any, tmp_path: Path) -> N
     stream = unique("shared")
     config = source_config([_source("shared", stream, "plain", claimIdle="2s")])
     texts = [f"s{i}" for i in range(200)]
-    with fresh_database() as url:
-        gws = [
-            GatewayProcess(config, tmp_path / f"gw{i}", env=GITHUB_ENV, extra_args=["--store", url])
-            for i in range(2)
-        ]
-        try:
-            for gw in gws:
-                gw.start()
+    try:
+        with two_gateways(config, tmp_path, GITHUB_ENV) as gws:
             for t in texts:
                 _add(r, stream, plain(t))
-            stored = eventually(
-                lambda: len(x := event_texts(gws[0], "plain")) >= len(texts) and x,
-                timeout=60,
-                what="every entry stored",
-            )
-            assert sorted(stored) == sorted(texts)
-            counts = [source_state(gw, "shared")["acked"] for gw in gws]
-            assert sum(counts) == len(texts)
+            stored_once(gws[0], texts)
+            assert sum(source_state(gw, "shared")["acked"] for gw in gws) == len(texts)
             consumers = {c["name"] for c in r.xinfo_consumers(stream, "hookwise")}
             assert len(consumers) == 2
-        finally:
-            for gw in gws:
-                gw.stop()
-            r.delete(stream)
+    finally:
+        r.delete(stream)

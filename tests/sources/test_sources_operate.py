@@ -85,6 +85,11 @@ def test_config_check_names_each_faulty_source(tmp_path: Path) -> None:
             {"name": "c", "path": "plain", "redis": {"stream": "s"}, "maxInFlight": 0},
             {"name": "c", "path": "plain", "rabbitmq": {"queue": "q", "prefetch": 3}},
             {"name": "bad name!", "path": "", "redis": {"stream": "s"}},
+            {
+                "name": "d",
+                "path": "plain",
+                "sqs": {"queueUrl": "u", "waitTime": 30, "sns": {"topics": []}},
+            },
         ],
     )
     assert done.returncode == 1
@@ -94,6 +99,8 @@ def test_config_check_names_each_faulty_source(tmp_path: Path) -> None:
     assert "sources[2]" in err and "maxInFlight must be at least 1" in err
     assert "sources[3]" in err and "prefetch" in err
     assert "sources[4]" in err and "name must be" in err and "path must name one hook" in err
+    assert "sources[5]" in err and "waitTime must be between 1 and 20" in err
+    assert "sns.topics must name at least one topic" in err
 
 
 def test_config_check_accepts_every_broker(tmp_path: Path) -> None:
@@ -103,6 +110,15 @@ def test_config_check_accepts_every_broker(tmp_path: Path) -> None:
             {"name": "r", "path": "github", "redis": {"stream": "s", "claimIdle": "30s"}},
             {"name": "n", "path": "github", "nats": {"stream": "S", "ackWait": "1m"}},
             {"name": "q", "path": "plain", "rabbitmq": {"queue": "q", "deadLetterExchange": "x"}},
+            {
+                "name": "s",
+                "path": "plain",
+                "sqs": {
+                    "queueUrl": "https://sqs.eu-west-1.amazonaws.com/123456789012/hooks",
+                    "region": "eu-west-1",
+                    "sns": {"topics": ["arn:aws:sns:eu-west-1:123456789012:alerts"]},
+                },
+            },
         ],
     )
     assert done.returncode == 0, done.stderr

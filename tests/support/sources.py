@@ -12,9 +12,14 @@ import hashlib
 import hmac
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from tests.support.gateway import GatewayProcess, base_config
+from tests.support.postgres import fresh_database
+from tests.support.wait import eventually
 
 GITHUB_SECRET = "gh-source-secret-0123456789"
 GITHUB_ENV = {"GITHUB_WEBHOOK_SECRET": GITHUB_SECRET}
@@ -92,3 +97,32 @@ def source_state(gw: GatewayProcess, name: str) -> dict[str, Any]:
         s for s in gw.admin("/api/sources")["sources"] if s["name"] == name
     )
     return found
+
+
+@contextmanager
+def two_gateways(
+    config: dict[str, Any], root: Path, env: dict[str, str]
+) -> Iterator[list[GatewayProcess]]:
+    """Two gateway processes with `config` on one fresh PostgreSQL database."""
+    with fresh_database() as url:
+        gws = [
+            GatewayProcess(config, root / f"gw{i}", env=env, extra_args=["--store", url])
+            for i in range(2)
+        ]
+        try:
+            for gw in gws:
+                gw.start()
+            yield gws
+        finally:
+            for gw in gws:
+                gw.stop()
+
+
+def stored_once(gw: GatewayProcess, texts: list[str], rule: str = "plain") -> None:
+    """Wait until `rule` made an event per text, then assert none is missing or twice."""
+    stored = eventually(
+        lambda: len(x := event_texts(gw, rule)) >= len(texts) and x,
+        timeout=90,
+        what="every message stored",
+    )
+    assert sorted(stored) == sorted(texts)  # none lost, none twice
