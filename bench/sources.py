@@ -1,9 +1,11 @@
 """Pull-source benchmark: messages/s from each broker into the store, beside `/wake` over HTTP.
 
 Run from the repository root, with the brokers on their usual loopback ports (Redis 6379,
-NATS with JetStream 4222, RabbitMQ 5672 guest/guest):
+NATS with JetStream 4222, RabbitMQ 5672 guest/guest; `--brokers ...,sqs` adds SQS against moto
+in server mode, which the script starts: that figure is moto's, a Python server on the same
+machine that answers a receive and a delete in about half a second here, not AWS's):
 
-    .venv/bin/python bench/sources.py [--burst 5000] [--brokers redis,nats,rabbitmq]
+    .venv/bin/python bench/sources.py [--burst 5000] [--brokers redis,nats,rabbitmq,sqs]
                                       [--max-in-flight 64] [--connections 32]
 
 For each broker, on a fresh gateway (fresh state dir, default durable SQLite store, one
@@ -103,6 +105,52 @@ def publish_rabbitmq(name: str, n: int) -> dict[str, Any]:
     return {"rabbitmq": {"url": "amqp://guest:guest@127.0.0.1:5672/", "queue": name}}
 
 
+#: the moto server SQS is measured against (`--brokers ...,sqs`), started on first use
+_MOTO: dict[str, Any] = {}
+_AWS = {"region_name": "us-east-1", "aws_access_key_id": "bench", "aws_secret_access_key": "bench"}
+
+
+def _moto_url() -> str:
+    if "url" not in _MOTO:
+        import socket
+        import subprocess
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+        _MOTO["proc"] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _MOTO["url"] = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+    return str(_MOTO["url"])
+
+
+def publish_sqs(name: str, n: int) -> dict[str, Any]:
+    import boto3
+
+    url = _moto_url()
+    sqs = boto3.client("sqs", endpoint_url=url, **_AWS)
+    queue = sqs.create_queue(QueueName=name)["QueueUrl"]
+    for i in range(0, n, 10):
+        entries = [{"Id": str(k), "MessageBody": _body(i + k).decode()} for k in range(10)]
+        sqs.send_message_batch(QueueUrl=queue, Entries=entries[: n - i])
+    return {
+        "sqs": {
+            "queueUrl": queue,
+            "endpointUrl": url,
+            "waitTime": 1,
+            "accessKeyId": "bench",
+            "secretAccessKey": "bench",
+        }
+    }
+
+
 def cleanup(kind: str, name: str) -> None:
     try:
         if kind == "redis":
@@ -135,6 +183,7 @@ PUBLISH: dict[str, Callable[[str, int], dict[str, Any]]] = {
     "redis": publish_redis,
     "nats": publish_nats,
     "rabbitmq": publish_rabbitmq,
+    "sqs": publish_sqs,
 }
 
 # --- measuring ------------------------------------------------------------------------------------
@@ -220,7 +269,7 @@ def measure_http(path: str, seconds: int, connections: int, root: Path) -> dict[
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--burst", type=int, default=5000)
-    parser.add_argument("--brokers", default="redis,nats,rabbitmq")
+    parser.add_argument("--brokers", default="redis,nats,rabbitmq", help="and sqs (moto: slow)")
     parser.add_argument("--max-in-flight", type=int, default=64)
     parser.add_argument("--connections", type=int, default=32, help="wrk's, for /wake")
     parser.add_argument("--http-seconds", type=int, default=10, help="wrk's run (0: no HTTP)")
@@ -248,6 +297,8 @@ def main() -> int:
         )
         bad |= r["stored"] < r["messages"] or r["refused"] > 0
     print("BENCH_JSON " + json.dumps({"burst": args.burst, "results": results}))
+    if "proc" in _MOTO:
+        _MOTO["proc"].terminate()
     if any("skipped" in r for r in results):
         return 2
     return 1 if bad else 0

@@ -1,4 +1,4 @@
-"""Pull sources: messages from brokers (Redis Streams, NATS JetStream, RabbitMQ) entering the hook
+"""Pull sources: messages from brokers (Redis Streams, NATS JetStream, RabbitMQ, Amazon SQS) entering the hook
 rules as if POSTed to a mapped path, with the door's guarantees (`sources:` in the config).
 
 `enter` judges one message and stores it; `core` is the consumer loop every broker shares (batches
