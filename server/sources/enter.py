@@ -124,7 +124,11 @@ class Entry:
             return Entered("retry", "internal_error")
 
     async def _enter(self, message: Message, meta: RequestMeta) -> Entered:
-        headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in message.headers]
+        # a header is anything a publisher put there: never a reason to fail (hostile input)
+        headers = [
+            (k.lower().encode("latin-1", "replace"), v.encode("latin-1", "replace"))
+            for k, v in message.headers
+        ]
         request = InboundRequest(
             path=self.sub,
             payload={},

@@ -112,18 +112,26 @@ def test_refused_messages_are_acked_and_logged_with_the_http_codes(
     _add(r, stream, b"{not json", {"content-type": "application/json", "x-github-event": "issues"})
     body, headers = github_message("deployment", {"x": 1})  # no rule for this event
     _add(r, stream, body, headers)
+    # hostile: not UTF-8, and a header no HTTP request could carry
+    _add(
+        r,
+        stream,
+        b"\xff\xfe{",
+        {"content-type": "application/json", "x-note": "caf\u00e9 \U0001f600"},
+    )
     lines = eventually(
-        lambda: len(requests_of(gw, "source:refused")) >= 3 and requests_of(gw, "source:refused"),
-        what="three refusals in the request log",
+        lambda: len(requests_of(gw, "source:refused")) >= 4 and requests_of(gw, "source:refused"),
+        what="four refusals in the request log",
     )
     assert sorted((x["status"], x["code"]) for x in lines) == [
+        (400, "invalid_json"),
         (400, "invalid_json"),
         (401, "invalid_signature"),
         (404, "not_found"),
     ]
     eventually(lambda: _pending(r, stream) == 0, what="the refused entries acknowledged")
     assert "issue 8 closed" not in event_texts(gw, "gh-issues")
-    assert source_state(gw, "refused")["refused"] == 3
+    assert source_state(gw, "refused")["refused"] == 4
 
 
 def test_a_message_stored_but_not_acked_is_not_run_twice(gw: GatewayProcess, r: Any) -> None:
