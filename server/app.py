@@ -28,6 +28,7 @@ from .admin.openapi import assets_router, openapi_config
 from .admin.operate import metrics_handler, readyz
 from .admin.recover import RecoverController
 from .admin.replay import ReplayController
+from .admin.sources import SourcesController
 from .console import template_config
 from .console.auth import ConsoleAuth
 from .console.pages import console_router
@@ -74,6 +75,7 @@ def create_app(gateway: Gateway) -> Litestar:
         RecoverController,
         LanesController,
         ReplayController,
+        SourcesController,
         console_router(),
         assets_router(),
     ]

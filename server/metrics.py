@@ -128,6 +128,25 @@ class _Metrics:
             registry=reg,
             multiprocess_mode="livesum",
         )
+        self.source_messages = counter(
+            "hookwise_source_messages",
+            "Messages of pull sources: received, acked, redelivered, duplicate, refused, retried",
+            ("source", "outcome"),
+        )
+        self.source_lag = Gauge(
+            "hookwise_source_lag",
+            "Messages waiting for a pull source's group, as its broker reports them",
+            ("source",),
+            registry=reg,
+            multiprocess_mode="livemax",
+        )
+        self.source_connected = Gauge(
+            "hookwise_source_connected",
+            "Whether a pull source is connected to its broker (1) or retrying (0)",
+            ("source",),
+            registry=reg,
+            multiprocess_mode="livemin",
+        )
         self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def http_children(self, route: str, status: int) -> tuple[Any, Any]:
@@ -198,6 +217,21 @@ def in_flight(route: str, delta: int) -> None:
 def refusals_held(delta: int) -> None:
     if _metrics is not None:
         _metrics.refusals_held.inc(delta)
+
+
+def source_messages(source: str, outcome: str, count: int) -> None:
+    if _metrics is not None:
+        _metrics.source_messages.labels(source, outcome).inc(count)
+
+
+def source_lag(source: str, lag: int | None) -> None:
+    if _metrics is not None and lag is not None:
+        _metrics.source_lag.labels(source).set(lag)
+
+
+def source_connected(source: str, connected: bool) -> None:
+    if _metrics is not None:
+        _metrics.source_connected.labels(source).set(1 if connected else 0)
 
 
 def provider_request(provider: str, status: int | str) -> None:

@@ -176,6 +176,7 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
             seen_ids[m.id] = i
 
     _check_tools(config, issues, warnings)
+    _check_sources(config, issues)
 
     config = attrs.evolve(
         config,
@@ -186,6 +187,24 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
         ),
     )
     return config, issues, warnings
+
+
+def _check_sources(config: Config, issues: list[ConfigIssue]) -> None:
+    """`sources`: unique names, and hooks enabled (a pulled message goes through the hook rules)."""
+    seen: dict[str, int] = {}
+    for i, source in enumerate(config.sources):
+        if source.name in seen:
+            issues.append(
+                ConfigIssue(f"sources[{i}].name", f"duplicates sources[{seen[source.name]}].name")
+            )
+        seen.setdefault(source.name, i)
+        if not config.hooks.enabled and source.enabled:
+            issues.append(
+                ConfigIssue(
+                    f"sources[{i}]",
+                    "needs hooks.enabled: true (its messages go through the hook rules)",
+                )
+            )
 
 
 def _check_tools(config: Config, issues: list[ConfigIssue], warnings: list[str]) -> None:

@@ -19,6 +19,7 @@ from .durations import Duration
 from .gmail import GmailConfig
 from .limits import HookLimitsConfig
 from .mapping import MappingConfig, VerifyConfig
+from .sources import SourceConfig
 
 MIN_TOKEN_LENGTH = 24
 
@@ -356,6 +357,8 @@ class Config:
     logging: LoggingConfig = attrs.field(factory=LoggingConfig)
     retention: RetentionConfig = attrs.field(factory=RetentionConfig)
     tools: ToolsConfig = attrs.field(factory=ToolsConfig)
+    #: pull sources: message brokers whose messages enter the hook rules (`server.sources`)
+    sources: tuple[SourceConfig, ...] = ()
 
 
 @attrs.frozen

@@ -4,7 +4,7 @@
 when the store answers a read and its writer runs and answers a probe write within 2 s (a
 paused or stuck writer is not ready, not only one that exited), and this process's run, delivery and
 heartbeat loops are alive (a process that does not lead the heartbeat checks its leadership
-loop instead); otherwise 503 with the reasons. Both carry the version
+loop instead), and each pull source is connected to its broker; otherwise 503 with the reasons. Both carry the version
 (`hookwise.server.version.version_info()`).
 
 `/metrics` is behind the gateway token (`Authorization: Bearer`, as Prometheus' scrape config
@@ -53,6 +53,7 @@ def runtime_problems(runtime: Runtime) -> list[str]:
 async def readyz(request: Request) -> Response[dict[str, Any]]:
     gateway = request.app.state.gateway
     problems = await gateway.store.readiness() + runtime_problems(gateway.runtime)
+    problems += gateway.sources.problems()
     if not problems:
         return Response({"ok": True, **version_info()})
     return Response(

@@ -224,6 +224,7 @@ def _add_optional_commands(sub: Any) -> None:
     from ..gmail.cli import add_cli as add_gmail
     from .admin import add_cli as add_admin
     from .lanes import add_cli as add_lanes
+    from .sources import add_cli as add_sources
     from .rules import add_cli as add_rules
     from .signatures import add_cli as add_sign
     from .tools import add_cli as add_tools
@@ -239,6 +240,7 @@ def _add_optional_commands(sub: Any) -> None:
     providers = webhooks.add_subparsers(dest="provider", metavar="PROVIDER", required=True)
     add_sign(providers)
     add_admin(sub)
+    add_sources(sub)
     add_lanes(sub)
     add_gmail(providers)
 

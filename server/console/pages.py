@@ -98,6 +98,7 @@ async def overview(request: Request[Any, Any, Any]) -> Template:
         failed=[Run.of(r) for r in failed.items],
         agents=agents,
         channels=sorted(gw.channels) if isinstance(gw.channels, dict) else [],
+        sources=gw.sources.states(),
     )
 
 

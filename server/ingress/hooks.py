@@ -520,6 +520,27 @@ class HookEndpoint:
         verified = door.verifier if door is not None and door.checks_every_request else None
         return await self.judge(sub, payload, request_of, verified=verified)
 
+    async def check_signature(
+        self, sub: str, request: InboundRequest, *, verifier: Verifier | None = None
+    ) -> Verifier | None:
+        """For a message pulled from a broker (`hookwise.server.sources`): check the signature of
+        `sub`'s door as `_at_door` does (no handshake: a broker relays none), or of `verifier`
+        when given (a source's own: an SNS envelope's); the verifier checked, or None when there
+        is nothing to check. A failed check is the door's 401 `invalid_signature`."""
+        rule_id = None
+        if verifier is None:
+            door = self._door(sub)
+            if door is None or not door.checks_every_request:
+                return None
+            verifier, rule_id = door.verifier, door.rule_id
+        request = await self._keys.for_request(verifier, request)
+        try:
+            verifier.verify(request)
+        except SignatureError as exc:
+            where = f"rule {rule_id!r}" if rule_id else verifier.where
+            raise RequestError(401, "invalid_signature", f"{where}: {exc}", None, rule_id) from None
+        return verifier
+
     async def judge(
         self,
         sub: str,

@@ -234,6 +234,10 @@ class Gateway:
         )
         self._caps_of: tuple[RuleSet, dict[str, int]] | None = None
         self.runtime.mapping_caps = self._mapping_caps
+        from ..sources.manager import Sources
+
+        #: the pull sources (`sources:`): consumers started with the service
+        self.sources = Sources(self.config.sources, self.hooks, self.dispatcher)
         self.runtime.rule_tools = lambda rule_id: (
             self.rules.tools_of(rule_id) if self.rules is not None else ()
         )
@@ -382,9 +386,11 @@ class Gateway:
         await self.lanes.follow_config(self.rules)
         await self.runtime.start()
         self._start_mail_watcher()
+        self.sources.start()
         try:
             yield self
         finally:
+            await self.sources.stop()
             await self.runtime.stop()
             for task in self._tasks:
                 task.cancel()
