@@ -224,9 +224,9 @@ def _add_optional_commands(sub: Any) -> None:
     from ..gmail.cli import add_cli as add_gmail
     from .admin import add_cli as add_admin
     from .lanes import add_cli as add_lanes
-    from .sources import add_cli as add_sources
     from .rules import add_cli as add_rules
     from .signatures import add_cli as add_sign
+    from .sources import add_cli as add_sources
     from .tools import add_cli as add_tools
 
     add_rules(sub)
