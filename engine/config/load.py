@@ -176,6 +176,7 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
             seen_ids[m.id] = i
 
     _check_tools(config, issues, warnings)
+    warnings.extend(unpriced_models(config))
 
     config = attrs.evolve(
         config,
@@ -186,6 +187,71 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
         ),
     )
     return config, issues, warnings
+
+
+def _model_list(block: object, where: str, issues: list[ConfigIssue]) -> object:
+    """`block` with `model: [a, b, c]` read as `model: a, fallbacks: [b, c]`."""
+    if not isinstance(block, dict) or not isinstance(block.get("model"), list):
+        return block
+    chain = block["model"]
+    if not chain or not all(isinstance(m, str) for m in chain):
+        issues.append(ConfigIssue(f"{where}.model", "a model list must be non-empty strings"))
+        return {k: v for k, v in block.items() if k != "model"}
+    if "fallbacks" in block:
+        issues.append(
+            ConfigIssue(f"{where}.fallbacks", "give model as a list or fallbacks, not both")
+        )
+        return {k: v for k, v in block.items() if k not in ("model", "fallbacks")}
+    return {**block, "model": chain[0], "fallbacks": list(chain[1:])}
+
+
+def model_lists(data: dict[str, Any], issues: list[ConfigIssue]) -> dict[str, Any]:
+    """The data with every model chain given as a list (`agents.defaults.model`,
+    `agents.list[i].model`, `hooks.mappings[i].model`) split into `model` and `fallbacks`."""
+    agents = data.get("agents")
+    if isinstance(agents, dict):
+        agents = dict(agents)
+        agents["defaults"] = _model_list(agents.get("defaults"), "agents.defaults", issues)
+        if agents["defaults"] is None:
+            del agents["defaults"]
+        if isinstance(agents.get("list"), list):
+            agents["list"] = [
+                _model_list(a, f"agents.list[{i}]", issues) for i, a in enumerate(agents["list"])
+            ]
+        data = {**data, "agents": agents}
+    hooks = data.get("hooks")
+    if isinstance(hooks, dict) and isinstance(hooks.get("mappings"), list):
+        mappings = [
+            _model_list(m, f"hooks.mappings[{i}]", issues) for i, m in enumerate(hooks["mappings"])
+        ]
+        data = {**data, "hooks": {**hooks, "mappings": mappings}}
+    return data
+
+
+def unpriced_models(config: Config) -> list[str]:
+    """A warning for each model the configuration names (defaults, fallbacks, allowlists,
+    agents, mappings' fixed models) of an HTTP provider without an entry in `models.prices`:
+    its calls are recorded with cost null."""
+    defaults = config.agents.defaults
+    named: list[str] = [defaults.model, *defaults.fallbacks, *defaults.models]
+    for a in config.agents.list:
+        named += [a.model or "", *(a.fallbacks or ()), *(a.models or ())]
+    for m in config.hooks.mappings:
+        if m.model and "{" not in m.model:
+            named.append(m.model)
+        named += m.fallbacks
+    paid = {pid for pid, pc in config.models.providers.items() if pc.api in ("openai", "anthropic")}
+    missing = sorted(
+        {
+            ref.strip()
+            for ref in named
+            if ref.strip().partition("/")[0] in paid and ref.strip() not in config.models.prices
+        }
+    )
+    return [
+        f"models.prices has no price for {ref}: its calls are recorded with cost null"
+        for ref in missing
+    ]
 
 
 def _check_tools(config: Config, issues: list[ConfigIssue], warnings: list[str]) -> None:
@@ -274,6 +340,7 @@ def check_data(
     base_dir = source.parent if source else Path.cwd()
     resolved = resolve_env(data, os.environ if env is None else env, "", issues)
     resolved = _channel_secret_files(resolved, base_dir, issues)  # type: ignore[arg-type]
+    resolved = model_lists(resolved, issues)
     pruned: list[list[str | int]] = []
     config = None
     while config is None:

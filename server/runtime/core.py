@@ -27,7 +27,9 @@ from typing import Any
 from ...engine.config.agents import Agent, Roster
 from ...engine.config.models import Config
 from ..store.base import NewEvent, NewRun, Store
+from ..store.modelcalls import BreakerPolicy
 from ..store.records import Route
+from .chain import Accounting
 from .deliveries import DeliveryWorker
 from .heartbeat import Heartbeats
 from .providers.registry import Providers
@@ -73,6 +75,18 @@ class Runtime:
         self.providers = Providers.from_config(config.models, base_dir=base_dir)
         self.router = Router(store, channels, defaults.fallback_channel)
         self.roster = Roster.from_config(config)
+        breaker = config.models.breaker
+        #: prices, breakers and the records of every model call (see `chain`)
+        self.accounting = Accounting(
+            store,
+            self.providers,
+            prices=config.models.prices,
+            breaker=BreakerPolicy(
+                failures=breaker.failures,
+                window=float(breaker.window),
+                cooldown=float(breaker.cooldown),
+            ),
+        )
         from ..tools.host import ToolHost
 
         #: the MCP servers of this process (connected on first use)
@@ -101,6 +115,8 @@ class Runtime:
                 tools_for=BeatTools(
                     self.tool_host, store, agent_tools=agent.tools, keep_payloads=keep_payloads
                 ),
+                accounting=self.accounting,
+                fallbacks=agent.models.fallbacks,
             )
             self.lanes[agent.id] = RunWorkers(
                 store=store,
@@ -124,6 +140,8 @@ class Runtime:
                     keep_payloads=keep_payloads,
                 ),
                 alone=not shared,
+                accounting=self.accounting,
+                fallbacks=agent.models.fallbacks,
             )
         self._topics = {
             a.id: "heartbeat" if a.default else f"heartbeat_{i}"

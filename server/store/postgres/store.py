@@ -39,6 +39,7 @@ from . import runtime as rt
 from .accept import AcceptLane, insert_log
 from .admin import PostgresAdminReads
 from .migrate import migrate, quote_ident
+from .modelcalls import PostgresModelCalls
 from .retention import PostgresRetention
 from .signals import Leadership, Notifier
 from .stats import PostgresStats
@@ -61,7 +62,9 @@ async def _no_session_state(_conn: asyncpg.Connection) -> None:
     own), so asyncpg's default reset would cost a round trip per use for nothing."""
 
 
-class PostgresStore(PostgresAdminReads, PostgresStats, PostgresRetention, PostgresToolCalls):
+class PostgresStore(
+    PostgresAdminReads, PostgresStats, PostgresRetention, PostgresToolCalls, PostgresModelCalls
+):
     """The `Store` on a PostgreSQL database (optionally in its own `schema`)."""
 
     def __init__(self, url: str, *, schema: str | None = None, pool_size: int = 10) -> None:

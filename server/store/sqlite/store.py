@@ -38,6 +38,7 @@ from . import writes
 from .accept import accept, accept_rows, log_rows
 from .admin import SQLiteAdminReads
 from .connect import BATCH, WriteLock, connect, connect_writer
+from .modelcalls import SQLiteModelCalls
 from .retention import SQLiteRetention
 from .stats import SQLiteStats
 from .toolcalls import SQLiteToolCalls
@@ -54,7 +55,9 @@ class StoreInUse(Exception):
     """The SQLite file is used by another hookwise process that does not share it with us."""
 
 
-class SQLiteStore(SQLiteAdminReads, SQLiteStats, SQLiteRetention, SQLiteToolCalls):
+class SQLiteStore(
+    SQLiteAdminReads, SQLiteStats, SQLiteRetention, SQLiteToolCalls, SQLiteModelCalls
+):
     """The `Store` on one SQLite file."""
 
     def __init__(
