@@ -188,7 +188,7 @@ class ModelChain:
         tool_choice: str = "auto",
     ) -> Completion:
         acc = self._acc
-        breakers = await acc._breakers() if len(self.models) > 1 else {}
+        breakers = await acc._breakers() if acc.breaker.enabled else {}
         failures: list[tuple[str, ProviderError]] = []
         last_index = len(self.models) - 1
         for i in range(self._start, len(self.models)):

@@ -62,6 +62,13 @@ class PostgresModelCalls(PostgresParts):
         self, model: str, *, now: float, policy: BreakerPolicy, error_class: str
     ) -> BreakerRecord:
         async def fn(conn: asyncpg.Connection) -> BreakerRecord:
+            # a row to lock first: two processes that both found none would both insert
+            await conn.execute(
+                "INSERT INTO model_breakers (model, state, failures, window_start, updated_at)"
+                " VALUES ($1, 'closed', 0, $2, $2) ON CONFLICT (model) DO NOTHING",
+                model,
+                now,
+            )
             row = await conn.fetchrow(
                 f"SELECT {BREAKER_COLUMNS} FROM model_breakers WHERE model = $1 FOR UPDATE", model
             )
