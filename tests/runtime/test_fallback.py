@@ -209,6 +209,13 @@ def test_an_agents_chain_and_a_mappings_fallbacks_apply(
     assert [c["errorClass"] for c in mapped["modelCalls"]] == ["overloaded", None]
 
 
+def console(gw: GatewayProcess, path: str) -> str:
+    assert gw.client is not None
+    r = gw.client.get(path, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert r.status_code == 200, r.text
+    return r.text
+
+
 def breakers(gw: GatewayProcess) -> dict[str, dict[str, Any]]:
     return {b["model"]: b for b in gw.admin("/api/breakers")["items"]}
 
@@ -236,6 +243,7 @@ def test_the_breaker_opens_skips_the_model_and_half_opens_after_the_cooldown(
     assert run["modelUsed"] == BACKUP
     skipped, answered = run["modelCalls"]
     assert (skipped["outcome"], skipped["errorClass"]) == ("skipped", "breaker_open")
+    assert (answered["model"], answered["outcome"]) == (BACKUP, "ok")
     assert len(model_server.requests) == 2 and run["usage"]["calls"] == 1
     # after the cool-down: one call tries it (half-open); its success closes the breaker
     eventually(lambda: breakers(gw)["po/gpt-main"]["state"] == "half_open", timeout=10)
@@ -266,6 +274,11 @@ def test_a_failed_half_open_try_opens_the_breaker_again(
     again = breakers(gw)["po/gpt-main"]
     assert again["state"] == "open" and again["openUntil"] > first["openUntil"]
     assert again["failures"] == 2
+    # the console: the breaker on the overview, every attempt on the run's page
+    overview = console(gw, "/ui/")
+    assert "Model breakers" in overview and "<code>po/gpt-main</code>" in overview
+    page = console(gw, f"/ui/runs/{run['runId']}")
+    assert "Model calls" in page and "overloaded (503)" in page and "2 call(s)" in page
 
 
 def test_the_last_model_of_a_chain_is_tried_even_with_its_breaker_open(
