@@ -24,6 +24,7 @@ from ..errors import ConfigError, ConfigIssue
 from ..yamlfile import YamlSyntaxError, load_yaml
 from .convert import structure
 from .grants import SERVER_NAME, check_grant
+from .model_policy import model_list
 from .models import (
     MIN_TOKEN_LENGTH,
     Config,
@@ -189,40 +190,24 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
     return config, issues, warnings
 
 
-def _model_list(block: object, where: str, issues: list[ConfigIssue]) -> object:
-    """`block` with `model: [a, b, c]` read as `model: a, fallbacks: [b, c]`."""
-    if not isinstance(block, dict) or not isinstance(block.get("model"), list):
-        return block
-    chain = block["model"]
-    if not chain or not all(isinstance(m, str) for m in chain):
-        issues.append(ConfigIssue(f"{where}.model", "a model list must be non-empty strings"))
-        return {k: v for k, v in block.items() if k != "model"}
-    if "fallbacks" in block:
-        issues.append(
-            ConfigIssue(f"{where}.fallbacks", "give model as a list or fallbacks, not both")
-        )
-        return {k: v for k, v in block.items() if k not in ("model", "fallbacks")}
-    return {**block, "model": chain[0], "fallbacks": list(chain[1:])}
-
-
 def model_lists(data: dict[str, Any], issues: list[ConfigIssue]) -> dict[str, Any]:
     """The data with every model chain given as a list (`agents.defaults.model`,
     `agents.list[i].model`, `hooks.mappings[i].model`) split into `model` and `fallbacks`."""
     agents = data.get("agents")
     if isinstance(agents, dict):
         agents = dict(agents)
-        agents["defaults"] = _model_list(agents.get("defaults"), "agents.defaults", issues)
+        agents["defaults"] = model_list(agents.get("defaults"), "agents.defaults", issues)
         if agents["defaults"] is None:
             del agents["defaults"]
         if isinstance(agents.get("list"), list):
             agents["list"] = [
-                _model_list(a, f"agents.list[{i}]", issues) for i, a in enumerate(agents["list"])
+                model_list(a, f"agents.list[{i}]", issues) for i, a in enumerate(agents["list"])
             ]
         data = {**data, "agents": agents}
     hooks = data.get("hooks")
     if isinstance(hooks, dict) and isinstance(hooks.get("mappings"), list):
         mappings = [
-            _model_list(m, f"hooks.mappings[{i}]", issues) for i, m in enumerate(hooks["mappings"])
+            model_list(m, f"hooks.mappings[{i}]", issues) for i, m in enumerate(hooks["mappings"])
         ]
         data = {**data, "hooks": {**hooks, "mappings": mappings}}
     return data

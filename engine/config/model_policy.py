@@ -218,6 +218,22 @@ class ModelPolicy:
         return tuple(chain)
 
 
+def model_list(block: object, where: str, issues: list[ConfigIssue]) -> object:
+    """`block` with `model: [a, b, c]` read as `model: a, fallbacks: [b, c]`."""
+    if not isinstance(block, dict) or not isinstance(block.get("model"), list):
+        return block
+    chain = block["model"]
+    if not chain or not all(isinstance(m, str) for m in chain):
+        issues.append(ConfigIssue(f"{where}.model", "a model list must be non-empty strings"))
+        return {k: v for k, v in block.items() if k != "model"}
+    if "fallbacks" in block:
+        issues.append(
+            ConfigIssue(f"{where}.fallbacks", "give model as a list or fallbacks, not both")
+        )
+        return {k: v for k, v in block.items() if k not in ("model", "fallbacks")}
+    return {**block, "model": chain[0], "fallbacks": list(chain[1:])}
+
+
 #: the most models one chain may name
 MAX_CHAIN = 8
 
