@@ -25,7 +25,8 @@ def models(**more: object) -> dict[str, object]:
 
 
 @pytest.mark.parametrize(
-    ("per", "tokens"), [("1M", 1_000_000), ("1m", 1_000_000), ("1K", 1000), (1000, 1000), ("2.5K", 2500)]
+    ("per", "tokens"),
+    [("1M", 1_000_000), ("1m", 1_000_000), ("1K", 1000), (1000, 1000), ("2.5K", 2500)],
 )
 def test_per_is_a_number_of_tokens(per: object, tokens: int) -> None:
     assert PerTokens.parse(per) == tokens
@@ -69,8 +70,7 @@ def test_models_without_a_price_are_warned_about() -> None:
     assert [w for w in loaded.warnings if "models.prices" in w] == [
         "models.prices has no price for anthropic/claude-sonnet-4: its calls are recorded with"
         " cost null",
-        "models.prices has no price for openai/gpt-4.1-mini: its calls are recorded with cost"
-        " null",
+        "models.prices has no price for openai/gpt-4.1-mini: its calls are recorded with cost null",
     ]
 
 
