@@ -15,7 +15,8 @@ provider. Each call goes to the chain's models in turn:
   a malformed answer, the run's deadline) ends the call where it happens.
 - once a model has answered, the run's later calls (tool rounds) start from it.
 
-Every call and every skip is one `ModelCallRecord`, written to the store when it ends (tokens,
+Every call and every skip is one `ModelCallRecord`, written to the store when it ends, in the
+background and tried again until the store takes it (tokens,
 cache reads and writes where the provider reports them, cost from `models.prices`: null without a
 price or without usage), and counted in the metrics. Unavailable failures are counted on the
 model's breaker in the store; a success of a model with a breaker row closes it.
@@ -23,6 +24,8 @@ model's breaker in the store; a success of a model with a breaker row closes it.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,7 +35,7 @@ import attrs
 
 from ...engine.config.prices import PriceConfig
 from .. import metrics
-from ..store.base import Store
+from ..store.base import Store, StoreUnavailable
 from ..store.modelcalls import BreakerPolicy, BreakerRecord, ModelCallRecord
 from .providers.base import ChatMessage, Completion, ProviderError, ProviderTimeout
 from .providers.http import HttpProvider
@@ -42,6 +45,10 @@ log = logging.getLogger("hookwise.models")
 
 #: the longest error text kept on a call's record
 ERROR_CHARS = 300
+#: waits (seconds) between tries of a record's write; the last repeats
+RECORD_RETRY = (0.25, 0.5, 1.0, 2.0)
+#: tries of a record the store refuses (not merely unavailable) before it is given up
+RECORD_TRIES = 5
 
 
 class Accounting:
@@ -61,6 +68,8 @@ class Accounting:
         self._prices = dict(prices)
         self.breaker = breaker
         self._clock = clock
+        #: records being written (see `_record`)
+        self._pending: set[asyncio.Task[None]] = set()
 
     def cost(self, model: str, call: ModelCallRecord) -> float | None:
         """The cost of a call's tokens, or None (no price for `model`, no usage reported)."""
@@ -91,18 +100,62 @@ class Accounting:
             return {}
 
     async def _record(self, record: ModelCallRecord) -> None:
+        """Count the call and write its record in the background: the run goes on at once (its
+        final write follows the record into the store's queue), and a record the store could
+        not take is tried again until it is stored (see `_write`)."""
         metrics.model_call(record)
-        try:
-            await self._store.record_model_calls([record])
-        except Exception as e:
-            log.error(
-                "model call %s #%d of %s could not be recorded: %s: %s",
-                record.model,
-                record.seq,
-                record.owner_id,
-                type(e).__name__,
-                e,
-            )
+        task = asyncio.create_task(self._write(record), name=f"hookwise-record-{record.owner_id}")
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _write(self, record: ModelCallRecord) -> None:
+        """Write one record, trying again (`RECORD_RETRY`) while the store is unavailable; a
+        record the store refuses `RECORD_TRIES` times is given up, loudly."""
+        refused = 0
+        for attempt in itertools.count():
+            try:
+                await self._store.record_model_calls([record])
+                if attempt:
+                    log.warning(
+                        "model call %s #%d of %s recorded on try %d",
+                        record.model,
+                        record.seq,
+                        record.owner_id,
+                        attempt + 1,
+                    )
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                unavailable = isinstance(e, (StoreUnavailable, TimeoutError, OSError))
+                refused += not unavailable
+                gave_up = refused >= RECORD_TRIES
+                if attempt == 0 or gave_up:
+                    log.error(
+                        "model call %s #%d of %s could not be recorded (%s: %s); %s",
+                        record.model,
+                        record.seq,
+                        record.owner_id,
+                        type(e).__name__,
+                        e,
+                        "given up" if gave_up else "trying again until the store takes it",
+                    )
+                if gave_up:
+                    return
+                await asyncio.sleep(RECORD_RETRY[min(attempt, len(RECORD_RETRY) - 1)])
+
+    async def drain(self, timeout: float) -> int:
+        """Wait (at most `timeout` seconds) for the records still being written; how many were
+        left unwritten."""
+        pending = list(self._pending)
+        if not pending:
+            return 0
+        _, left = await asyncio.wait(pending, timeout=timeout)
+        for task in left:
+            task.cancel()
+        if left:
+            log.error("%d model call record(s) were not written before the stop", len(left))
+        return len(left)
 
     async def _failed(self, model: str, error_class: str) -> None:
         if not self.breaker.enabled:

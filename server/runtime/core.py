@@ -313,6 +313,7 @@ class Runtime:
         if self.leader and self.shared:
             await self._store.resign("heartbeat")
         await self.deliveries.stop()
+        await self.accounting.drain(timeout=5.0)
         if interrupted:
             await self._store.requeue_runs(interrupted)
             log.info("%d run(s) in flight went back to the queue", len(interrupted))

@@ -4,6 +4,8 @@ sums on the run and on heartbeats, in the admin API and the metrics."""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from typing import Any
 
 import pytest
@@ -145,3 +147,45 @@ def test_metrics_count_calls_tokens_and_cost_by_agent_mapping_and_model(
     assert tokens[frozenset(labels | {("kind", "output")})] == 3
     cost = samples(gw, "hookwise_model_cost_total")
     assert cost[frozenset(labels)] > 0
+
+
+def test_records_held_at_a_paused_writer_are_written_by_the_next_one(
+    tmp_path, model_server: ModelServer
+) -> None:
+    """A record the store could not take (its writer process paused, then killed) is tried
+    again until the next writer stores it: what a run spent is never lost with the writer."""
+    import os
+    import signal
+
+    from tests.fakes.model_server import Slow
+    from tests.runtime.test_runs_outlive_the_writer import _all_final, _post_runs, _writer
+
+    n = 4
+    model_server.enqueue(*[Slow(1.0, Reply("done"))] * n)
+    cfg = config(model_server, prices={"fake/m": PRICE})
+    gw = GatewayProcess(cfg, tmp_path / "gw").start()
+    writer = 0
+    try:
+        ids = _post_runs(gw, n)
+        eventually(lambda: len(model_server.requests) == n, what="every run calling the model")
+        writer = _writer(gw)
+        os.kill(writer, signal.SIGSTOP)
+        eventually(lambda: model_server.in_flight == 0, what="the model calls to end")
+        time.sleep(1.0)
+        os.kill(writer, signal.SIGKILL)
+        runs = _all_final(gw, ids)
+        assert {r["state"] for r in runs} == {"succeeded"}
+        for run_id in ids:
+            run = eventually(
+                lambda i=run_id: (r := gw.admin(f"/api/runs/{i}")["run"])["modelCalls"] and r,
+                what=f"the record of {run_id}",
+            )
+            [call] = run["modelCalls"]
+            assert call["outcome"] == "ok" and call["cost"] > 0
+    finally:
+        if writer:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(writer, signal.SIGKILL)
+        gw.stop()
+    assert "could not be recorded" in gw.stderr()
+    assert "given up" not in gw.stderr()
