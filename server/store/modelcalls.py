@@ -20,8 +20,10 @@ from typing import Any
 
 import attrs
 
+#: the columns a record is written and read as (the call's `seq` is the `call_seq` column: the
+#: table's own `seq` orders its rows for retention)
 COLUMNS = (
-    "owner_id, attempt, seq, model, agent_id, rule_id, outcome, error_class, status, error, started_at,"
+    "owner_id, attempt, call_seq, model, agent_id, rule_id, outcome, error_class, status, error, started_at,"
     " duration_ms, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost"
 )
 WIDTH = COLUMNS.count(",") + 1

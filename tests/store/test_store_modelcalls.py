@@ -111,3 +111,21 @@ def test_exactly_one_caller_gets_the_half_open_try(backend: Backend) -> None:
         assert again.state == "open" and again.open_until == 132.0 and again.probe_until is None
 
     backend.run(body, instances=2)
+
+
+def test_model_calls_are_pruned_with_the_runs_horizon(backend: Backend) -> None:
+    from hookwise.server.store.retention import TARGETS
+
+    [target] = [t for t in TARGETS if t.table == "model_calls"]
+    assert target.key == "runs"
+
+    async def body(store) -> None:
+        await store.record_model_calls(
+            [call(f"r{age}", 1, started_at=1000.0 - age) for age in (300, 200, 100, 5)]
+        )
+        upto = await store.retention_boundary(target, 850.0)
+        assert await store.prune_batch(target, upto=upto, cutoff=850.0, limit=10) == 2
+        left = await store.model_calls_of(["r300", "r200", "r100", "r5"])
+        assert [c.owner_id for c in left] == ["r100", "r5"]
+
+    backend.run(body)

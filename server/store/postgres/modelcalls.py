@@ -23,7 +23,7 @@ from .parts import PostgresParts
 _INSERT = (
     f"INSERT INTO model_calls ({COLUMNS}) VALUES"
     f" ({', '.join(f'${i}' for i in range(1, WIDTH + 1))})"
-    " ON CONFLICT (owner_id, attempt, seq) DO NOTHING"
+    " ON CONFLICT (owner_id, attempt, call_seq) DO NOTHING"
 )
 _BREAKER_PUT = (
     f"INSERT INTO model_breakers ({BREAKER_COLUMNS}) VALUES"
@@ -47,7 +47,7 @@ class PostgresModelCalls(PostgresParts):
             return []
         rows = await self._readers.fetch(
             f"SELECT {COLUMNS} FROM model_calls WHERE owner_id = ANY($1::text[])"
-            " ORDER BY owner_id, attempt, seq",
+            " ORDER BY owner_id, attempt, call_seq",
             list(owner_ids),
         )
         return [ModelCallRecord.from_row(tuple(r)) for r in rows]

@@ -80,7 +80,7 @@ class SQLiteModelCalls(SQLiteParts):
         rows = await self._read(
             lambda conn: conn.execute(
                 f"SELECT {COLUMNS} FROM model_calls"
-                " WHERE owner_id IN (SELECT value FROM json_each(?)) ORDER BY owner_id, attempt, seq",
+                " WHERE owner_id IN (SELECT value FROM json_each(?)) ORDER BY owner_id, attempt, call_seq",
                 (ids,),
             ).fetchall()
         )

@@ -2,10 +2,12 @@
 -- One row per model call of a run or a heartbeat (`owner_id`), by attempt of the run, in order: the model, how it
 -- ended (`ok`, `error`, `skipped` by an open breaker), the error class, the tokens the provider
 -- reported and the cost from the price table (NULL: no price, or no usage reported).
+-- `seq` orders the rows for retention (pruned with `retention.runs`, by `started_at`).
 CREATE TABLE IF NOT EXISTS model_calls (
+    seq BIGSERIAL PRIMARY KEY,
     owner_id TEXT NOT NULL,
     attempt INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
+    call_seq INTEGER NOT NULL,
     model TEXT NOT NULL,
     agent_id TEXT NOT NULL,
     rule_id TEXT,
@@ -20,9 +22,8 @@ CREATE TABLE IF NOT EXISTS model_calls (
     cache_read_tokens INTEGER,
     cache_write_tokens INTEGER,
     cost DOUBLE PRECISION,
-    PRIMARY KEY (owner_id, attempt, seq)
+    UNIQUE (owner_id, attempt, call_seq)
 );
-CREATE INDEX IF NOT EXISTS model_calls_started ON model_calls (started_at);
 -- A circuit breaker per provider/model, shared by every process of the store: no row is a
 -- closed breaker without recent failures.
 CREATE TABLE IF NOT EXISTS model_breakers (
