@@ -258,7 +258,9 @@ class ModelChain:
                     duration_ms=0.0,
                 )
                 await acc._record(skipped)
-                failures.append((ref, ProviderError("breaker open", error_class="breaker_open")))
+                failures.append(
+                    (ref, ProviderError("its circuit breaker is open", error_class="breaker_open"))
+                )
                 continue
             started, t0 = acc._clock(), time.perf_counter()
             try:

@@ -6,6 +6,7 @@ call try it again once its cool-down is over."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.model_server import Action, Fail, ModelServer, Reply, Slow
+from tests.fakes.model_server import Action, Fail, ModelServer, Raw, Reply, Slow
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
 from tests.support.wait import eventually
 
@@ -121,7 +122,40 @@ def test_an_unavailable_model_falls_back_to_the_next(
     assert len(backup.requests) == 1
 
 
+OPENAI_REFUSAL = json.dumps(
+    {
+        "id": "chatcmpl-refused",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-main",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "refusal": "I can't help."},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    }
+)
+ANTHROPIC_REFUSAL = json.dumps(
+    {
+        "id": "msg_refused",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-main",
+        "content": [],
+        "stop_reason": "refusal",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 5, "output_tokens": 0},
+    }
+)
+
 CALLERS_FAULT: list[tuple[str, Action, str]] = [
+    ("po/gpt-main", Raw(200, OPENAI_REFUSAL), "refusal"),
+    ("pa/claude-main", Raw(200, ANTHROPIC_REFUSAL), "refusal"),
+    ("po/gpt-main", Fail(404), "not_found"),
     ("po/gpt-main", Fail(400), "bad_request"),
     ("po/gpt-main", Fail(401), "auth"),
     ("po/gpt-main", Fail(403), "forbidden"),
