@@ -333,3 +333,23 @@ def test_the_last_model_of_a_chain_is_tried_even_with_its_breaker_open(
     assert [c["outcome"] for c in run["modelCalls"]] == ["ok"]
     assert len(model_server.requests) == 4  # 1 + maxRetries 2, then the one that answered
     assert breakers(gw) == {}
+
+
+def test_every_error_type_of_the_anthropic_api_has_an_error_class() -> None:
+    """The classes are mapped from the API's own description of its errors (`error.type`)."""
+    from hookwise.server.runtime.providers.anthropic import ERROR_CLASSES as ANTHROPIC
+    from hookwise.server.runtime.providers.base import ERROR_CLASSES, UNAVAILABLE
+    from tests.fakes.specs import SPEC_DIR
+
+    spec = json.loads((SPEC_DIR / "anthropic.json").read_text())
+    types = spec["error_schema"]["properties"]["error"]["properties"]["type"]["enum"]
+    assert set(ANTHROPIC) == set(types)
+    assert set(ANTHROPIC.values()) <= set(ERROR_CLASSES)
+    moves_on = {t for t, c in ANTHROPIC.items() if c in UNAVAILABLE}
+    assert moves_on == {
+        "rate_limit_error",
+        "overloaded_error",
+        "api_error",
+        "timeout_error",
+        "billing_error",
+    }
