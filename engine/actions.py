@@ -90,6 +90,7 @@ AGENT_FIELDS = (
     "channel",
     "to",
     "model",
+    "fallbacks",
     "thinking",
     "timeoutSeconds",
     "fallbackChannel",
@@ -227,15 +228,7 @@ def validate_agent(
         if problem:
             raise _bad("to", problem)
 
-    model = payload.get("model")
-    if model is not None:
-        if not isinstance(model, str) or not model.strip():
-            raise _bad("model", "model must be a non-blank string such as provider/model")
-        model = model.strip()
-        if policy.resolve_model is not None:
-            # an agent with its own `model`/`models` has its own allowlist and aliases
-            own = agent.models != policy.sessions.roster.default.models
-            model = agent.models.resolve(model) if own else policy.resolve_model(model)
+    model = _model_chain(payload, policy, agent)
 
     thinking = payload.get("thinking")
     if thinking is not None and (not isinstance(thinking, str) or thinking not in THINKING_LEVELS):
@@ -271,6 +264,35 @@ def validate_agent(
         fallback_channel=fallback_channel,
         allow_unsafe_external_content=unsafe,
     )
+
+
+def _model_chain(payload: Mapping[str, Any], policy: ValidationPolicy, agent: Any) -> str | None:
+    """The run's model chain (`model`, a list of models, and/or `fallbacks`), each model
+    resolved and checked against the allowlist, as one string: the models in the order they are
+    tried, separated by spaces (a model reference never contains whitespace). None: the agent's
+    own chain."""
+    model, fallbacks = payload.get("model"), payload.get("fallbacks")
+    if model is None and fallbacks is None:
+        return None
+    if fallbacks is not None and not isinstance(fallbacks, list):
+        raise _bad("fallbacks", "fallbacks must be a list of models such as provider/model")
+    listed = model if isinstance(model, list) else [] if model is None else [model]
+    for field, items in (("model", listed), ("fallbacks", fallbacks or [])):
+        for item in items:
+            if not isinstance(item, str) or not item.strip():
+                raise _bad(field, f"{field} must name models such as provider/model")
+    if policy.resolve_model is None:
+        chain = [m.strip() for m in [*listed, *(fallbacks or [])]]
+        return " ".join(dict.fromkeys(chain))
+    # an agent with its own `model`/`models` has its own allowlist and aliases
+    own = agent.models != policy.sessions.roster.default.models
+    if not own and isinstance(model, str) and fallbacks is None:
+        return policy.resolve_model(model)
+    models = agent.models if own else policy.sessions.roster.default.models
+    resolved = models.resolve_chain(model, fallbacks) or ()
+    if model is None:  # only fallbacks: they follow the agent's own model
+        resolved = tuple(dict.fromkeys((models.default_model, *resolved)))
+    return " ".join(resolved)
 
 
 def validate_action(

@@ -31,6 +31,10 @@ ENV = "PROMETHEUS_MULTIPROC_DIR"
 #: the text exposition format; the framework adds `; charset=utf-8` to a text/* media type
 CONTENT_TYPE = "text/plain; version=0.0.4"
 QUEUES = ("runs", "deliveries")
+#: the most values the model and mapping labels of the model-call series take (then `other`)
+MAX_LABEL_VALUES = 100
+#: a model breaker's state as the value of `hookwise_model_breaker_state`
+BREAKER_VALUES = {"closed": 0, "half_open": 1, "open": 2}
 
 _DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _RUN_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
@@ -113,6 +117,23 @@ class _Metrics:
             "Hook requests refused by a per-route limit (rate_limited, too_many_in_flight)",
             ("route", "code"),
         )
+        self.model_calls = counter(
+            "hookwise_model_calls",
+            "Model calls of runs and heartbeats by outcome (ok, error, skipped: breaker open)",
+            ("agent", "mapping", "model", "outcome"),
+        )
+        self.model_tokens = counter(
+            "hookwise_model_tokens",
+            "Tokens the providers reported, by kind (input, output, cache_read, cache_write)",
+            ("agent", "mapping", "model", "kind"),
+        )
+        self.model_cost = counter(
+            "hookwise_model_cost",
+            "Cost of model calls from models.prices (calls of unpriced models count nothing)",
+            ("agent", "mapping", "model"),
+        )
+        #: label values seen per label, bounded (`MAX_LABEL_VALUES`, then `other`)
+        self._seen: dict[str, set[str]] = {}
         from prometheus_client import Gauge
 
         self.in_flight = Gauge(
@@ -148,6 +169,17 @@ class _Metrics:
             multiprocess_mode="livemin",
         )
         self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
+
+    def bounded(self, label: str, value: str) -> str:
+        """`value`, or `other` once `label` has `MAX_LABEL_VALUES` values (requests may name
+        models and mappings come and go with reloads: the series stay bounded)."""
+        seen = self._seen.setdefault(label, set())
+        if value in seen:
+            return value
+        if len(seen) >= MAX_LABEL_VALUES:
+            return "other"
+        seen.add(value)
+        return value
 
     def http_children(self, route: str, status: int) -> tuple[Any, Any]:
         key = (route, status)
@@ -270,6 +302,27 @@ def time_transform(call: Any) -> contextlib.AbstractContextManager[Any]:
     return _TransformTimer(_RUNTIMES.get(kind, kind or "other"))
 
 
+def model_call(call: Any) -> None:
+    """One model call's record (`store.modelcalls.ModelCallRecord`): its outcome, its tokens by
+    kind and its cost, by agent, mapping (`none` for `/agent` runs, `heartbeat`) and model."""
+    if _metrics is None:
+        return
+    m = _metrics
+    mapping = m.bounded("mapping", call.rule_id or ("heartbeat" if call.attempt == 0 else "none"))
+    model = m.bounded("model", call.model)
+    m.model_calls.labels(call.agent_id, mapping, model, call.outcome).inc()
+    for kind, n in (
+        ("input", call.input_tokens),
+        ("output", call.output_tokens),
+        ("cache_read", call.cache_read_tokens),
+        ("cache_write", call.cache_write_tokens),
+    ):
+        if n:
+            m.model_tokens.labels(call.agent_id, mapping, model, kind).inc(n)
+    if call.cost:
+        m.model_cost.labels(call.agent_id, mapping, model).inc(call.cost)
+
+
 def heartbeat(agent: str, outcome: str) -> None:
     if _metrics is not None:
         _metrics.heartbeats.labels(agent, outcome).inc()
@@ -331,6 +384,7 @@ def render(
     running: Mapping[str, tuple[int, float | None]] | None = None,
     pending_events: Mapping[str, int] | None = None,
     lanes: Sequence[tuple[str, str, int, float | None]] = (),
+    breakers: Mapping[str, str] | None = None,
 ) -> bytes:
     """The scrape's body: every process's metrics plus the gauges read from the store: `queues`
     (name -> (depth, age in seconds of the oldest item or None)), `running` (agent -> (running
@@ -397,6 +451,16 @@ def render(
         for session, n in sorted(pending_events.items()):
             pending.add_metric([session], n)
         families.append(pending)
+    if breakers is not None:
+        gauge = GaugeMetricFamily(
+            "hookwise_model_breaker_state",
+            "Each model's circuit breaker, from the store: 0 closed, 1 half-open, 2 open"
+            " (models without recent failures are not listed)",
+            labels=["model"],
+        )
+        for model, state in sorted(breakers.items()):
+            gauge.add_metric([model], BREAKER_VALUES.get(state, 0))
+        families.append(gauge)
     build = GaugeMetricFamily(
         "hookwise_build_info",
         "The running build (always 1): hookwise's version and Python's",

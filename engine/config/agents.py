@@ -50,6 +50,11 @@ class Agent:
     def default_model(self) -> str:
         return self.models.default_model
 
+    @property
+    def default_chain(self) -> tuple[str, ...]:
+        """Its model and the fallbacks tried in turn after it."""
+        return self.models.default_chain
+
 
 def normalize_agent_id(value: str) -> str:
     """Agent ids compare case-insensitively, surrounding blanks ignored (as the peer does)."""
@@ -130,13 +135,19 @@ class Roster:
                 defaults,
                 model=entry.model if entry.model is not None else defaults.model,
                 models=entry.models if entry.models is not None else defaults.models,
+                # an agent with a model of its own does not inherit the defaults' fallbacks
+                fallbacks=entry.fallbacks
+                if entry.fallbacks is not None
+                else (defaults.fallbacks if entry.model is None else ()),
             )
             try:
                 models = ModelPolicy.from_config(merged, providers)
             except ConfigError as e:
                 issues.extend(
                     attrs.evolve(x, path=x.path.replace("agents.defaults", where, 1))
-                    if entry.model is not None or entry.models is not None
+                    if entry.model is not None
+                    or entry.models is not None
+                    or entry.fallbacks is not None
                     else x
                     for x in e.issues
                 )

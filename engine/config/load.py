@@ -24,6 +24,7 @@ from ..errors import ConfigError, ConfigIssue
 from ..yamlfile import YamlSyntaxError, load_yaml
 from .convert import structure
 from .grants import SERVER_NAME, check_grant
+from .model_policy import model_list
 from .models import (
     MIN_TOKEN_LENGTH,
     Config,
@@ -177,6 +178,7 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
 
     _check_tools(config, issues, warnings)
     _check_sources(config, issues)
+    warnings.extend(unpriced_models(config))
 
     config = attrs.evolve(
         config,
@@ -205,6 +207,55 @@ def _check_sources(config: Config, issues: list[ConfigIssue]) -> None:
                     "needs hooks.enabled: true (its messages go through the hook rules)",
                 )
             )
+
+
+def model_lists(data: dict[str, Any], issues: list[ConfigIssue]) -> dict[str, Any]:
+    """The data with every model chain given as a list (`agents.defaults.model`,
+    `agents.list[i].model`, `hooks.mappings[i].model`) split into `model` and `fallbacks`."""
+    agents = data.get("agents")
+    if isinstance(agents, dict):
+        agents = dict(agents)
+        agents["defaults"] = model_list(agents.get("defaults"), "agents.defaults", issues)
+        if agents["defaults"] is None:
+            del agents["defaults"]
+        if isinstance(agents.get("list"), list):
+            agents["list"] = [
+                model_list(a, f"agents.list[{i}]", issues) for i, a in enumerate(agents["list"])
+            ]
+        data = {**data, "agents": agents}
+    hooks = data.get("hooks")
+    if isinstance(hooks, dict) and isinstance(hooks.get("mappings"), list):
+        mappings = [
+            model_list(m, f"hooks.mappings[{i}]", issues) for i, m in enumerate(hooks["mappings"])
+        ]
+        data = {**data, "hooks": {**hooks, "mappings": mappings}}
+    return data
+
+
+def unpriced_models(config: Config) -> list[str]:
+    """A warning for each model the configuration names (defaults, fallbacks, allowlists,
+    agents, mappings' fixed models) of an HTTP provider without an entry in `models.prices`:
+    its calls are recorded with cost null."""
+    defaults = config.agents.defaults
+    named: list[str] = [defaults.model, *defaults.fallbacks, *defaults.models]
+    for a in config.agents.list:
+        named += [a.model or "", *(a.fallbacks or ()), *(a.models or ())]
+    for m in config.hooks.mappings:
+        if m.model and "{" not in m.model:
+            named.append(m.model)
+        named += m.fallbacks
+    paid = {pid for pid, pc in config.models.providers.items() if pc.api in ("openai", "anthropic")}
+    missing = sorted(
+        {
+            ref.strip()
+            for ref in named
+            if ref.strip().partition("/")[0] in paid and ref.strip() not in config.models.prices
+        }
+    )
+    return [
+        f"models.prices has no price for {ref}: its calls are recorded with cost null"
+        for ref in missing
+    ]
 
 
 def _check_tools(config: Config, issues: list[ConfigIssue], warnings: list[str]) -> None:
@@ -293,6 +344,7 @@ def check_data(
     base_dir = source.parent if source else Path.cwd()
     resolved = resolve_env(data, os.environ if env is None else env, "", issues)
     resolved = _channel_secret_files(resolved, base_dir, issues)  # type: ignore[arg-type]
+    resolved = model_lists(resolved, issues)
     pruned: list[list[str | int]] = []
     config = None
     while config is None:

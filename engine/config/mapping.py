@@ -235,6 +235,8 @@ class MappingConfig:
     to: str | None = None
     fallback_channel: str | None = None
     model: str | None = None
+    # the models tried in turn when `model` (or the agent's model) is unavailable
+    fallbacks: tuple[str, ...] = ()
     thinking: str | None = None
     timeout_seconds: float | None = None
     transform: TransformConfig | None = None

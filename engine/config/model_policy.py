@@ -5,6 +5,11 @@ to `{alias: ...}`. Empty or absent means any model is allowed, though a request'
 still be `provider/model` or a known alias. `agents.defaults.model` (default `echo/echo`, may be
 an alias) is the default and is always allowed.
 
+`agents.defaults.fallbacks` (or `model` given as a list: its first item is the model, the
+others the fallbacks) are the models a run tries in turn when the one before is unavailable;
+like the default, they are always allowed. `resolve_chain` resolves a request's chain
+(`model: [a, b]`, or `model` with `fallbacks`), each item as `resolve` does.
+
 `ModelPolicy.resolve(ref)` returns the canonical `provider/model`, or raises `RequestError`:
 `invalid_field` for a value that is not a non-blank string of that form, `model_not_allowed` for
 one outside the allowlist, `model_not_available` for one whose provider is not configured (when
@@ -39,6 +44,13 @@ class ModelPolicy:
     aliases: dict[str, str] = attrs.field(factory=dict)
     #: the configured provider ids (None: not checked)
     providers: frozenset[str] | None = None
+    #: the models tried after the default one, in order, when it is unavailable
+    fallbacks: tuple[str, ...] = ()
+
+    @property
+    def default_chain(self) -> tuple[str, ...]:
+        """The default model and its fallbacks, in the order they are tried."""
+        return (self.default_model, *self.fallbacks)
 
     @property
     def enforced(self) -> bool:
@@ -95,6 +107,18 @@ class ModelPolicy:
                     "agents.defaults.model", f"{defaults.model!r} is not provider/model or an alias"
                 )
             )
+        fallbacks: list[str] = []
+        for i, ref in enumerate(defaults.fallbacks):
+            canonical = aliases.get(ref.strip(), ref.strip())
+            if not is_model_ref(canonical):
+                issues.append(
+                    ConfigIssue(
+                        f"agents.defaults.fallbacks[{i}]",
+                        f"{ref!r} is not provider/model or an alias",
+                    )
+                )
+            elif canonical != default and canonical not in fallbacks:
+                fallbacks.append(canonical)
         if issues:
             raise ConfigError(issues)
         return cls(
@@ -102,6 +126,7 @@ class ModelPolicy:
             allowed=frozenset(allowed),
             aliases=aliases,
             providers=None if providers is None else frozenset(providers),
+            fallbacks=tuple(fallbacks),
         )
 
     def unavailable(self) -> list[ConfigIssue]:
@@ -109,6 +134,7 @@ class ModelPolicy:
         if self.providers is None:
             return []
         refs = [("agents.defaults.model", self.default_model)]
+        refs += [(f"agents.defaults.fallbacks[{i}]", r) for i, r in enumerate(self.fallbacks)]
         refs += [(f"agents.defaults.models.{ref}", ref) for ref in sorted(self.allowed)]
         return [
             ConfigIssue(path, self._unavailable_message(ref))
@@ -141,7 +167,7 @@ class ModelPolicy:
                 f"model {_show(value)} must be <provider>/<model> or a known alias",
                 field="model",
             )
-        if self.enforced and canonical not in self.allowed and canonical != self.default_model:
+        if self.enforced and canonical not in self.allowed and canonical not in self.default_chain:
             raise RequestError(
                 400,
                 "model_not_allowed",
@@ -154,6 +180,62 @@ class ModelPolicy:
                 400, "model_not_available", self._unavailable_message(canonical), field="model"
             )
         return canonical
+
+    def resolve_chain(self, ref: object, fallbacks: object = None) -> tuple[str, ...] | None:
+        """A request's model chain: `ref` a model or a list of them, `fallbacks` a list tried
+        after it; each item resolved and checked as `resolve` does, duplicates dropped. None
+        when neither is given (the agent's own chain applies)."""
+        if ref is None and fallbacks is None:
+            return None
+        items: list[tuple[str, object]] = []
+        if isinstance(ref, list):
+            if not ref:
+                raise RequestError(400, "invalid_field", "model must not be empty", field="model")
+            items += [(f"model[{i}]", r) for i, r in enumerate(ref)]
+        else:
+            items.append(("model", ref))
+        if fallbacks is not None:
+            if not isinstance(fallbacks, list):
+                raise RequestError(
+                    400, "invalid_field", "fallbacks must be a list of models", field="fallbacks"
+                )
+            items += [(f"fallbacks[{i}]", r) for i, r in enumerate(fallbacks)]
+        if len(items) > MAX_CHAIN:
+            raise RequestError(
+                400, "invalid_field", f"a model chain has at most {MAX_CHAIN} models", field="model"
+            )
+        chain: list[str] = []
+        for field, item in items:
+            if item is None and field == "model":
+                canonical = self.default_model
+            else:
+                try:
+                    canonical = self.resolve(item)
+                except RequestError as e:
+                    raise RequestError(e.status, e.code, e.message, field=field) from None
+            if canonical not in chain:
+                chain.append(canonical)
+        return tuple(chain)
+
+
+def model_list(block: object, where: str, issues: list[ConfigIssue]) -> object:
+    """`block` with `model: [a, b, c]` read as `model: a, fallbacks: [b, c]`."""
+    if not isinstance(block, dict) or not isinstance(block.get("model"), list):
+        return block
+    chain = block["model"]
+    if not chain or not all(isinstance(m, str) for m in chain):
+        issues.append(ConfigIssue(f"{where}.model", "a model list must be non-empty strings"))
+        return {k: v for k, v in block.items() if k != "model"}
+    if "fallbacks" in block:
+        issues.append(
+            ConfigIssue(f"{where}.fallbacks", "give model as a list or fallbacks, not both")
+        )
+        return {k: v for k, v in block.items() if k not in ("model", "fallbacks")}
+    return {**block, "model": chain[0], "fallbacks": list(chain[1:])}
+
+
+#: the most models one chain may name
+MAX_CHAIN = 8
 
 
 def _show(value: str) -> str:

@@ -19,6 +19,7 @@ from .durations import Duration
 from .gmail import GmailConfig
 from .limits import HookLimitsConfig
 from .mapping import MappingConfig, VerifyConfig
+from .prices import BreakerConfig, PriceConfig
 from .sources import SourceConfig
 
 MIN_TOKEN_LENGTH = 24
@@ -149,6 +150,8 @@ class AgentDefaults:
     """`agents.defaults`: the model, its allowlist, and how runs are bounded."""
 
     model: str = "echo/echo"
+    #: the models tried in turn when `model` is unavailable (see docs/accounting.md)
+    fallbacks: tuple[str, ...] = ()
     models: tuple[str, ...] | dict[str, ModelEntry] = ()
     timeout_seconds: float = 600
     max_timeout_seconds: float = 3600
@@ -171,6 +174,7 @@ class AgentEntry:
     default: bool = False
     name: str | None = None
     model: str | None = None
+    fallbacks: tuple[str, ...] | None = None
     models: tuple[str, ...] | dict[str, ModelEntry] | None = None
     system_prompt: str | None = None
     heartbeat: HeartbeatOverride | None = None
@@ -212,9 +216,13 @@ class ProviderConfig:
 
 @attrs.frozen
 class ModelsConfig:
-    """`models.*`: the model providers by id."""
+    """`models.*`: the model providers by id, the price table (`prices`, by
+    `provider/model`; see `hookwise.engine.config.prices`) and the circuit breakers of model
+    fallback chains (`breaker`)."""
 
     providers: dict[str, ProviderConfig] = attrs.field(factory=dict)
+    prices: dict[str, PriceConfig] = attrs.field(factory=dict)
+    breaker: BreakerConfig = attrs.field(factory=BreakerConfig)
 
 
 @attrs.frozen

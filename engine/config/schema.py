@@ -17,6 +17,7 @@ import attrs
 
 from .convert import data_key
 from .durations import Duration
+from .prices import PerTokens
 
 DURATION = {
     "oneOf": [
@@ -27,11 +28,24 @@ DURATION = {
 }
 
 
+PER_TOKENS = {
+    "oneOf": [
+        {"type": "integer", "minimum": 1},
+        {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[kKmM]?\s*$"},
+    ],
+    "description": "a number of tokens, or a string such as 1M or 1K",
+}
+#: a `model` given as a list is its chain (`hookwise.engine.config.load.model_lists`)
+CHAIN = {"type": "array", "items": {"type": "string"}, "minItems": 1}
+
+
 def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     if tp is Any or tp is object:
         return {}
     if tp is Duration:
         return dict(DURATION)
+    if tp is PerTokens:
+        return dict(PER_TOKENS)
     if tp is str:
         return {"type": "string"}
     if tp is bool:
@@ -73,6 +87,8 @@ def _class_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     required: list[str] = []
     for field in attrs.fields(cls):
         schema = _type_schema(hints[field.name], defs)
+        if field.name == "model" and "fallbacks" in attrs.fields_dict(cls):
+            schema = {"anyOf": [schema, CHAIN]}
         if field.default is attrs.NOTHING:
             required.append(data_key(field))
         elif not isinstance(field.default, attrs.Factory) and field.default is not None:  # type: ignore[arg-type]

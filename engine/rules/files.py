@@ -14,6 +14,7 @@ import attrs
 
 from ..config.convert import structure
 from ..config.mapping import MappingConfig
+from ..config.model_policy import model_list
 from ..envrefs import resolve_env
 from ..errors import ConfigError, ConfigIssue
 from ..yamlfile import YamlSyntaxError, load_yaml
@@ -67,7 +68,7 @@ def _read_rule_file(
         rule_id = item.get("id") if isinstance(item, dict) else None
         found: list[ConfigIssue] = []
         try:
-            resolved = _resolved(item, env, f"[{i}]", found)
+            resolved = model_list(_resolved(item, env, f"[{i}]", found), f"[{i}]", found)
             config = structure(resolved, MappingConfig, f"[{i}]")
             if not found:
                 entries.append(RuleEntry(config, f"[{i}]", shown, path.parent))

@@ -210,6 +210,8 @@ def compile_rule(
             static["allowUnsafeExternalContent"] = True
         if config.fallback_channel is not None:
             static["fallbackChannel"] = config.fallback_channel
+        if config.fallbacks:
+            static["fallbacks"] = list(config.fallbacks)
     if config.agent_id is not None:
         static["agentId"] = config.agent_id
 

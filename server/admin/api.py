@@ -11,6 +11,7 @@ Sending failed work back to the queue is `admin_recover`.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 from litestar import Controller, Request, get
@@ -23,12 +24,15 @@ from ..ingress.auth import TokenCheck
 from ..store.base import Store
 from ..store.records import Filters
 from .models import (
+    Breaker,
+    BreakerPage,
     Delivery,
     DeliveryPage,
     Event,
     EventPage,
     Heartbeat,
     HeartbeatPage,
+    ModelCall,
     RequestAnswer,
     RequestEntry,
     RequestPage,
@@ -101,6 +105,12 @@ class AdminController(Controller):
         )
         return EventPage(items=[Event.of(e) for e in page.items], next_cursor=page.next_cursor)
 
+    @get("/breakers", summary="The circuit breakers of models that failed lately")
+    async def breakers(self, request: Request) -> BreakerPage:
+        now = time.time()
+        found = await store_of(request).breakers()
+        return BreakerPage(items=[Breaker.of(b, now) for b in found])
+
     @get("/agents")
     async def agents(self, request: Request) -> dict[str, Any]:
         """The agents and their main sessions (what `/api/events?session=` takes)."""
@@ -136,8 +146,15 @@ class AdminController(Controller):
         found = filters(
             since, until, state=run_state, agent=agent, rule=rule, session=session, channel=channel
         )
-        page = await store_of(request).admin_list("runs", found, limit=limit, cursor=cursor)
-        return RunPage(items=[Run.of(r) for r in page.items], next_cursor=page.next_cursor)
+        store = store_of(request)
+        page = await store.admin_list("runs", found, limit=limit, cursor=cursor)
+        calls: dict[str, list[Any]] = {}
+        for call in await store.model_calls_of([r.run_id for r in page.items]):
+            calls.setdefault(call.owner_id, []).append(call)
+        return RunPage(
+            items=[Run.of(r, calls.get(r.run_id, ())) for r in page.items],
+            next_cursor=page.next_cursor,
+        )
 
     @get("/runs/{run_id:str}", summary="One run, with its deliveries, retries and tool calls")
     async def run(self, request: Request, run_id: str) -> RunAnswer:
@@ -149,11 +166,13 @@ class AdminController(Controller):
             "deliveries", Filters({"run_id": run_id}), limit=MAX_LIMIT, cursor=None
         )
         retries = await store.list_retries(run_id)
+        model_calls = await store.model_calls_of([run_id])
         detail = RunDetail(
-            **Run.fields_of(record),  # type: ignore[arg-type]
+            **Run.fields_of(record, model_calls),  # type: ignore[arg-type]
             deliveries=[Delivery.of(d) for d in deliveries.items],
             retries=[Retry.of(r) for r in retries],
             tool_calls=[ToolCall.of(c) for c in await store.tool_calls(run_id)],
+            model_calls=[ModelCall.of(c) for c in model_calls],
         )
         return RunAnswer(run=detail)
 
@@ -190,11 +209,18 @@ class AdminController(Controller):
         found = filters(since, until, state=heartbeat_state)
         store = store_of(request)
         page = await store.admin_list("heartbeats", found, limit=limit, cursor=cursor)
+        ids = [h.heartbeat_id for h in page.items]
         calls: dict[str, list[Any]] = {}
-        for call in await store.tool_calls_of([h.heartbeat_id for h in page.items]):
+        for call in await store.tool_calls_of(ids):
             calls.setdefault(call.run_id, []).append(call)
+        used: dict[str, list[Any]] = {}
+        for model_call in await store.model_calls_of(ids):
+            used.setdefault(model_call.owner_id, []).append(model_call)
         return HeartbeatPage(
-            items=[Heartbeat.of(h, calls.get(h.heartbeat_id, ())) for h in page.items],
+            items=[
+                Heartbeat.of(h, calls.get(h.heartbeat_id, ()), used.get(h.heartbeat_id, ()))
+                for h in page.items
+            ],
             next_cursor=page.next_cursor,
         )
 

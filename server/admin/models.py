@@ -13,6 +13,8 @@ import msgspec
 
 from ...engine.times import iso_utc
 from ..store.base import EventRecord, RequestLogEntry, RunRecord
+from ..store.modelcalls import BreakerRecord, ModelCallRecord
+from ..store.modelcalls import Usage as SummedUsage
 from ..store.records import (
     DeliveryRecord,
     HeartbeatRecord,
@@ -64,8 +66,71 @@ class Event(Model, kw_only=True):
 
 
 class Usage(Model, kw_only=True):
+    """Tokens and cost of a run's or heartbeat's model calls, summed (see docs/accounting.md):
+    `inputTokens` are the uncached input tokens; a count is null when no call reported it;
+    `cost` (in the currency of `models.prices`) is null when a call that reported tokens has
+    no price. `calls`: the calls made (skipped models not counted)."""
+
     input_tokens: int | None
     output_tokens: int | None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cost: float | None = None
+    calls: int = 0
+
+    @classmethod
+    def of(cls, calls: Sequence[ModelCallRecord], r: RunRecord | None = None) -> Usage:
+        u = SummedUsage.of(calls)
+        if not u.calls and r is not None:  # a run from before calls were recorded
+            return cls(input_tokens=r.input_tokens, output_tokens=r.output_tokens)
+        return cls(
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            cache_read_tokens=u.cache_read_tokens,
+            cache_write_tokens=u.cache_write_tokens,
+            cost=u.cost,
+            calls=u.calls,
+        )
+
+
+class ModelCall(Model, kw_only=True):
+    """One model call of a run or heartbeat (or a model its chain skipped), in order:
+    `outcome` `ok`, `error` or `skipped` (its breaker was open); `errorClass` says why it
+    failed (`rate_limited`, `overloaded`, `bad_request`, ...; see docs/accounting.md)."""
+
+    attempt: int
+    seq: int
+    model: str
+    outcome: str
+    error_class: str | None
+    status: int | None
+    error: str | None
+    started_at: str
+    duration_ms: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    cost: float | None
+
+    @classmethod
+    def of(cls, c: ModelCallRecord) -> ModelCall:
+        return cls(
+            attempt=c.attempt,
+            seq=c.seq,
+            model=c.model,
+            outcome=c.outcome,
+            error_class=c.error_class,
+            status=c.status,
+            error=c.error,
+            started_at=iso(c.started_at),
+            duration_ms=c.duration_ms,
+            input_tokens=c.input_tokens,
+            output_tokens=c.output_tokens,
+            cache_read_tokens=c.cache_read_tokens,
+            cache_write_tokens=c.cache_write_tokens,
+            cost=c.cost,
+        )
 
 
 class Run(Model, kw_only=True):
@@ -82,6 +147,8 @@ class Run(Model, kw_only=True):
     channel: str
     to: str | None
     model: str | None
+    #: the models tried after `model` when it is unavailable (its fallback chain)
+    fallbacks: list[str]
     thinking: str | None
     timeout_seconds: float | None
     attempts: int
@@ -94,7 +161,8 @@ class Run(Model, kw_only=True):
     usage: Usage
 
     @classmethod
-    def fields_of(cls, r: RunRecord) -> dict[str, object]:
+    def fields_of(cls, r: RunRecord, calls: Sequence[ModelCallRecord] = ()) -> dict[str, object]:
+        chain = r.model.split() if r.model else []
         return {
             "run_id": r.run_id,
             "agent_id": r.agent_id,
@@ -108,7 +176,8 @@ class Run(Model, kw_only=True):
             "deliver": r.deliver,
             "channel": r.channel,
             "to": r.to,
-            "model": r.model,
+            "model": chain[0] if chain else None,
+            "fallbacks": chain[1:],
             "thinking": r.thinking,
             "timeout_seconds": r.timeout_seconds,
             "attempts": r.attempts,
@@ -118,12 +187,12 @@ class Run(Model, kw_only=True):
             "reply": r.reply,
             "error": r.error,
             "model_used": r.model_used,
-            "usage": Usage(input_tokens=r.input_tokens, output_tokens=r.output_tokens),
+            "usage": Usage.of(calls, r),
         }
 
     @classmethod
-    def of(cls, r: RunRecord) -> Run:
-        return cls(**cls.fields_of(r))  # type: ignore[arg-type]
+    def of(cls, r: RunRecord, calls: Sequence[ModelCallRecord] = ()) -> Run:
+        return cls(**cls.fields_of(r, calls))  # type: ignore[arg-type]
 
 
 class Delivery(Model, kw_only=True):
@@ -222,6 +291,8 @@ class RunDetail(Run, kw_only=True):
     deliveries: list[Delivery]
     retries: list[Retry]
     tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
+    #: every model call of every attempt, and every model its chain skipped, in order
+    model_calls: list[ModelCall] = msgspec.field(default_factory=list)
 
 
 class Heartbeat(Model, kw_only=True):
@@ -242,9 +313,18 @@ class Heartbeat(Model, kw_only=True):
     acknowledged: bool
     model_used: str | None
     tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
+    usage: Usage = msgspec.field(
+        default_factory=lambda: Usage(input_tokens=None, output_tokens=None)
+    )
+    model_calls: list[ModelCall] = msgspec.field(default_factory=list)
 
     @classmethod
-    def of(cls, h: HeartbeatRecord, tool_calls: Sequence[ToolCallRecord] = ()) -> Heartbeat:
+    def of(
+        cls,
+        h: HeartbeatRecord,
+        tool_calls: Sequence[ToolCallRecord] = (),
+        model_calls: Sequence[ModelCallRecord] = (),
+    ) -> Heartbeat:
         return cls(
             heartbeat_id=h.heartbeat_id,
             agent_id=h.agent_id,
@@ -259,6 +339,8 @@ class Heartbeat(Model, kw_only=True):
             acknowledged=h.acknowledged,
             model_used=h.model_used,
             tool_calls=[ToolCall.of(c) for c in tool_calls],
+            usage=Usage.of(model_calls),
+            model_calls=[ModelCall.of(c) for c in model_calls],
         )
 
 
@@ -337,6 +419,35 @@ class Answer(Model, kw_only=True):
 class EventPage(Answer, kw_only=True):
     items: list[Event]
     next_cursor: str | None
+
+
+class Breaker(Model, kw_only=True):
+    """A model's circuit breaker (only models that failed lately have one): `state` is
+    `closed` (failures counted in the window), `open` (skipped by chains until `openUntil`) or
+    `half_open` (one call may try it)."""
+
+    model: str
+    state: str
+    failures: int
+    open_until: str | None
+    last_error_class: str | None
+    updated_at: str
+
+    @classmethod
+    def of(cls, b: BreakerRecord, now: float) -> Breaker:
+        return cls(
+            model=b.model,
+            state=b.state_at(now),
+            failures=b.failures,
+            open_until=iso_or_none(b.open_until),
+            last_error_class=b.last_error_class,
+            updated_at=iso(b.updated_at),
+        )
+
+
+class BreakerPage(Answer, kw_only=True):
+    items: list[Breaker]
+    next_cursor: str | None = None
 
 
 class RunPage(Answer, kw_only=True):

@@ -99,8 +99,13 @@ async def _scrape(request: Request) -> Response[bytes]:
     now = time.time()
     queues = await gateway.store.queue_stats(now=now)
     now_running = await in_flight(gateway, now)
+    breakers = {b.model: b.state_at(now) for b in await gateway.store.breakers()}
     body = metrics.render(
-        queues, now_running.running, now_running.pending_events, await lane_gauges(gateway)
+        queues,
+        now_running.running,
+        now_running.pending_events,
+        await lane_gauges(gateway),
+        breakers,
     )
     return Response(body, media_type=metrics.CONTENT_TYPE)
 

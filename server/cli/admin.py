@@ -147,6 +147,37 @@ TOOL_CALL_COLUMNS = [
     ("TRUNCATED", "truncated"),
 ]
 
+MODEL_CALL_COLUMNS = [
+    ("TRY", "attempt"),
+    ("#", "seq"),
+    ("MODEL", "model"),
+    ("OUTCOME", "outcome"),
+    ("ERROR CLASS", "errorClass"),
+    ("MS", "durationMs"),
+    ("IN", "inputTokens"),
+    ("OUT", "outputTokens"),
+    ("CACHE READ", "cacheReadTokens"),
+    ("CACHE WRITE", "cacheWriteTokens"),
+    ("COST", "cost"),
+]
+
+
+def usage_line(usage: dict[str, Any]) -> str:
+    """A run's `usage` on one line: `3 calls, 120 in, 40 out, 900 cache read, cost 0.0021`."""
+    parts = [f"{usage.get('calls', 0)} call(s)"]
+    for key, label in (
+        ("inputTokens", "in"),
+        ("outputTokens", "out"),
+        ("cacheReadTokens", "cache read"),
+        ("cacheWriteTokens", "cache write"),
+    ):
+        if usage.get(key) is not None:
+            parts.append(f"{usage[key]} {label}")
+    cost = usage.get("cost")
+    parts.append("cost -" if cost is None else f"cost {cost:.6g}")
+    return ", ".join(parts)
+
+
 # --- commands ------------------------------------------------------------------------------------
 
 
@@ -188,12 +219,16 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
 
     def show(out: TextIO) -> None:
         for key, value in run.items():
-            if key not in ("deliveries", "retries", "toolCalls"):
+            if key == "usage":
+                print(f"{key:>15}: {usage_line(value)}", file=out)
+            elif key not in ("deliveries", "retries", "toolCalls", "modelCalls"):
                 print(f"{key:>15}: {_text(value) if key != 'message' else value}", file=out)
         print("\ndeliveries:", file=out)
         table(run["deliveries"], DELIVERY_COLUMNS, out)
         print("\nretries:", file=out)
         table(run["retries"], RETRY_COLUMNS, out)
+        print("\nmodel calls:", file=out)
+        table(run.get("modelCalls", []), MODEL_CALL_COLUMNS, out)
         print("\ntool calls:", file=out)
         table(run.get("toolCalls", []), TOOL_CALL_COLUMNS, out)
 

@@ -23,9 +23,11 @@ from litestar.static_files import create_static_files_router
 from ...engine.errors import RequestError
 from ...engine.request import InboundRequest
 from ..admin.models import (
+    Breaker,
     Delivery,
     Event,
     Heartbeat,
+    ModelCall,
     Replayed,
     RequestEntry,
     Retry,
@@ -99,6 +101,7 @@ async def overview(request: Request[Any, Any, Any]) -> Template:
         agents=agents,
         channels=sorted(gw.channels) if isinstance(gw.channels, dict) else [],
         sources=gw.sources.states(),
+        breakers=[Breaker.of(b, now) for b in await store.breakers()],
     )
 
 
@@ -249,10 +252,12 @@ async def run_page(request: Request[Any, Any, Any], run_id: str) -> Template:
     attempts: dict[str, list[Any]] = {}
     for a in await store.delivery_attempts([d.delivery_id for d in deliveries.items]):
         attempts.setdefault(a.delivery_id, []).append(a)
+    model_calls = await store.model_calls_of([run_id])
     return render_page(
         request,
         "run.html",
-        run=Run.of(record),
+        run=Run.of(record, model_calls),
+        model_calls=[ModelCall.of(c) for c in model_calls],
         deliveries=[Delivery.of(d) for d in deliveries.items],
         attempts=attempts,
         retries=[Retry.of(r) for r in retries],

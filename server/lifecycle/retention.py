@@ -72,9 +72,9 @@ class Retention:
                     break
                 await asyncio.sleep(PAUSE)
             if total:
-                pruned[target.key] = total
+                pruned[target.name] = total
         if pruned:
-            await self._store.reclaim([t for t in TARGETS if t.key in pruned])
+            await self._store.reclaim([t for t in TARGETS if t.name in pruned])
             summary = ", ".join(f"{n} {key}" for key, n in pruned.items())
             log.info("retention: pruned %s", summary, extra=fields(pruned=pruned))
         return pruned

@@ -27,7 +27,9 @@ from typing import Any
 from ...engine.config.agents import Agent, Roster
 from ...engine.config.models import Config
 from ..store.base import NewEvent, NewRun, Store
+from ..store.modelcalls import BreakerPolicy
 from ..store.records import Route
+from .chain import Accounting
 from .deliveries import DeliveryWorker
 from .heartbeat import Heartbeats
 from .providers.registry import Providers
@@ -74,6 +76,18 @@ class Runtime:
         self.providers = Providers.from_config(config.models, base_dir=base_dir)
         self.router = Router(store, channels, defaults.fallback_channel)
         self.roster = Roster.from_config(config)
+        breaker = config.models.breaker
+        #: prices, breakers and the records of every model call (see `chain`)
+        self.accounting = Accounting(
+            store,
+            self.providers,
+            prices=config.models.prices,
+            breaker=BreakerPolicy(
+                failures=breaker.failures,
+                window=float(breaker.window),
+                cooldown=float(breaker.cooldown),
+            ),
+        )
         from ..tools.host import ToolHost
 
         #: the MCP servers of this process (connected on first use)
@@ -106,6 +120,8 @@ class Runtime:
                 tools_for=BeatTools(
                     self.tool_host, store, agent_tools=agent.tools, keep_payloads=keep_payloads
                 ),
+                accounting=self.accounting,
+                fallbacks=agent.models.fallbacks,
             )
             self.lanes[agent.id] = RunWorkers(
                 store=store,
@@ -130,6 +146,8 @@ class Runtime:
                 ),
                 alone=not shared,
                 mapping_caps=lambda: self.mapping_caps(),
+                accounting=self.accounting,
+                fallbacks=agent.models.fallbacks,
             )
         self._topics = {
             a.id: "heartbeat" if a.default else f"heartbeat_{i}"
@@ -314,6 +332,7 @@ class Runtime:
         if self.leader and self.shared:
             await self._store.resign("heartbeat")
         await self.deliveries.stop()
+        await self.accounting.drain(timeout=5.0)
         if interrupted:
             await self._store.requeue_runs(interrupted)
             log.info("%d run(s) in flight went back to the queue", len(interrupted))

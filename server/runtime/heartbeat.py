@@ -31,9 +31,11 @@ from typing import Any
 from ...engine.config.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 from ..ids import new_id
 from ..store.base import EventRecord, Store
+from ..store.modelcalls import BreakerPolicy
 from ..store.records import HeartbeatOutcome, NewTurn
 from . import report
 from .ack import is_ack
+from .chain import Accounting
 from .prompts import MAIN_SYSTEM, heartbeat_prompt
 from .providers.base import ChatMessage, ProviderError
 from .providers.registry import Providers
@@ -76,7 +78,14 @@ class Heartbeats:
         session: str = DEFAULT_MAIN_SESSION,
         system_prompt: str | None = None,
         tools_for: BeatTools | None = None,
+        accounting: Accounting | None = None,
+        fallbacks: tuple[str, ...] = (),
     ) -> None:
+        #: prices, breakers and the records of model calls (see `chain`)
+        self._accounting = accounting or Accounting(
+            store, providers, prices={}, breaker=BreakerPolicy(failures=0)
+        )
+        self._fallbacks = fallbacks
         #: the agent's tool grant and where a beat's calls are recorded (None: no tools)
         self._tools_for = tools_for
         self.agent_id = agent_id
@@ -172,11 +181,13 @@ class Heartbeats:
 
         tools, recorder = (None, None) if self._tools_for is None else self._tools_for(hb_id, begin)
         try:
-            provider, model = self._providers.resolve(self._model)
+            chain = self._accounting.chain(
+                (self._model, *self._fallbacks), owner_id=hb_id, agent_id=self.agent_id, attempt=0
+            )
             async with asyncio.timeout(self._timeout):
                 completion, _calls = await converse(
-                    provider,
-                    model,
+                    chain,
+                    self._model,
                     messages,
                     thinking=None,
                     deadline=time.monotonic() + self._timeout,
@@ -184,7 +195,7 @@ class Heartbeats:
                 )
             reply, model_used = (
                 completion.text,
-                f"{self._model.split('/', 1)[0]}/{completion.model}",
+                f"{(chain.used or self._model).split('/', 1)[0]}/{completion.model}",
             )
         except TimeoutError:
             state, error = "timed_out", f"the heartbeat took longer than {self._timeout:g} s"

@@ -37,9 +37,11 @@ from collections.abc import Callable, Mapping
 from ...engine.config.agents import DEFAULT_MAIN_SESSION
 from ..ids import new_id
 from ..store.base import NewEvent, RunRecord, Store, StoreUnavailable
+from ..store.modelcalls import BreakerPolicy
 from ..store.records import NewDelivery, NewTurn, RunOutcome
 from . import report
 from .ack import is_ack
+from .chain import Accounting
 from .external import wrap_external
 from .prompts import RUN_SYSTEM, safe_name, summary_line
 from .providers.base import ChatMessage, ProviderError, ProviderTimeout
@@ -82,11 +84,19 @@ class RunWorkers:
         tools_for: Callable[[RunRecord], RunTools | None] = lambda run: None,
         alone: bool = True,
         mapping_caps: Callable[[], Mapping[str, int]] = dict,
+        accounting: Accounting | None = None,
+        fallbacks: tuple[str, ...] = (),
     ) -> None:
         #: each mapping's `maxConcurrentRuns` (rule id -> cap), read at every claim (reloads)
         self._mapping_caps = mapping_caps
         #: runs executing here, per mapping (rule id)
         self._by_rule: Counter[str] = Counter()
+        #: prices, breakers and the records of model calls (see `chain`)
+        self._accounting = accounting or Accounting(
+            store, providers, prices={}, breaker=BreakerPolicy(failures=0)
+        )
+        #: the models tried after the default one, for runs that name none
+        self._fallbacks = fallbacks
         #: the tools a run may use (its grant, the host, where calls are recorded)
         self._tools_for = tools_for
         #: this process is the only one using the store (see `Store.release_runs`)
@@ -284,7 +294,15 @@ class RunWorkers:
 
     async def _call_model(self, run: RunRecord) -> RunOutcome:
         timeout = run.timeout_seconds or self._default_timeout
-        model_ref = run.model or self._default_model
+        # a run's `model` is its chain: the models in the order tried, separated by spaces
+        models = run.model.split() if run.model else [self._default_model, *self._fallbacks]
+        chain = self._accounting.chain(
+            models,
+            owner_id=run.run_id,
+            agent_id=run.agent_id,
+            rule_id=run.rule_id,
+            attempt=max(1, run.attempts),
+        )
         content = (
             run.message
             if run.allow_unsafe_external_content
@@ -294,7 +312,6 @@ class RunWorkers:
         usage_in = usage_out = None
         state = "succeeded"
         try:
-            provider, model = self._providers.resolve(model_ref)
             history = await self._store.session_turns(run.session_key, limit=HISTORY_TURNS)
             messages = [
                 ChatMessage("system", self._system),
@@ -304,15 +321,15 @@ class RunWorkers:
             tools = self._tools_for(run)
             async with asyncio.timeout(timeout):
                 completion, _calls = await converse(
-                    provider,
-                    model,
+                    chain,
+                    models[0],
                     messages,
                     thinking=run.thinking,
                     deadline=time.monotonic() + timeout,
                     tools=tools,
                 )
             reply = completion.text
-            model_used = f"{model_ref.split('/', 1)[0]}/{completion.model}"
+            model_used = f"{(chain.used or models[0]).split('/', 1)[0]}/{completion.model}"
             if completion.usage is not None:
                 usage_in, usage_out = completion.usage.input_tokens, completion.usage.output_tokens
         except (TimeoutError, ProviderTimeout):

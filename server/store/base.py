@@ -22,6 +22,7 @@ import attrs
 from ...engine.names import DEFAULT_AGENT_ID
 from ..ids import new_id
 from .lanes import LaneStat, Pause
+from .modelcalls import BreakerPolicy, BreakerRecord, ModelCallRecord
 from .records import (
     AttemptRecord,
     DeliveryRecord,
@@ -295,6 +296,33 @@ class Store(Protocol):
 
     async def tool_calls_of(self, owner_ids: Sequence[str]) -> list[ToolCallRecord]:
         """The calls of several runs or heartbeats (by id), each one's in order."""
+        ...
+
+    # accounting and breakers of model calls (see `store.modelcalls`)
+    async def record_model_calls(self, calls: Sequence[ModelCallRecord]) -> None:
+        """Write the records of model calls of runs and heartbeats."""
+        ...
+
+    async def model_calls_of(self, owner_ids: Sequence[str]) -> list[ModelCallRecord]:
+        """The model calls of several runs or heartbeats (by id), each one's in order."""
+        ...
+
+    async def breakers(self) -> list[BreakerRecord]:
+        """Every model's breaker that is not closed and clean, by model."""
+        ...
+
+    async def breaker_failure(
+        self, model: str, *, now: float, policy: BreakerPolicy, error_class: str
+    ) -> BreakerRecord:
+        """Count an unavailable failure of `model` (atomically); its breaker after it."""
+        ...
+
+    async def breaker_success(self, model: str) -> None:
+        """`model` answered: its breaker closes, its failures are forgotten."""
+        ...
+
+    async def breaker_probe(self, model: str, *, now: float, lease: float) -> bool:
+        """Whether this caller is the one half-open try of `model` (for `lease` seconds)."""
         ...
 
     async def has_queued_runs(self) -> bool: ...

@@ -31,9 +31,17 @@ class Target:
     table: str
     at: str
     done: str
+    #: what the pruning's log line calls its rows (default: `key`)
+    label: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.label or self.key
 
 
 TARGETS: tuple[Target, ...] = (
+    # the records of model calls go with the runs' horizon (a call's record outlives no run)
+    Target("runs", "model_calls", "started_at", "1 = 1", "model calls"),
     Target("runs", "runs", "created_at", "state IN ('succeeded', 'failed', 'timed_out')"),
     Target("events", "events", "created_at", "consumed_at IS NOT NULL"),
     Target("deliveries", "deliveries", "created_at", "state IN ('sent', 'failed', 'skipped')"),

@@ -50,9 +50,15 @@ OPENAI_EFFORTS = ("minimal", "low", "medium", "high")
 
 @attrs.frozen
 class Reply:
-    """Answer successfully with this text (a list gives several Anthropic text blocks)."""
+    """Answer successfully with this text (a list gives several Anthropic text blocks).
+    `cache_read`/`cache_write`: prompt-cache tokens to report, as each API does (OpenAI:
+    `prompt_tokens_details.cached_tokens` and `cache_write_tokens`, part of `prompt_tokens`;
+    Anthropic: `cache_read_input_tokens` and `cache_creation_input_tokens`, beside
+    `input_tokens`)."""
 
     text: str | list[str]
+    cache_read: int | None = None
+    cache_write: int | None = None
 
 
 @attrs.frozen
@@ -399,6 +405,22 @@ class _Api:
         raise NotImplementedError
 
 
+def _openai_usage(prompt: int, completion: int, action: Reply) -> dict[str, Any]:
+    """OpenAI's `CompletionUsage`: cached tokens are part of `prompt_tokens`."""
+    cached = (action.cache_read or 0) + (action.cache_write or 0)
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt + cached,
+        "completion_tokens": completion,
+        "total_tokens": prompt + cached + completion,
+    }
+    if action.cache_read is not None or action.cache_write is not None:
+        details: dict[str, Any] = {"cached_tokens": action.cache_read or 0}
+        if action.cache_write is not None:
+            details["cache_write_tokens"] = action.cache_write
+        usage["prompt_tokens_details"] = details
+    return usage
+
+
 def _retry_headers(action: Fail) -> dict[str, str]:
     headers = {}
     if action.retry_after is not None:
@@ -537,11 +559,7 @@ class _OpenAI(_Api):
                     "finish_reason": "stop",
                 }
             ],
-            "usage": {
-                "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "total_tokens": prompt + completion,
-            },
+            "usage": _openai_usage(prompt, completion, action),
             "system_fingerprint": "fp_fake",
         }
 
@@ -791,7 +809,20 @@ class _Anthropic(_Api):
             "content": content,
             "stop_reason": "end_turn",
             "stop_sequence": None,
-            "usage": {"input_tokens": tokens_in, "output_tokens": sum(_words(t) for t in texts)},
+            "usage": {
+                "input_tokens": tokens_in,
+                "output_tokens": sum(_words(t) for t in texts),
+                **(
+                    {}
+                    if action.cache_read is None
+                    else {"cache_read_input_tokens": action.cache_read}
+                ),
+                **(
+                    {}
+                    if action.cache_write is None
+                    else {"cache_creation_input_tokens": action.cache_write}
+                ),
+            },
         }
 
     @staticmethod

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hookwise.server.cli.admin import Progress
+from hookwise.server.cli.admin import Progress, usage_line
 from tests.fakes.channel_servers import FakeServer
 from tests.fakes.channel_servers import start as start_channel
 from tests.fakes.model_server import ModelServer
@@ -121,7 +121,14 @@ def test_runs_show_and_retry_one(gw: GatewayProcess, model_server: ModelServer) 
         for line in ok("runs", "show", run_id, "--url", gw.url).split("\n\n")[0].splitlines()
     )
     assert fields["deliver"] == "false"
-    assert json.loads(fields["usage"]) == run["usage"] and "'" not in fields["usage"]
+    assert fields["usage"] == usage_line(run["usage"]) and "'" not in fields["usage"]
+    assert fields["usage"].startswith("2 call(s), ") and fields["usage"].endswith("cost -")
+    # every model call of every attempt: the first failed (400), the retry answered
+    calls = ok("runs", "show", run_id, "--url", gw.url).split("model calls:\n", 1)[1]
+    header, first, second = calls.split("\n\n")[0].splitlines()
+    assert header.split()[:5] == ["TRY", "#", "MODEL", "OUTCOME", "ERROR"]
+    assert first.split()[:5] == ["1", "1", "fake/m", "error", "bad_request"]
+    assert second.split()[:4] == ["2", "1", "fake/m", "ok"]
     # again: the run succeeded, the API's refusal is one line and exit 1
     done = hookwise("runs", "retry", run_id, "--url", gw.url)
     assert done.returncode == 1 and "(run_not_retryable)" in done.stderr

@@ -20,11 +20,14 @@ With tools, they are sent as `tools: [{name, description, input_schema}]` (and `
 exactly as received (its content array, thinking blocks included) and the results as one user
 message of `tool_result` blocks, with `is_error` for a failed call.
 Errors are read from `{"type": "error", "error": {"type", "message"}}`; 429, 5xx and 529
-(overloaded) are retried.
+(overloaded) are retried. Each error type maps to an error class (`ERROR_CLASSES`: a fallback
+chain moves on for `rate_limit_error`, `overloaded_error`, `api_error`, `timeout_error` and
+`billing_error`); usage includes `cache_read_input_tokens` and `cache_creation_input_tokens`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -123,6 +126,7 @@ class AnthropicProvider(HttpProvider):
         deadline: float,
         tools: Sequence[ToolSpec] = (),
         tool_choice: str = "auto",
+        retries: bool = True,
     ) -> Completion:
         body = self.request_body(model, messages, thinking)
         if tools:
@@ -136,7 +140,7 @@ class AnthropicProvider(HttpProvider):
             ]
             if tool_choice == "none":
                 body["tool_choice"] = {"type": "none"}
-        return await self._call(body, model, deadline=deadline)
+        return await self._call(body, model, deadline=deadline, retries=retries)
 
     def _parse(self, response: httpx.Response, model: str) -> Completion:
         data = json_object(response)
@@ -151,6 +155,7 @@ class AnthropicProvider(HttpProvider):
                 api_type=kind if isinstance(kind, str) else None,
                 retryable=retryable_status(response.status_code) or kind == "overloaded_error",
                 secrets=[self._api_key],
+                error_class=ERROR_CLASSES.get(kind) if isinstance(kind, str) else None,
             )
         if data is None:
             raise malformed(self.provider_id, "the body is not a JSON object")
@@ -170,6 +175,10 @@ class AnthropicProvider(HttpProvider):
                 id=str(block.get("id")),
                 name=block["name"],
                 arguments=block.get("input") if isinstance(block.get("input"), dict) else None,
+                # what an OpenAI-compatible fallback of the chain is sent back
+                raw_arguments=json.dumps(block.get("input"))
+                if isinstance(block.get("input"), dict)
+                else "",
             )
             for block in content
             if isinstance(block, dict)
@@ -189,6 +198,8 @@ class AnthropicProvider(HttpProvider):
                 tool_calls=calls,
                 raw=content,
             )
+        if not texts and stop_reason == "refusal":
+            raise malformed(self.provider_id, "the model refused (stop_reason refusal)", "refusal")
         if not texts and stop_reason != "end_turn":
             raise malformed(self.provider_id, f"no text in the answer (stop_reason {stop_reason})")
         answered_model = data.get("model")
@@ -225,11 +236,33 @@ def _wire(m: ChatMessage) -> dict[str, Any]:
     return {"role": m.role, "content": m.content}
 
 
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _usage(raw: object) -> Usage | None:
+    """`usage`: `input_tokens` are the uncached ones; `cache_read_input_tokens` and
+    `cache_creation_input_tokens` the cache's, where the API reports them."""
     if not isinstance(raw, dict):
         return None
-    tokens_in, tokens_out = raw.get("input_tokens"), raw.get("output_tokens")
     return Usage(
-        input_tokens=tokens_in if isinstance(tokens_in, int) else None,
-        output_tokens=tokens_out if isinstance(tokens_out, int) else None,
+        input_tokens=_int(raw.get("input_tokens")),
+        output_tokens=_int(raw.get("output_tokens")),
+        cache_read=_int(raw.get("cache_read_input_tokens")),
+        cache_write=_int(raw.get("cache_creation_input_tokens")),
     )
+
+
+#: the API's error types (`error.type`) as error classes; `billing_error` is a quota
+ERROR_CLASSES: dict[str, str] = {
+    "invalid_request_error": "bad_request",
+    "authentication_error": "auth",
+    "billing_error": "quota",
+    "permission_error": "forbidden",
+    "not_found_error": "not_found",
+    "request_too_large": "too_large",
+    "rate_limit_error": "rate_limited",
+    "timeout_error": "timeout",
+    "api_error": "server_error",
+    "overloaded_error": "overloaded",
+}

@@ -66,10 +66,14 @@ class ChatMessage:
 
 @attrs.frozen
 class Usage:
-    """Token counts as the provider reports them; None where it reports nothing."""
+    """Token counts as the provider reports them; None where it reports nothing.
+    `input_tokens` are the uncached input tokens; `cache_read`/`cache_write` the input tokens
+    read from or written to the provider's prompt cache (where it reports them)."""
 
     input_tokens: int | None
     output_tokens: int | None
+    cache_read: int | None = None
+    cache_write: int | None = None
 
 
 @attrs.frozen
@@ -85,12 +89,34 @@ class Completion:
     raw: Any = attrs.field(default=None, eq=False, repr=False)
 
 
+#: error classes of a model that is unavailable now: a fallback chain moves on to its next model
+#: and the model's circuit breaker counts the failure
+UNAVAILABLE = frozenset(
+    {"connection", "timeout", "rate_limited", "quota", "overloaded", "server_error"}
+)
+#: every error class a call may end with (`unavailable` ones above; the others are the caller's
+#: fault or the answer's, and end the run where they happen)
+ERROR_CLASSES = (
+    *sorted(UNAVAILABLE),
+    "bad_request",
+    "auth",
+    "forbidden",
+    "not_found",
+    "too_large",
+    "refusal",
+    "malformed",
+    "deadline",
+    "other",
+)
+
+
 class ProviderError(Exception):
     """A provider call that failed.
 
     `status` is the HTTP status when there was one; `retryable` says whether trying again may
     succeed (429, 5xx, connection failures); `retry_after` is the wait in seconds the provider
-    asked for, if any.
+    asked for, if any. `error_class` is one of `ERROR_CLASSES`, mapped per provider from its
+    API's description; `unavailable` says whether a fallback chain moves on because of it.
     """
 
     def __init__(
@@ -100,12 +126,18 @@ class ProviderError(Exception):
         status: int | None = None,
         retryable: bool = False,
         retry_after: float | None = None,
+        error_class: str = "other",
     ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
+        self.error_class = error_class
+
+    @property
+    def unavailable(self) -> bool:
+        return self.error_class in UNAVAILABLE
 
     def __repr__(self) -> str:
         return (
@@ -118,7 +150,7 @@ class ProviderTimeout(ProviderError):
     """The call's deadline passed before the provider answered. Never retryable."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, status=None, retryable=False)
+        super().__init__(message, status=None, retryable=False, error_class="deadline")
 
 
 class Provider(Protocol):

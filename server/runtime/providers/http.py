@@ -37,8 +37,11 @@ class HttpProvider:
         self._retry = retry or RetryPolicy(max_retries=config.max_retries)
         self._client = client or outbound_client()
 
-    async def _call(self, body: object, model: str, *, deadline: float) -> Completion:
-        """POST `body`, retried by the policy within `deadline`; the answer `_parse`d."""
+    async def _call(
+        self, body: object, model: str, *, deadline: float, retries: bool = True
+    ) -> Completion:
+        """POST `body`, retried by the policy within `deadline` (once only without `retries`:
+        a fallback chain with a next model moves on instead); the answer `_parse`d."""
 
         async def attempt() -> Completion:
             response = await post_json(
@@ -52,6 +55,8 @@ class HttpProvider:
             )
             return self._parse(response, model)
 
+        if not retries:
+            return await attempt()
         return await self._retry.run(attempt, deadline=deadline)
 
     def _parse(self, response: httpx.Response, model: str) -> Completion:

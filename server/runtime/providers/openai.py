@@ -3,14 +3,18 @@
 `POST {baseUrl}/chat/completions` with `Authorization: Bearer <apiKey>` (omitted when no key is
 configured, as local servers need none) and the configured extra headers. `thinking` becomes
 `reasoning_effort` (`minimal|low|medium|high`; omitted for `off`). The reply is
-`choices[0].message.content`; usage is `usage.prompt_tokens` / `usage.completion_tokens`.
+`choices[0].message.content`; usage is `usage.prompt_tokens` (less the cached tokens of
+`prompt_tokens_details`, counted apart) / `usage.completion_tokens`.
 With tools, they are sent as `tools: [{type: function, function: {name, description,
 parameters}}]` with `tool_choice` (`auto`, or `none` once no more calls may be made); the
 answer's `message.tool_calls` (whatever `finish_reason` says) are the calls, their `arguments` a
 JSON text parsed here; the assistant message goes back with its `tool_calls` and each result as a
 `{role: tool, tool_call_id, content}` message (text only; an error is said in the text).
 Errors are read from the API's body, `{"error": {"message", "type", "code"}}`; 429 (except
-`insufficient_quota`) and 5xx are retried.
+`insufficient_quota`) and 5xx are retried. Error classes (for fallback chains): 429 is
+`rate_limited` (`quota` for `insufficient_quota`), 503 `overloaded`, other 5xx `server_error`,
+400/401/403/404 `bad_request`/`auth`/`forbidden`/`not_found`, a `refusal` without content
+`refusal`.
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ class OpenAIProvider(HttpProvider):
         deadline: float,
         tools: Sequence[ToolSpec] = (),
         tool_choice: str = "auto",
+        retries: bool = True,
     ) -> Completion:
         body: dict[str, object] = {
             "model": model,
@@ -94,7 +99,7 @@ class OpenAIProvider(HttpProvider):
         effort = check_thinking(self.provider_id, thinking)
         if effort is not None:
             body["reasoning_effort"] = effort
-        return await self._call(body, model, deadline=deadline)
+        return await self._call(body, model, deadline=deadline, retries=retries)
 
     def _parse(self, response: httpx.Response, model: str) -> Completion:
         data = json_object(response)
@@ -119,7 +124,9 @@ class OpenAIProvider(HttpProvider):
         if not isinstance(content, str):
             refusal = message.get("refusal") if isinstance(message, dict) else None
             if isinstance(refusal, str) and refusal:
-                raise malformed(self.provider_id, "the model refused and sent no content")
+                raise malformed(
+                    self.provider_id, "the model refused and sent no content", "refusal"
+                )
             raise malformed(self.provider_id, "choices[0].message.content is not a string")
         answered_model = data.get("model")
         return Completion(
@@ -146,6 +153,7 @@ class OpenAIProvider(HttpProvider):
             api_type=label if isinstance(label, str) else None,
             retryable=retryable,
             secrets=[self._api_key],
+            error_class="quota" if code == "insufficient_quota" else None,
         )
 
 
@@ -202,10 +210,22 @@ def _tool_calls(raw: object) -> tuple[ToolCall, ...]:
 
 
 def _usage(raw: object) -> Usage | None:
+    """`usage`: `prompt_tokens` include the cached ones (`prompt_tokens_details.cached_tokens`,
+    and `cache_write_tokens` where the server reports them); `input_tokens` are the others."""
     if not isinstance(raw, dict):
         return None
     prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
+    details = raw.get("prompt_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    read, written = details.get("cached_tokens"), details.get("cache_write_tokens")
+    read = read if isinstance(read, int) and not isinstance(read, bool) else None
+    written = written if isinstance(written, int) and not isinstance(written, bool) else None
+    uncached = prompt if isinstance(prompt, int) else None
+    if uncached is not None:
+        uncached = max(0, uncached - (read or 0) - (written or 0))
     return Usage(
-        input_tokens=prompt if isinstance(prompt, int) else None,
+        input_tokens=uncached,
         output_tokens=completion if isinstance(completion, int) else None,
+        cache_read=read,
+        cache_write=written,
     )

@@ -65,6 +65,7 @@ async def post_json(
             f"Provider {provider_id!r} did not answer within its timeout of "
             f"{timeout_seconds:g} seconds.",
             retryable=True,
+            error_class="timeout",
         ) from None
     except httpx.TransportError as e:
         metrics.provider_request(provider_id, "error")
@@ -72,6 +73,7 @@ async def post_json(
         raise ProviderError(
             f"Provider {provider_id!r} could not be reached ({type(e).__name__}: {detail}).",
             retryable=True,
+            error_class="connection",
         ) from None
 
 
@@ -92,6 +94,7 @@ def http_error(
     api_type: str | None,
     retryable: bool,
     secrets: Iterable[str | None],
+    error_class: str | None = None,
 ) -> ProviderError:
     """The error for a non-2xx answer, quoting the API's own message (redacted, clipped)."""
     status = response.status_code
@@ -105,12 +108,38 @@ def http_error(
         status=status,
         retryable=retryable,
         retry_after=parse_retry_after(response.headers) if retryable else None,
+        error_class=error_class or status_class(status),
     )
 
 
-def malformed(provider_id: str, what: str) -> ProviderError:
+def malformed(provider_id: str, what: str, error_class: str = "malformed") -> ProviderError:
     """The error for a 2xx answer that does not have the protocol's shape."""
-    return ProviderError(f"Provider {provider_id!r} sent a malformed answer: {what}.", status=None)
+    return ProviderError(
+        f"Provider {provider_id!r} sent a malformed answer: {what}.",
+        status=None,
+        error_class=error_class,
+    )
+
+
+_STATUS_CLASSES = {
+    400: "bad_request",
+    401: "auth",
+    403: "forbidden",
+    404: "not_found",
+    408: "timeout",
+    413: "too_large",
+    422: "bad_request",
+    429: "rate_limited",
+    503: "overloaded",
+    529: "overloaded",
+}
+
+
+def status_class(status: int) -> str:
+    """The error class of an HTTP status, where the API's own error type says no more."""
+    if status in _STATUS_CLASSES:
+        return _STATUS_CLASSES[status]
+    return "server_error" if status >= 500 else "other"
 
 
 def retryable_status(status: int) -> bool:

@@ -41,6 +41,7 @@ from .accept import AcceptLane, insert_log
 from .admin import PostgresAdminReads
 from .lanes import PostgresLanes
 from .migrate import migrate, quote_ident
+from .modelcalls import PostgresModelCalls
 from .retention import PostgresRetention
 from .signals import Leadership, Notifier
 from .stats import PostgresStats
@@ -64,7 +65,12 @@ async def _no_session_state(_conn: asyncpg.Connection) -> None:
 
 
 class PostgresStore(
-    PostgresAdminReads, PostgresLanes, PostgresStats, PostgresRetention, PostgresToolCalls
+    PostgresAdminReads,
+    PostgresLanes,
+    PostgresStats,
+    PostgresRetention,
+    PostgresToolCalls,
+    PostgresModelCalls,
 ):
     """The `Store` on a PostgreSQL database (optionally in its own `schema`)."""
 

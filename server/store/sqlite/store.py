@@ -41,6 +41,7 @@ from .accept import accept, accept_rows, log_rows
 from .admin import SQLiteAdminReads
 from .connect import BATCH, WriteLock, connect, connect_writer, wal_to_sync
 from .lanes import SQLiteLanes
+from .modelcalls import SQLiteModelCalls
 from .retention import SQLiteRetention
 from .stats import SQLiteStats
 from .toolcalls import SQLiteToolCalls
@@ -58,7 +59,9 @@ class StoreInUse(Exception):
     """The SQLite file is used by another hookwise process that does not share it with us."""
 
 
-class SQLiteStore(SQLiteAdminReads, SQLiteLanes, SQLiteStats, SQLiteRetention, SQLiteToolCalls):
+class SQLiteStore(
+    SQLiteAdminReads, SQLiteLanes, SQLiteStats, SQLiteRetention, SQLiteToolCalls, SQLiteModelCalls
+):
     """The `Store` on one SQLite file."""
 
     def __init__(

@@ -1,0 +1,104 @@
+"""The PostgreSQL store's model-call records (`model_calls`) and breakers (`model_breakers`):
+written through the writer, read from the pool. A breaker's row is locked (`FOR UPDATE`) while
+a failure is counted, so processes that fail together count every failure once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+from ..modelcalls import (
+    BREAKER_COLUMNS,
+    BREAKER_WIDTH,
+    COLUMNS,
+    WIDTH,
+    BreakerPolicy,
+    BreakerRecord,
+    ModelCallRecord,
+    after_failure,
+)
+from .parts import PostgresParts
+
+_INSERT = (
+    f"INSERT INTO model_calls ({COLUMNS}) VALUES"
+    f" ({', '.join(f'${i}' for i in range(1, WIDTH + 1))})"
+    " ON CONFLICT (owner_id, attempt, call_seq) DO NOTHING"
+)
+_BREAKER_PUT = (
+    f"INSERT INTO model_breakers ({BREAKER_COLUMNS}) VALUES"
+    f" ({', '.join(f'${i}' for i in range(1, BREAKER_WIDTH + 1))})"
+    " ON CONFLICT (model) DO UPDATE SET "
+    + ", ".join(f"{c.strip()} = excluded.{c.strip()}" for c in BREAKER_COLUMNS.split(",")[1:])
+)
+
+
+class PostgresModelCalls(PostgresParts):
+    """Recording and reading model calls; the breakers' shared state (a mixin)."""
+
+    async def record_model_calls(self, calls: Sequence[ModelCallRecord]) -> None:
+        if not calls:
+            return
+        rows = [c.row() for c in calls]
+        await self.write(lambda conn: conn.executemany(_INSERT, rows))
+
+    async def model_calls_of(self, owner_ids: Sequence[str]) -> list[ModelCallRecord]:
+        if not owner_ids:
+            return []
+        rows = await self._readers.fetch(
+            f"SELECT {COLUMNS} FROM model_calls WHERE owner_id = ANY($1::text[])"
+            " ORDER BY owner_id, attempt, call_seq",
+            list(owner_ids),
+        )
+        return [ModelCallRecord.from_row(tuple(r)) for r in rows]
+
+    async def breakers(self) -> list[BreakerRecord]:
+        rows = await self._readers.fetch(
+            f"SELECT {BREAKER_COLUMNS} FROM model_breakers ORDER BY model"
+        )
+        return [BreakerRecord.from_row(tuple(r)) for r in rows]
+
+    async def breaker_failure(
+        self, model: str, *, now: float, policy: BreakerPolicy, error_class: str
+    ) -> BreakerRecord:
+        async def fn(conn: asyncpg.Connection) -> BreakerRecord:
+            # a row to lock first: two processes that both found none would both insert
+            await conn.execute(
+                "INSERT INTO model_breakers (model, state, failures, window_start, updated_at)"
+                " VALUES ($1, 'closed', 0, $2, $2) ON CONFLICT (model) DO NOTHING",
+                model,
+                now,
+            )
+            row = await conn.fetchrow(
+                f"SELECT {BREAKER_COLUMNS} FROM model_breakers WHERE model = $1 FOR UPDATE", model
+            )
+            after = after_failure(
+                None if row is None else BreakerRecord.from_row(tuple(row)),
+                model=model,
+                now=now,
+                policy=policy,
+                error_class=error_class,
+            )
+            await conn.execute(_BREAKER_PUT, *after.row())
+            return after
+
+        return await self.write(fn)
+
+    async def breaker_success(self, model: str) -> None:
+        await self.write(
+            lambda conn: conn.execute("DELETE FROM model_breakers WHERE model = $1", model)
+        )
+
+    async def breaker_probe(self, model: str, *, now: float, lease: float) -> bool:
+        async def fn(conn: asyncpg.Connection) -> bool:
+            status = await conn.execute(
+                "UPDATE model_breakers SET probe_until = $1, updated_at = $2"
+                " WHERE model = $3 AND state = 'open' AND open_until <= $2"
+                " AND (probe_until IS NULL OR probe_until <= $2)",
+                now + lease,
+                now,
+                model,
+            )
+            return bool(status.endswith(" 1"))
+
+        return await self.write(fn)

@@ -1,0 +1,108 @@
+"""The SQLite store's model-call records (`model_calls`) and breakers (`model_breakers`):
+written through the writer (module-level functions: the writer process receives them by name),
+read on a reader connection."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from ..modelcalls import (
+    BREAKER_COLUMNS,
+    BREAKER_WIDTH,
+    COLUMNS,
+    WIDTH,
+    BreakerPolicy,
+    BreakerRecord,
+    ModelCallRecord,
+    after_failure,
+)
+from .parts import SQLiteParts
+
+_INSERT = f"INSERT OR REPLACE INTO model_calls ({COLUMNS}) VALUES ({', '.join('?' * WIDTH)})"
+_BREAKER_PUT = (
+    f"INSERT OR REPLACE INTO model_breakers ({BREAKER_COLUMNS})"
+    f" VALUES ({', '.join('?' * BREAKER_WIDTH)})"
+)
+
+
+def write_model_calls(cur: sqlite3.Cursor, rows: Sequence[tuple[Any, ...]]) -> None:
+    cur.executemany(_INSERT, rows)
+
+
+def breaker_failure(
+    cur: sqlite3.Cursor, model: str, now: float, policy: BreakerPolicy, error_class: str
+) -> BreakerRecord:
+    row = cur.execute(
+        f"SELECT {BREAKER_COLUMNS} FROM model_breakers WHERE model = ?", (model,)
+    ).fetchone()
+    after = after_failure(
+        None if row is None else BreakerRecord.from_row(row),
+        model=model,
+        now=now,
+        policy=policy,
+        error_class=error_class,
+    )
+    cur.execute(_BREAKER_PUT, after.row())
+    return after
+
+
+def breaker_success(cur: sqlite3.Cursor, model: str) -> None:
+    cur.execute("DELETE FROM model_breakers WHERE model = ?", (model,))
+
+
+def breaker_probe(cur: sqlite3.Cursor, model: str, now: float, lease: float) -> bool:
+    return (
+        cur.execute(
+            "UPDATE model_breakers SET probe_until = ?, updated_at = ?"
+            " WHERE model = ? AND state = 'open' AND open_until <= ?"
+            " AND (probe_until IS NULL OR probe_until <= ?)",
+            (now + lease, now, model, now, now),
+        ).rowcount
+        == 1
+    )
+
+
+class SQLiteModelCalls(SQLiteParts):
+    """Recording and reading model calls; the breakers' shared state."""
+
+    async def record_model_calls(self, calls: Sequence[ModelCallRecord]) -> None:
+        if calls:
+            await self.write(partial(write_model_calls, rows=[c.row() for c in calls]))
+
+    async def model_calls_of(self, owner_ids: Sequence[str]) -> list[ModelCallRecord]:
+        if not owner_ids:
+            return []
+        ids = json.dumps(list(owner_ids))
+        rows = await self._read(
+            lambda conn: conn.execute(
+                f"SELECT {COLUMNS} FROM model_calls"
+                " WHERE owner_id IN (SELECT value FROM json_each(?)) ORDER BY owner_id, attempt, call_seq",
+                (ids,),
+            ).fetchall()
+        )
+        return [ModelCallRecord.from_row(r) for r in rows]
+
+    async def breakers(self) -> list[BreakerRecord]:
+        rows = await self._read(
+            lambda conn: conn.execute(
+                f"SELECT {BREAKER_COLUMNS} FROM model_breakers ORDER BY model"
+            ).fetchall()
+        )
+        return [BreakerRecord.from_row(r) for r in rows]
+
+    async def breaker_failure(
+        self, model: str, *, now: float, policy: BreakerPolicy, error_class: str
+    ) -> BreakerRecord:
+        return await self.write(
+            partial(breaker_failure, model=model, now=now, policy=policy, error_class=error_class)
+        )
+
+    async def breaker_success(self, model: str) -> None:
+        await self.write(partial(breaker_success, model=model))
+
+    async def breaker_probe(self, model: str, *, now: float, lease: float) -> bool:
+        return await self.write(partial(breaker_probe, model=model, now=now, lease=lease))
