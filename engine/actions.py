@@ -16,6 +16,7 @@ import attrs
 
 from .config.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 from .config.channels import CHANNEL_IDS, LAST, canonical_channel, unknown_channel_hint
+from .config.durations import Duration
 from .config.sessions import KeySource, SessionPolicy
 from .errors import RequestError
 
@@ -56,6 +57,9 @@ class AgentAction:
     timeout_seconds: float | None = None
     fallback_channel: str | None = None
     allow_unsafe_external_content: bool = False
+    #: seconds the caller asks to wait for the run's outcome (None: answer at once); the
+    #: server bounds it by `hooks.maxWait`
+    wait: float | None = None
 
 
 Action = WakeAction | AgentAction
@@ -93,6 +97,7 @@ AGENT_FIELDS = (
     "thinking",
     "timeoutSeconds",
     "fallbackChannel",
+    "wait",
 )
 #: agent fields only a mapping may set
 INTERNAL_AGENT_FIELDS = ("allowUnsafeExternalContent",)
@@ -252,6 +257,8 @@ def validate_agent(
             )
         timeout = float(timeout)
 
+    wait = _wait(payload.get("wait"))
+
     unsafe = payload.get("allowUnsafeExternalContent", False)
     if not isinstance(unsafe, bool):
         raise _bad("allowUnsafeExternalContent", "allowUnsafeExternalContent must be true or false")
@@ -270,7 +277,19 @@ def validate_agent(
         timeout_seconds=timeout,
         fallback_channel=fallback_channel,
         allow_unsafe_external_content=unsafe,
+        wait=wait,
     )
+
+
+def _wait(value: Any) -> float | None:
+    """`wait`: seconds (a number) or a duration (`30s`, `2m`); 0 or absent is no wait."""
+    if value is None:
+        return None
+    try:
+        seconds = float(Duration.parse(value))
+    except ValueError:
+        raise _bad("wait", "wait must be a number of seconds or a duration such as 30s") from None
+    return seconds or None
 
 
 def validate_action(

@@ -122,6 +122,18 @@ class _Metrics:
             registry=reg,
             multiprocess_mode="livesum",
         )
+        self.waiting = Gauge(
+            "hookwise_hook_waiting",
+            "Hook requests held open now for their run's outcome (`wait`)",
+            registry=reg,
+            multiprocess_mode="livesum",
+        )
+        self.waits = counter(
+            "hookwise_hook_waits",
+            "Waits for a run's outcome ended: finished, timeout (answered 202), full (202 at"
+            " once: hooks.limits.maxWaiting), cancelled (the caller went away), gone",
+            ("outcome",),
+        )
         self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def http_children(self, route: str, status: int) -> tuple[Any, Any]:
@@ -187,6 +199,16 @@ def in_flight(route: str, delta: int) -> None:
 def refusals_held(delta: int) -> None:
     if _metrics is not None:
         _metrics.refusals_held.inc(delta)
+
+
+def waiting(delta: int) -> None:
+    if _metrics is not None:
+        _metrics.waiting.inc(delta)
+
+
+def waited(outcome: str) -> None:
+    if _metrics is not None:
+        _metrics.waits.labels(outcome).inc()
 
 
 def provider_request(provider: str, status: int | str) -> None:

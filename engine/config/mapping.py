@@ -51,6 +51,9 @@ class RespondConfig:
     status: int = 200
     body: Any = None
     headers: dict[str, str] = attrs.field(factory=dict)
+    #: hold the request open until the run finishes (at most this long, and at most
+    #: `hooks.maxWait`), answering with its outcome instead of a fixed answer
+    wait: Duration | None = None
 
 
 @attrs.frozen

@@ -56,6 +56,15 @@ class RetainPayloadsConfig:
     keep_for: Duration = attrs.field(metadata={"key": "for"})
 
 
+#: the limit of `hooks.maxWait`: a held request is a held connection (and proxies give up)
+MAX_WAIT = 300.0
+
+
+def _at_most_max_wait(_: object, __: attrs.Attribute, value: float) -> None:
+    if value > MAX_WAIT:
+        raise ValueError(f"must be at most {MAX_WAIT:g} seconds")
+
+
 @attrs.frozen
 class HooksConfig:
     """`hooks.*`: the inbound webhook interface."""
@@ -85,6 +94,8 @@ class HooksConfig:
     retain_payloads: RetainPayloadsConfig | None = None
     # rate and concurrency limits of the built-in paths (mappings carry their own)
     limits: HookLimitsConfig = attrs.field(factory=HookLimitsConfig)
+    #: the longest a request may be held open for its run's outcome (`wait`); at most MAX_WAIT
+    max_wait: Duration = attrs.field(default=Duration(30), validator=_at_most_max_wait)
 
 
 @attrs.frozen

@@ -217,6 +217,12 @@ def compile_rule(
     if config.respond is not None:
         if not 200 <= config.respond.status <= 299:
             fail("respond.status", "must be a success status (200-299)")
+        if config.respond.wait is not None and config.respond.body is not None:
+            fail(
+                "respond.wait", "a waited answer is the run's outcome: give wait or body, not both"
+            )
+        if config.respond.wait is not None and config.action != "agent":
+            fail("respond.wait", "only an agent mapping has a run to wait for")
         respond_body = _compile_body(config.respond.body, prefix + "respond.body", issues)
 
     verifier = None

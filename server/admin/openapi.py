@@ -144,7 +144,12 @@ def _hook_paths(hook_path: str) -> dict[str, Any]:
         "An isolated agent turn in its own session; its reply can go to a channel.",
         _payload_schema("agent"),
     )
-    agent["responses"]["202"] = _accepted("The run is queued (`runId`, `sessionKey`).")
+    agent["responses"]["202"] = _accepted(
+        "The run is queued (`runId`, `sessionKey`); after a `wait` that ended first, `Location`"
+        " names the run's status URL."
+    )
+    agent["responses"]["200"] = _outcome("The run ended within the `wait` asked for.")
+    agent["parameters"].append(_WAIT_PARAMETER)
     mapped = _hook_operation(
         "A mapped hook",
         "The payload goes through the rules whose `match.path` is `{name}` (a JSON object or a "
@@ -162,11 +167,69 @@ def _hook_paths(hook_path: str) -> dict[str, Any]:
             "content": {"application/json": {"schema": {}}},
         }
     mapped["responses"]["204"] = {"description": "Accepted; the rule answers with no body."}
+    mapped["parameters"].append(_WAIT_PARAMETER)
     base = hook_path.rstrip("/")
     return {
         f"{base}/wake": {"post": wake},
         f"{base}/agent": {"post": agent},
         base + "/{name}": {"post": mapped},
+        base + "/runs/{runId}": {"get": _status_operation()},
+    }
+
+
+_WAIT_PARAMETER = {
+    "name": "wait",
+    "in": "query",
+    "required": False,
+    "description": "hold the request until its run ends, at most this long (seconds or a "
+    "duration such as 30s; empty: `hooks.maxWait`)",
+    "schema": {"type": "string", "pattern": r"^(\s*\d+(\.\d+)?\s*(ms|s|m|h|d)?\s*)?$"},
+}
+
+_OUTCOME = {
+    "type": "object",
+    "required": ["ok", "runId", "state"],
+    "properties": {
+        "ok": {"const": True},
+        "runId": {"type": "string"},
+        "state": {"type": "string"},
+        "reply": {"type": ["string", "null"]},
+        "model": {"type": ["string", "null"]},
+        "error": {"type": "string"},
+        "usage": {
+            "type": "object",
+            "properties": {
+                "inputTokens": {"type": ["integer", "null"]},
+                "outputTokens": {"type": ["integer", "null"]},
+            },
+        },
+    },
+}
+
+
+def _outcome(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _OUTCOME}}}
+
+
+def _status_operation() -> dict[str, Any]:
+    """`GET {hook path}/runs/{runId}?key=...`: the status URL a waited request was given."""
+    return {
+        "tags": ["hooks"],
+        "summary": "A waited run's status",
+        "description": "The URL in the `Location` of a waited request's answer; only that URL "
+        "(its `key`) reads that run.",
+        "security": [{"hookBearer": []}, {"hookHeader": []}, {"hookQuery": []}],
+        "parameters": [
+            {"name": "runId", "in": "path", "required": True, "schema": {"type": "string"}},
+            {"name": "key", "in": "query", "required": False, "schema": {"type": "string"}},
+        ],
+        "responses": {
+            "200": _outcome("The run has ended: its outcome."),
+            "202": _outcome("The run has not ended yet (`state`); ask again."),
+            "401": _error(401),
+            "404": _error(404, "No such run, or the key is not this run's (`run_not_found`)."),
+            "429": _error(429),
+        },
     }
 
 

@@ -81,7 +81,7 @@ def respond_body(respond: RespondConfig) -> bytes | None:
 def _response(
     events: list[NewEvent], runs: list[NewRun], rule_id: str | None, respond: RespondConfig | None
 ) -> tuple[int, bytes | None]:
-    if respond is not None:
+    if respond is not None and respond.wait is None:  # a waited answer is the run's
         return respond.status, respond_body(respond)
     out: dict[str, Any] = {"ok": True}
     if len(events) + len(runs) == 1:

@@ -70,6 +70,7 @@ class RunWorkers:
         router: Router,
         on_heartbeat: Callable[[str], None],
         on_delivery: Callable[[], None] = lambda: None,
+        on_finished: Callable[[RunRecord, RunOutcome], None] = lambda run, outcome: None,
         lease_grace: float = 60.0,
         clock: Callable[[], float] = time.time,
         agent_id: str | None = None,
@@ -95,6 +96,8 @@ class RunWorkers:
         self._router = router
         self._on_heartbeat = on_heartbeat
         self._on_delivery = on_delivery
+        #: told once a run's ending is committed (waiting callers, callbacks)
+        self._on_finished = on_finished
         self._lease_grace = lease_grace
         self._clock = clock
         self._wakeup = asyncio.Event()
@@ -220,6 +223,7 @@ class RunWorkers:
             self._slots.give()
             released = True
             await self._finish(run, outcome)
+            self._on_finished(run, outcome)
             self.completed += 1
             report.run_ended(run, outcome)
             report.delivery_planned(outcome.delivery)
