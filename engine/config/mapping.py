@@ -218,6 +218,22 @@ class DedupeConfig:
 
 
 @attrs.frozen
+class CallbackConfig:
+    """`callback`: POST the run's outcome, signed as Standard Webhooks, when the run ends.
+
+    `url` from the configuration, or `urlFrom` (a JSONPath into the payload) when the URL is
+    under one of the `allow` prefixes (see `hookwise.engine.callbacks`); `allowHosts` names the
+    hosts that may resolve to loopback or private addresses. `secret` is `whsec_` + base64.
+    """
+
+    secret: str = attrs.field(repr=False)
+    url: str | None = None
+    url_from: str | None = None
+    allow: tuple[str, ...] = ()
+    allow_hosts: tuple[str, ...] = ()
+
+
+@attrs.frozen
 class MappingConfig:
     """One mapping rule: match, action, templates, optional transform, delivery options."""
 
@@ -259,6 +275,8 @@ class MappingConfig:
     # Per-route limits (`hookwise.engine.config.limits`): shared by every rule on the rule's path.
     rate_limit: RateLimitConfig | None = None
     max_in_flight: int | None = attrs.field(default=None, validator=positive)
+    # Where the run's outcome is posted when it ends (signed), beside any channel delivery.
+    callback: CallbackConfig | None = None
 
     @property
     def limits(self) -> RouteLimitsConfig:

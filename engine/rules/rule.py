@@ -8,9 +8,11 @@ mapping's `where`); `CompiledRule.matches` is the first-match test `hookwise.eng
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -78,6 +80,8 @@ class CompiledRule:
     #: where the fanned-out list sits, for a plain `forEach` path (`$.a.b`, `$.a.b[*]`)
     for_each_list: tuple[str | int, ...] | None = None
     dedupe: Dedupe = Dedupe()
+    #: `callback.urlFrom`, compiled
+    callback_from: JsonPath | None = None
 
     @property
     def kind(self) -> ActionKind:
@@ -167,6 +171,7 @@ def compile_rule(
             fail("forEach", str(exc))
     if config.for_each_max < 1:
         fail("forEachMax", "must be at least 1")
+    callback_from = _compile_callback(config, fail)
 
     templates: dict[str, Template] = {}
     sources = {
@@ -264,4 +269,40 @@ def compile_rule(
         verifier=verifier,
         for_each_list=for_each_list,
         dedupe=dedupe,
+        callback_from=callback_from,
     )
+
+
+def _compile_callback(config: MappingConfig, fail: Callable[[str, str], None]) -> JsonPath | None:
+    """Check `callback` (see `hookwise.engine.callbacks`); its compiled `urlFrom`, if any."""
+    callback = config.callback
+    if callback is None:
+        return None
+    if config.action != "agent":
+        fail("callback", "only an agent mapping has a run whose outcome can be called back")
+    if (callback.url is None) == (callback.url_from is None):
+        fail("callback", "give exactly one of url and urlFrom")
+    if callback.url is not None and urlsplit(callback.url).scheme not in ("http", "https"):
+        fail("callback.url", "must be an absolute http:// or https:// URL")
+    for i, prefix in enumerate(callback.allow):
+        parts = urlsplit(prefix)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            fail(f"callback.allow[{i}]", "must be an absolute http:// or https:// URL prefix")
+    if not callback.secret.startswith("whsec_") or not _base64(callback.secret[6:]):
+        fail("callback.secret", "must be whsec_ followed by base64 (a Standard Webhooks secret)")
+    if callback.url_from is None:
+        return None
+    if not callback.allow:
+        fail("callback.allow", "a URL from the payload needs the prefixes it may start with")
+    try:
+        return compile_jsonpath(callback.url_from)
+    except JsonPathError as exc:
+        fail("callback.urlFrom", str(exc))
+        return None
+
+
+def _base64(text: str) -> bool:
+    try:
+        return bool(base64.b64decode(text, validate=True))
+    except ValueError:
+        return False

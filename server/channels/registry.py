@@ -1,8 +1,8 @@
 """Which channels exist and building the configured ones.
 
-Seven channels are built in; more come from plugins, found through the Python entry-point group
-`hookwise.channels` (the entry point's name is the channel id, its object a `Channel` class).
-Mattermost is such a plugin. A plugin cannot replace a built-in channel. Aliases (`imsg`,
+Eight channels are built in (`webhook` posts signed webhooks); more come from plugins, found
+through the Python entry-point group `hookwise.channels` (the entry point's name is the channel
+id, its object a `Channel` class). Mattermost is such a plugin. A plugin cannot replace a built-in channel. Aliases (`imsg`,
 `teams`, from `hookwise.engine.config.channels.ALIASES`) are accepted wherever a channel id is.
 
 `load_channels(config)` builds the channels configured under `channels`, raising `ConfigError`
@@ -27,6 +27,7 @@ from .msteams import MSTeamsChannel
 from .signal import SignalChannel
 from .slack import SlackChannel
 from .telegram import TelegramChannel
+from .webhook import WebhookChannel
 from .whatsapp import WhatsAppChannel
 
 ENTRY_POINT_GROUP = "hookwise.channels"
@@ -39,6 +40,7 @@ BUILTIN: dict[str, type] = {
     "signal": SignalChannel,
     "imessage": IMessageChannel,
     "msteams": MSTeamsChannel,
+    "webhook": WebhookChannel,
 }
 
 

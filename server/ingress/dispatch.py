@@ -39,7 +39,7 @@ class RequestMeta:
     request_id: str = attrs.field(factory=new_id)
 
 
-def _run(action: AgentAction, rule_id: str | None) -> NewRun:
+def _run(action: AgentAction, rule_id: str | None, callback_url: str | None = None) -> NewRun:
     return NewRun(
         run_id=new_id(),
         session_key=action.session_key or f"hook:{new_id()}",
@@ -56,6 +56,7 @@ def _run(action: AgentAction, rule_id: str | None) -> NewRun:
         fallback_channel=action.fallback_channel,
         allow_unsafe_external_content=action.allow_unsafe_external_content,
         agent_id=action.agent_id,
+        callback_url=callback_url,
     )
 
 
@@ -124,9 +125,10 @@ class Dispatcher:
         respond: RespondConfig | None = None,
         idempotency_key: str | None = None,
         fingerprint: str | None = None,
+        callback_url: str | None = None,
     ) -> Accepted:
         events = [_event(a, rule_id) for a in actions if isinstance(a, WakeAction)]
-        runs = [_run(a, rule_id) for a in actions if isinstance(a, AgentAction)]
+        runs = [_run(a, rule_id, callback_url) for a in actions if isinstance(a, AgentAction)]
         status, body = _response(events, runs, rule_id, respond)
         kind = "wake" if not runs else "agent" if not events else "mixed"
         now = self._clock()

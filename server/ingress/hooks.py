@@ -437,6 +437,7 @@ class HookEndpoint:
             respond=respond,
             idempotency_key=idem_key,
             fingerprint=fingerprint,
+            callback_url=resolved.callback_url,
         )
         if accepted.conflict:
             raise RequestError(
@@ -528,7 +529,12 @@ class HookEndpoint:
                 rule_id=rule_id,
             ) from None
         return Resolved(
-            actions, rule_id, outcome.respond, delivery_id=outcome.delivery_id, batch=batch
+            actions,
+            rule_id,
+            outcome.respond,
+            delivery_id=outcome.delivery_id,
+            batch=batch,
+            callback_url=outcome.callback_url,
         )
 
     def _retain(
@@ -576,3 +582,5 @@ class Resolved:
     delivery_id: str | None = None
     #: made by a `forEach` fan-out
     batch: bool = False
+    #: where its runs' outcomes are posted when they end (the rule's `callback`)
+    callback_url: str | None = None

@@ -230,6 +230,9 @@ class Gateway:
             waiters=waiters,
         )
         self.dispatcher.subscribe(self.runtime.on_accepted)
+        from ..channels.webhook import CallbackSenders
+
+        self.runtime.deliveries.senders = CallbackSenders(lambda: self.rules)
         self.runtime.rule_tools = lambda rule_id: (
             self.rules.tools_of(rule_id) if self.rules is not None else ()
         )

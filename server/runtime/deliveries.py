@@ -48,9 +48,12 @@ class DeliveryWorker:
         concurrency: int = 4,
         clock: Callable[[], float] = time.time,
         jitter: Callable[[], float] = random.random,
+        senders: Callable[[str], Channel | None] = lambda name: None,
     ) -> None:
         self._store = store
         self._channels = channels
+        #: the senders that are not configured channels: a mapping's callback, by name
+        self.senders = senders
         self._max_attempts = max_attempts
         self._base_delay = base_delay
         self._max_delay = max_delay
@@ -105,7 +108,7 @@ class DeliveryWorker:
 
     async def _deliver(self, d: DeliveryRecord) -> None:
         now = self._clock
-        channel = self._channels.get(d.channel or "")
+        channel = self._channels.get(d.channel or "") or self.senders(d.channel or "")
         if channel is None:
             missing = (
                 f"channel {d.channel} is not configured"
@@ -120,7 +123,13 @@ class DeliveryWorker:
             return
         assert self._client is not None and d.to is not None
         try:
-            result = await channel.send(self._client, d.to, d.text, skip_parts=len(d.message_ids))
+            signed = getattr(channel, "send_signed", None)
+            if signed is not None:  # a signed webhook: its id is the delivery's, every attempt
+                result = await signed(self._client, d.to, d.text, msg_id=d.delivery_id)
+            else:
+                result = await channel.send(
+                    self._client, d.to, d.text, skip_parts=len(d.message_ids)
+                )
         except DeliveryError as e:
             sent = d.message_ids + e.sent_ids
             if e.retryable and d.attempts < self._max_attempts:
@@ -160,7 +169,8 @@ class DeliveryWorker:
             message_ids=d.message_ids + result.message_ids,
         )
         report.delivery_sent(d, channel.id)
-        await self._store.set_last_route(d.route_session, Route(channel.id, d.to), now=now())
+        if getattr(channel, "keeps_route", True):  # a callback is no conversation's route
+            await self._store.set_last_route(d.route_session, Route(channel.id, d.to), now=now())
         log.info(
             "delivery %s: sent to %s (%d message(s))",
             d.delivery_id,

@@ -30,12 +30,15 @@ import logging
 import time
 from collections.abc import Callable
 
+import attrs
+
 from ...engine.config.agents import DEFAULT_MAIN_SESSION
 from ..ids import new_id
 from ..store.base import NewEvent, RunRecord, Store, StoreUnavailable
 from ..store.records import NewDelivery, NewTurn, RunOutcome
 from . import report
 from .ack import is_ack
+from .callbacks import callback_of
 from .external import wrap_external
 from .prompts import RUN_SYSTEM, safe_name, summary_line
 from .providers.base import ChatMessage, ProviderError, ProviderTimeout
@@ -227,7 +230,10 @@ class RunWorkers:
             self.completed += 1
             report.run_ended(run, outcome)
             report.delivery_planned(outcome.delivery)
-            if outcome.delivery is not None and outcome.delivery.state == "pending":
+            report.delivery_planned(outcome.callback)
+            if any(
+                d is not None and d.state == "pending" for d in (outcome.delivery, outcome.callback)
+            ):
                 self._on_delivery()
             if run.wake_mode == "now":
                 self._on_heartbeat(f"run:{run.run_id}")
@@ -318,7 +324,7 @@ class RunWorkers:
             mode=run.wake_mode,
             trusted=False,
         )
-        return RunOutcome(
+        outcome = RunOutcome(
             run_id=run.run_id,
             state=state,
             finished_at=now,
@@ -331,6 +337,7 @@ class RunWorkers:
             summary=summary,
             delivery=delivery,
         )
+        return attrs.evolve(outcome, callback=callback_of(run, outcome))
 
 
 def _unavailable(error: BaseException) -> bool:

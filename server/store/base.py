@@ -60,6 +60,8 @@ class NewRun:
     fallback_channel: str | None
     allow_unsafe_external_content: bool
     agent_id: str = DEFAULT_AGENT_ID
+    #: where the run's outcome is posted when it ends (its mapping's `callback`)
+    callback_url: str | None = None
 
 
 @attrs.frozen
@@ -167,6 +169,7 @@ class RunRecord:
     output_tokens: int | None
     agent_id: str = DEFAULT_AGENT_ID
     request_id: str | None = None  # the request that created it
+    callback_url: str | None = None  # where its outcome is posted when it ends
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -94,6 +94,8 @@ class RunOutcome:
     turns: tuple[NewTurn, ...] = ()
     summary: NewEvent | None = None
     delivery: NewDelivery | None = None
+    #: the signed POST of the outcome to the run's callback URL (`callback`)
+    callback: NewDelivery | None = None
 
 
 @attrs.frozen

@@ -19,10 +19,20 @@ SLACK = {"botToken": "xoxb-1"}
 TEAMS = {"appId": "a", "appPassword": "p", "tenantId": "t"}
 
 
-def test_eight_channels_are_known_seven_of_them_built_in():
+def test_nine_channels_are_known_eight_of_them_built_in():
     specs = available_channels()
     assert sorted(specs) == sorted(
-        ["whatsapp", "telegram", "discord", "slack", "mattermost", "signal", "imessage", "msteams"]
+        [
+            "whatsapp",
+            "telegram",
+            "discord",
+            "slack",
+            "mattermost",
+            "signal",
+            "imessage",
+            "msteams",
+            "webhook",
+        ]
     )
     assert {cid for cid, s in specs.items() if s.origin == "builtin"} == set(BUILTIN)
     assert "mattermost" not in BUILTIN
@@ -130,7 +140,7 @@ def test_default_to_is_exposed():
         (
             {"irc": {}},
             "channels.irc: unknown channel; known: discord, imessage, mattermost, msteams, "
-            "signal, slack, telegram, whatsapp",
+            "signal, slack, telegram, webhook, whatsapp",
         ),
         (
             {"teams": TEAMS, "msteams": TEAMS},
@@ -156,7 +166,7 @@ def test_every_problem_is_reported_at_once():
         "channels.telegram.botToken: required key is missing",
         "channels.slack.botToken: required key is missing",
         "channels.nope: unknown channel; known: discord, imessage, mattermost, msteams, signal, "
-        "slack, telegram, whatsapp",
+        "slack, telegram, webhook, whatsapp",
     ]
 
 

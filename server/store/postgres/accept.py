@@ -95,15 +95,16 @@ _ACCEPT_GROUP = (
     "), new_runs AS ("
     " INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
     " channel, recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe,"
-    " agent_id, created_at, request_id)"
+    " agent_id, created_at, request_id, callback_url)"
     " SELECT r.run_id, r.session_key, r.name, r.message, r.rule_id, r.wake_mode, r.deliver,"
     " r.channel, r.recipient, r.model, r.thinking, r.timeout_seconds, r.fallback_channel,"
-    " r.allow_unsafe, r.agent_id, fresh.at, fresh.request_id"
+    " r.allow_unsafe, r.agent_id, fresh.at, fresh.request_id, r.callback_url"
     " FROM unnest($15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],"
     " $21::text[], $22::bool[], $23::text[], $24::text[], $25::text[], $26::text[],"
-    " $27::float8[], $28::text[], $29::bool[], $30::text[]) WITH ORDINALITY AS r(op, run_id,"
-    " session_key, name, message, rule_id, wake_mode, deliver, channel, recipient, model,"
-    " thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id, n)"
+    " $27::float8[], $28::text[], $29::bool[], $30::text[], $44::text[]) WITH ORDINALITY AS"
+    " r(op, run_id, session_key, name, message, rule_id, wake_mode, deliver, channel,"
+    " recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id,"
+    " callback_url, n)"
     " JOIN fresh USING (op) ORDER BY r.n"
     "), new_log AS ("
     f" INSERT INTO request_log ({LOG_COLUMNS})"
@@ -149,6 +150,7 @@ def _group_args(ops: list[AcceptOp]) -> list[Any]:
         *columns(runs, 1 + RUN_FIELDS),
         *columns(logs, 1 + LOG_FIELDS),
         [op.log.request_id for op in ops],
+        [r.callback_url for op in ops for r in op.runs],  # $44, beside the runs' columns
     ]
 
 

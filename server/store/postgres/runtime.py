@@ -104,7 +104,8 @@ async def claim_runs(
 
 
 # A run's ending in one statement: its state, its transcript turns (column arrays), the summary
-# event for the main session and the delivery of its reply (each written when its id is given).
+# event for the main session, the delivery of its reply and the signed POST of its outcome to its
+# callback URL (each written when its id is given).
 FINISH_RUN = (
     "WITH done AS ("
     " UPDATE runs SET state = $1, finished_at = $2, reply = $3, error = $4, model_used = $5,"
@@ -126,6 +127,13 @@ FINISH_RUN = (
     " SELECT $19::text, $20::text, $21::text, $22::text, $23::text, $24::text, $25::text,"
     " $26::text, $27::text, $28::text, $2, $2, $2"
     " WHERE $19::text IS NOT NULL AND EXISTS (SELECT 1 FROM done)"
+    "), callback AS ("
+    " INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
+    " fallback_channel, text, state, last_error, route_session, created_at, updated_at,"
+    " next_attempt_at)"
+    " SELECT $30::text, $31::text, $32::text, $33::text, $34::text, $35::text, $36::text,"
+    " $37::text, $38::text, $39::text, $2, $2, $2"
+    " WHERE $30::text IS NOT NULL AND EXISTS (SELECT 1 FROM done)"
     ") SELECT count(*) FROM done"
 )
 
@@ -143,6 +151,8 @@ async def finish_run(conn: asyncpg.Connection, o: RunOutcome, *, again: bool = F
     e, d = o.summary, o.delivery
     summary = (None,) * 6 if e is None else event_row(e)
     delivery = (None,) * 10 if d is None else delivery_row(d)
+    c = o.callback
+    callback = (None,) * 10 if c is None else delivery_row(c)
     written = await conn.fetchval(
         FINISH_RUN,
         o.state,
@@ -157,6 +167,7 @@ async def finish_run(conn: asyncpg.Connection, o: RunOutcome, *, again: bool = F
         *summary,
         *delivery,
         not again,
+        *callback,
     )
     return bool(written)
 

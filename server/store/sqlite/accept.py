@@ -14,7 +14,8 @@ EVENTS = InsertInto("events", "event_id, session, text, source, mode, trusted, c
 RUNS = InsertInto(
     "runs",
     "run_id, session_key, name, message, rule_id, wake_mode, deliver, channel, recipient, model,"
-    " thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id, created_at, request_id",
+    " thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id, created_at, request_id,"
+    " callback_url",
 )
 REQUEST_LOG = InsertInto("request_log", LOG_COLUMNS)
 
@@ -28,7 +29,7 @@ def accept_rows(op: AcceptOp) -> Rows:
     """What an accepted request without an idempotency key writes, as rows (nothing to read
     first): its events, its runs and its log line."""
     rows = [(EVENTS, (*event_row(e), op.now)) for e in op.events]
-    rows += [(RUNS, (*run_row(r), op.now, op.log.request_id)) for r in op.runs]
+    rows += [(RUNS, (*run_row(r), op.now, op.log.request_id, r.callback_url)) for r in op.runs]
     rows.append((REQUEST_LOG, log_row(op.log)))
     return tuple(rows)
 
@@ -56,6 +57,9 @@ def accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
     if op.events:
         cur.executemany(EVENTS.sql(1), [(*event_row(e), op.now) for e in op.events])
     if op.runs:
-        cur.executemany(RUNS.sql(1), [(*run_row(r), op.now, op.log.request_id) for r in op.runs])
+        cur.executemany(
+            RUNS.sql(1),
+            [(*run_row(r), op.now, op.log.request_id, r.callback_url) for r in op.runs],
+        )
     insert_log(cur, op.log)
     return Accepted(status=op.status, body=op.body)

@@ -120,8 +120,9 @@ def finish_rows(o: RunOutcome) -> Rows:
     rows: list[Any] = [(TURNS, _turn_row(t, now)) for t in o.turns]
     if o.summary is not None:
         rows.append((EVENTS, (*event_row(o.summary), now)))
-    if o.delivery is not None:
-        rows.append((DELIVERIES, (*delivery_row(o.delivery), now, now, now)))
+    for d in (o.delivery, o.callback):
+        if d is not None:
+            rows.append((DELIVERIES, (*delivery_row(d), now, now, now)))
     # last: the batch statement runs its sinks in order, updates after inserts
     outcome = (o.state, now, o.reply, o.error, o.model_used, o.input_tokens, o.output_tokens)
     rows.append((RUN_FINISHED, (*outcome, None, o.run_id)))
