@@ -62,7 +62,17 @@ class AgentAction:
     wait: float | None = None
 
 
-Action = WakeAction | AgentAction
+@attrs.frozen
+class NotifyAction:
+    """Deliver `text` as it is, with no run, no session and no model: to `channel` (and `to`, or
+    the channel's `defaultTo`), and/or to the mapping's callback (`channel` None)."""
+
+    text: str
+    channel: str | None = None
+    to: str | None = None
+
+
+Action = WakeAction | AgentAction | NotifyAction
 
 
 @attrs.frozen
@@ -99,6 +109,8 @@ AGENT_FIELDS = (
     "fallbackChannel",
     "wait",
 )
+#: the fields of a notification (a mapping's `action: notify`)
+NOTIFY_FIELDS = ("text", "channel", "to")
 #: agent fields only a mapping may set
 INTERNAL_AGENT_FIELDS = ("allowUnsafeExternalContent",)
 
@@ -305,7 +317,33 @@ def validate_action(
         return validate_wake(fields, policy, source=source)
     if kind == "agent":
         return validate_agent(fields, policy, internal=internal, source=source)
-    raise _bad("kind", "kind must be wake or agent")
+    if kind == "notify":
+        return validate_notify(fields, policy)
+    raise _bad("kind", "kind must be wake, agent or notify")
+
+
+def validate_notify(fields: Mapping[str, Any], policy: ValidationPolicy) -> NotifyAction:
+    """A notification's fields -> `NotifyAction`: its text, and a configured channel (not
+    `last`: a notification is no conversation) with a valid recipient when one is named."""
+    _unknown_keys(fields, NOTIFY_FIELDS)
+    text = _text(fields, "text", required=True)
+    raw = fields.get("channel")
+    channel = None if raw is None else _channel(raw, "channel")
+    if channel == LAST:
+        raise _bad("channel", "a notification names its channel, not last")
+    to = _text(fields, "to", required=False)
+    if channel is not None:
+        if policy.configured_channels is not None and channel not in policy.configured_channels:
+            raise _bad(
+                "channel",
+                f"channel {channel} is not configured; add channels.{channel} to the configuration",
+                "channel_not_configured",
+            )
+        if to is not None and policy.check_recipient is not None:
+            problem = policy.check_recipient(channel, to)
+            if problem:
+                raise _bad("to", problem)
+    return NotifyAction(text=text, channel=channel, to=to)  # type: ignore[arg-type]
 
 
 _DEFAULT_POLICY = ValidationPolicy()

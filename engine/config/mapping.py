@@ -239,7 +239,7 @@ class MappingConfig:
 
     id: str | None = None
     match: MatchConfig = attrs.field(factory=MatchConfig)
-    action: Literal["wake", "agent"] = "agent"
+    action: Literal["wake", "agent", "notify"] = "agent"
     wake_mode: Literal["now", "next-heartbeat"] = "now"
     name: str | None = None
     # the agent that runs it (unknown: the default agent, with a warning at load)

@@ -33,7 +33,7 @@ from .render import (
     compile_template,
 )
 
-ActionKind = Literal["wake", "agent"]
+ActionKind = Literal["wake", "agent", "notify"]
 
 
 def normalize_path(path: str | None) -> str | None:
@@ -203,7 +203,11 @@ def compile_rule(
         )
 
     static: dict[str, Any]
-    if config.action == "wake":
+    if config.action == "notify":
+        static = {"channel": config.channel} if config.channel is not None else {}
+        if config.channel is None and config.callback is None:
+            fail("channel", "a notify mapping delivers to a channel, a callback, or both")
+    elif config.action == "wake":
         static = {"mode": config.wake_mode}
     else:
         static = {"wakeMode": config.wake_mode, "channel": config.channel or "last"}
@@ -215,7 +219,7 @@ def compile_rule(
             static["allowUnsafeExternalContent"] = True
         if config.fallback_channel is not None:
             static["fallbackChannel"] = config.fallback_channel
-    if config.agent_id is not None:
+    if config.agent_id is not None and config.action != "notify":
         static["agentId"] = config.agent_id
 
     respond_body = None
@@ -278,8 +282,8 @@ def _compile_callback(config: MappingConfig, fail: Callable[[str, str], None]) -
     callback = config.callback
     if callback is None:
         return None
-    if config.action != "agent":
-        fail("callback", "only an agent mapping has a run whose outcome can be called back")
+    if config.action == "wake":
+        fail("callback", "a wake mapping has nothing to call back: use agent or notify")
     if (callback.url is None) == (callback.url_from is None):
         fail("callback", "give exactly one of url and urlFrom")
     if callback.url is not None and urlsplit(callback.url).scheme not in ("http", "https"):

@@ -71,7 +71,7 @@ from typing import Any
 
 import attrs
 
-from ..actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
+from ..actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, NOTIFY_FIELDS, WAKE_FIELDS
 from ..callbacks import refuse_url
 from ..config.limits import RouteLimitsConfig, path_limits
 from ..config.mapping import CallbackConfig, MappingConfig, RespondConfig, VerifyConfig
@@ -106,10 +106,12 @@ __all__ = ["ActionKind", "ActionSpec", "CompiledRule", "Outcome", "RuleSet"]
 _FIELDS: dict[str, tuple[str, ...]] = {
     "wake": WAKE_FIELDS,
     "agent": AGENT_FIELDS + INTERNAL_AGENT_FIELDS,
+    "notify": NOTIFY_FIELDS,
 }
 # Action field -> (mapping key, whether it is optional: trimmed and dropped when empty).
 _TEMPLATED: dict[str, dict[str, tuple[str, bool]]] = {
     "wake": {"text": ("textTemplate", False)},
+    "notify": {"text": ("textTemplate", False), "to": ("to", True)},
     "agent": {
         "message": ("messageTemplate", False),
         "name": ("name", True),
@@ -146,8 +148,8 @@ class Outcome:
 
 def _merge(kind: ActionKind, fields: dict[str, Any], override: dict[str, Any]) -> ActionSpec:
     new_kind = override.get("kind", kind)
-    if new_kind not in ("wake", "agent"):
-        raise _BadResult("transform returned a kind other than 'wake' or 'agent'")
+    if new_kind not in _FIELDS:
+        raise _BadResult("transform returned a kind other than 'wake', 'agent' or 'notify'")
     merged = dict(fields) if new_kind == kind else {}
     for key in _FIELDS[new_kind]:
         value = override.get(key)

@@ -233,6 +233,7 @@ class Gateway:
         from ..channels.webhook import CallbackSenders
 
         self.runtime.deliveries.senders = CallbackSenders(lambda: self.rules)
+        self.dispatcher.on_deliveries = self.runtime.deliveries.notify
         self.runtime.rule_tools = lambda rule_id: (
             self.rules.tools_of(rule_id) if self.rules is not None else ()
         )

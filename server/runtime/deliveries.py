@@ -19,6 +19,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 
+import attrs
 import httpx
 
 from ..channels.base import Channel, DeliveryError
@@ -117,6 +118,8 @@ class DeliveryWorker:
             )
             await self._fail(d, missing)
             return
+        if d.to is None and channel.default_to:  # a notification without `to`
+            d = attrs.evolve(d, to=channel.default_to)
         problem = channel.validate_recipient(d.to or "")
         if problem:
             await self._fail(d, f"{d.channel}: invalid recipient: {problem}")
@@ -169,7 +172,8 @@ class DeliveryWorker:
             message_ids=d.message_ids + result.message_ids,
         )
         report.delivery_sent(d, channel.id)
-        if getattr(channel, "keeps_route", True):  # a callback is no conversation's route
+        conversation = d.run_id is not None or d.heartbeat_id is not None  # not a notification
+        if conversation and getattr(channel, "keeps_route", True):  # nor a callback
             await self._store.set_last_route(d.route_session, Route(channel.id, d.to), now=now())
         log.info(
             "delivery %s: sent to %s (%d message(s))",

@@ -28,6 +28,7 @@ from .records import (
     HeartbeatOutcome,
     HeartbeatRecord,
     InFlight,
+    NewDelivery,
     NewEvent,
     Page,
     RetryRecord,
@@ -99,6 +100,8 @@ class AcceptOp:
     fingerprint: str | None = None
     now: float = 0.0
     idempotency_window: float = 86400.0
+    #: notifications (`action: notify`): pending deliveries with no run
+    deliveries: tuple[NewDelivery, ...] = ()
 
 
 @attrs.frozen

@@ -306,6 +306,26 @@ def test_a_run_keeps_its_callback_url_and_its_ending_writes_the_callback(
     backend.run(body)
 
 
+def test_an_accepted_notification_is_a_pending_delivery_with_no_run(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        plain = attrs.evolve(new_delivery(fallback_channel=None), text="disk full")
+        keyed = attrs.evolve(new_delivery(fallback_channel=None), to=None)
+        await store.accept(attrs.evolve(accept_op(), deliveries=(plain,)))
+        await store.accept(attrs.evolve(accept_op(key="k-notify"), deliveries=(keyed,)))
+        # a replay of the key writes nothing more
+        await store.accept(attrs.evolve(accept_op(key="k-notify"), deliveries=(keyed,)))
+        claimed = await store.claim_deliveries(limit=10, now=NOW + 1, lease=60)
+        by_id = {d.delivery_id: d for d in claimed}
+        assert set(by_id) == {plain.delivery_id, keyed.delivery_id}
+        assert (by_id[plain.delivery_id].text, by_id[plain.delivery_id].run_id) == (
+            "disk full",
+            None,
+        )
+        assert by_id[keyed.delivery_id].to is None and by_id[keyed.delivery_id].state == "pending"
+
+    backend.run(body)
+
+
 def test_release_runs_puts_back_running_runs_nobody_executes(backend: Backend) -> None:
     async def body(store: Any) -> None:
         kept, lost, queued = await add_runs(store, 3)

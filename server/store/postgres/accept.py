@@ -34,7 +34,7 @@ from typing import Any
 import asyncpg
 
 from ..base import Accepted, AcceptOp, RequestLogEntry
-from ..rows import LOG_COLUMNS, event_row, log_row, run_row
+from ..rows import LOG_COLUMNS, delivery_row, event_row, log_row, run_row
 
 log = logging.getLogger("hookwise.store")
 
@@ -106,6 +106,18 @@ _ACCEPT_GROUP = (
     " recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id,"
     " callback_url, n)"
     " JOIN fresh USING (op) ORDER BY r.n"
+    "), new_deliveries AS ("
+    " INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
+    " fallback_channel, text, state, last_error, route_session, created_at, updated_at,"
+    " next_attempt_at)"
+    " SELECT d.delivery_id, d.run_id, d.heartbeat_id, d.channel, d.recipient,"
+    " d.fallback_channel, d.text, d.state, d.last_error, d.route_session, fresh.at, fresh.at,"
+    " fresh.at"
+    " FROM unnest($45::int[], $46::text[], $47::text[], $48::text[], $49::text[], $50::text[],"
+    " $51::text[], $52::text[], $53::text[], $54::text[], $55::text[]) WITH ORDINALITY AS"
+    " d(op, delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text,"
+    " state, last_error, route_session, n)"
+    " JOIN fresh USING (op) ORDER BY d.n"
     "), new_log AS ("
     f" INSERT INTO request_log ({LOG_COLUMNS})"
     " SELECT l.at, l.path, l.status, l.client, l.size, l.action, l.rule_id, l.code,"
@@ -144,6 +156,7 @@ def _group_args(ops: list[AcceptOp]) -> list[Any]:
     events = [(i, *event_row(e)) for i, op in enumerate(ops) for e in op.events]
     runs = [(i, *run_row(r)) for i, op in enumerate(ops) for r in op.runs]
     logs = [(i, *log_row(op.log)) for i, op in enumerate(ops)]
+    notes = [(i, *delivery_row(d)) for i, op in enumerate(ops) for d in op.deliveries]
     return [
         *columns(heads, 7),
         *columns(events, 1 + EVENT_FIELDS),
@@ -151,6 +164,7 @@ def _group_args(ops: list[AcceptOp]) -> list[Any]:
         *columns(logs, 1 + LOG_FIELDS),
         [op.log.request_id for op in ops],
         [r.callback_url for op in ops for r in op.runs],  # $44, beside the runs' columns
+        *columns(notes, 11),  # $45..$55: notifications (`action: notify`)
     ]
 
 

@@ -27,16 +27,11 @@ from ..rows import (
     delivery_row,
     event_row,
 )
-from .accept import EVENTS
+from .accept import DELIVERIES, EVENTS
 from .inserts import InsertInto, UpdateWhere
 from .writer import Rows
 
 TURNS = InsertInto("turns", "session_key, role, content, run_id, created_at")
-DELIVERIES = InsertInto(
-    "deliveries",
-    "delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text, state,"
-    " last_error, route_session, created_at, updated_at, next_attempt_at",
-)
 RUN_FINISHED = UpdateWhere(
     "runs",
     "state, finished_at, reply, error, model_used, input_tokens, output_tokens, lease_until",
