@@ -1,4 +1,4 @@
-"""Channel identifiers: the nine known ids, their aliases, and the `last` pseudo-channel.
+"""Channel identifiers: the ten known ids, their aliases, and the `last` pseudo-channel.
 
 How each channel is reached lives in `hookwise.server.channels`; the engine only needs to know which
 names are channels, so that a payload naming an unknown one is refused at the door.
@@ -19,6 +19,7 @@ CHANNEL_IDS: tuple[str, ...] = (
     "imessage",
     "msteams",
     "webhook",
+    "github",
 )
 ALIASES: dict[str, str] = {"imsg": "imessage", "teams": "msteams"}
 #: Phone-based messengers in the order the spec lists them; a mapping's `last` falls back to the first.

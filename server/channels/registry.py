@@ -1,6 +1,6 @@
 """Which channels exist and building the configured ones.
 
-Eight channels are built in (`webhook` posts signed webhooks); more come from plugins, found
+Nine channels are built in (`webhook` posts signed webhooks, `github` comments); more come from plugins, found
 through the Python entry-point group `hookwise.channels` (the entry point's name is the channel
 id, its object a `Channel` class). Mattermost is such a plugin. A plugin cannot replace a built-in channel. Aliases (`imsg`,
 `teams`, from `hookwise.engine.config.channels.ALIASES`) are accepted wherever a channel id is.
@@ -22,6 +22,7 @@ from ...engine.config.channels import ALIASES
 from ...engine.errors import ConfigError, ConfigIssue
 from .base import Channel
 from .discord import DiscordChannel
+from .github import GitHubChannel
 from .imessage import IMessageChannel
 from .msteams import MSTeamsChannel
 from .signal import SignalChannel
@@ -41,6 +42,7 @@ BUILTIN: dict[str, type] = {
     "imessage": IMessageChannel,
     "msteams": MSTeamsChannel,
     "webhook": WebhookChannel,
+    "github": GitHubChannel,
 }
 
 
