@@ -328,6 +328,42 @@ class ToolsConfig:
     max_result_bytes: int = 65536
 
 
+#: the lifecycle events a subscriber may ask for (`events.subscribers[].types`)
+EVENT_TYPES = ("run.finished", "run.succeeded", "run.failed", "run.timed_out")
+
+
+def _event_types(_: object, __: attrs.Attribute, value: tuple[str, ...]) -> None:
+    unknown = [t for t in value if t not in EVENT_TYPES]
+    if unknown or not value:
+        raise ValueError(f"must name some of {', '.join(EVENT_TYPES)} (unknown: {unknown})")
+
+
+def _http_url(_: object, __: attrs.Attribute, value: str) -> None:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must be an absolute http:// or https:// URL")
+
+
+def _whsec(_: object, __: attrs.Attribute, value: str) -> None:
+    if not value.startswith("whsec_"):
+        raise ValueError("must be whsec_ followed by base64 (a Standard Webhooks secret)")
+
+
+@attrs.frozen
+class SubscriberConfig:
+    """One receiver of the gateway's lifecycle events, signed as Standard Webhooks."""
+
+    url: str = attrs.field(validator=_http_url)
+    secret: str = attrs.field(repr=False, validator=_whsec)
+    types: tuple[str, ...] = attrs.field(default=("run.finished",), validator=_event_types)
+
+
+@attrs.frozen
+class EventsConfig:
+    """`events.*`: who is told what the gateway did (durable, signed deliveries)."""
+
+    subscribers: tuple[SubscriberConfig, ...] = ()
+
+
 @attrs.frozen
 class Config:
     """The whole configuration file."""
@@ -343,6 +379,7 @@ class Config:
     logging: LoggingConfig = attrs.field(factory=LoggingConfig)
     retention: RetentionConfig = attrs.field(factory=RetentionConfig)
     tools: ToolsConfig = attrs.field(factory=ToolsConfig)
+    events: EventsConfig = attrs.field(factory=EventsConfig)
 
 
 @attrs.frozen

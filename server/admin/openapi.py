@@ -186,6 +186,14 @@ _WAIT_PARAMETER = {
     "schema": {"type": "string", "pattern": r"^(\s*\d+(\.\d+)?\s*(ms|s|m|h|d)?\s*)?$"},
 }
 
+_USAGE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "inputTokens": {"type": ["integer", "null"]},
+        "outputTokens": {"type": ["integer", "null"]},
+    },
+}
+
 _OUTCOME = {
     "type": "object",
     "required": ["ok", "runId", "state"],
@@ -196,19 +204,70 @@ _OUTCOME = {
         "reply": {"type": ["string", "null"]},
         "model": {"type": ["string", "null"]},
         "error": {"type": "string"},
-        "usage": {
-            "type": "object",
-            "properties": {
-                "inputTokens": {"type": ["integer", "null"]},
-                "outputTokens": {"type": ["integer", "null"]},
-            },
-        },
+        "usage": _USAGE,
     },
 }
 
 
 def _outcome(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": _OUTCOME}}}
+
+
+_SIGNED_HEADERS = [
+    {"name": name, "in": "header", "required": True, "schema": {"type": "string"}, "description": d}
+    for name, d in (
+        ("webhook-id", "the delivery's id, the same on every attempt"),
+        ("webhook-timestamp", "Unix seconds of this attempt"),
+        ("webhook-signature", "v1,<base64 HMAC-SHA256 of id.timestamp.body>"),
+    )
+]
+
+
+def _lifecycle_webhooks() -> dict[str, Any]:
+    """What hookwise POSTs, signed as Standard Webhooks: lifecycle events to
+    `events.subscribers`, a run's outcome to its mapping's `callback` (same payload)."""
+    out: dict[str, Any] = {}
+    for kind, what in (
+        ("run.finished", "A run ended, whatever its state (and a callback's `run.<state>`)."),
+        ("run.succeeded", "A run succeeded."),
+        ("run.failed", "A run failed."),
+        ("run.timed_out", "A run took longer than its timeout."),
+    ):
+        body = {
+            "type": "object",
+            "required": ["type", "timestamp", "data"],
+            "properties": {
+                "type": {"const": kind},
+                "timestamp": {"type": "string", "format": "date-time"},
+                "data": _RUN_EVENT_DATA,
+            },
+        }
+        out[kind] = {
+            "post": {
+                "summary": what,
+                "parameters": _SIGNED_HEADERS,
+                "requestBody": {"content": {"application/json": {"schema": body}}},
+                "responses": {"2XX": {"description": "Received; any other answer is retried."}},
+            }
+        }
+    return out
+
+
+_RUN_EVENT_DATA = {
+    "type": "object",
+    "required": ["runId", "state"],
+    "properties": {
+        "runId": {"type": "string"},
+        "rule": {"type": ["string", "null"]},
+        "agentId": {"type": "string"},
+        "sessionKey": {"type": "string"},
+        "state": {"enum": ["succeeded", "failed", "timed_out"]},
+        "reply": {"type": ["string", "null"]},
+        "error": {"type": ["string", "null"]},
+        "model": {"type": ["string", "null"]},
+        "usage": _USAGE,
+    },
+}
 
 
 def _status_operation() -> dict[str, Any]:
@@ -275,6 +334,7 @@ def finish(document: dict[str, Any], gateway: Gateway) -> dict[str, Any]:
         if not gateway.config.gateway.metrics.public:
             scrape["security"] = [{"bearer": []}]
             scrape["responses"].update({"401": _error(401), "403": _error(403)})
+    doc["webhooks"] = _lifecycle_webhooks()
     if gateway.hooks is not None:
         schemes["hookBearer"] = {
             "type": "http",

@@ -39,6 +39,7 @@ import httpx
 
 from ...engine.callbacks import not_global
 from ...engine.config.mapping import CallbackConfig
+from ...engine.config.models import SubscriberConfig
 from .base import (
     DeliveryError,
     SendResult,
@@ -49,6 +50,8 @@ from .base import (
 
 #: the prefix of a mapping's callback sender's name (`callback:<rule id>`)
 CALLBACK_PREFIX = "callback:"
+#: the prefix of a lifecycle subscriber's sender (`event:<index in events.subscribers>`)
+EVENT_PREFIX = "event:"
 MAX_CHARS = 1_000_000
 
 
@@ -131,6 +134,20 @@ def _detail(response: httpx.Response) -> str | None:
     return text[:200] if text else None
 
 
+class _SignedOnly:
+    """What every signed sender shares: long bodies unsplit, no last route (a webhook is no
+    conversation), and sent only through `send_signed`, with the delivery's id."""
+
+    id: str
+    max_chars = MAX_CHARS
+    keeps_route = False
+
+    async def send(
+        self, client: httpx.AsyncClient, to: str, text: str, *, skip_parts: int = 0
+    ) -> SendResult:
+        raise DeliveryError(f"{self.id}: sent only with a delivery id (send_signed)")
+
+
 @attrs.frozen
 class WebhookConfig:
     """`channels.webhook`."""
@@ -140,13 +157,10 @@ class WebhookConfig:
 
 
 @attrs.define
-class WebhookChannel:
+class WebhookChannel(_SignedOnly):
     """Replies as signed webhooks to the configured URL (`channel: webhook`)."""
 
     id = "webhook"
-    max_chars = MAX_CHARS
-    #: a delivery here does not become the main session's last route
-    keeps_route = False
 
     config: WebhookConfig
     _sender: SignedSender = attrs.field(init=False)
@@ -173,11 +187,6 @@ class WebhookChannel:
             return "the webhook channel posts to its configured url only"
         return None
 
-    async def send(
-        self, client: httpx.AsyncClient, to: str, text: str, *, skip_parts: int = 0
-    ) -> SendResult:
-        raise DeliveryError("webhook: sent only with a delivery id (send_signed)")
-
     async def send_signed(
         self, client: httpx.AsyncClient, to: str, text: str, *, msg_id: str
     ) -> SendResult:
@@ -186,14 +195,12 @@ class WebhookChannel:
 
 
 @attrs.define
-class CallbackChannel:
+class CallbackChannel(_SignedOnly):
     """A mapping's run callback: its outcome (the delivery's text, already JSON) to the run's
     callback URL, signed with the mapping's secret."""
 
     id: str
     config: CallbackConfig
-    max_chars = MAX_CHARS
-    keeps_route = False
     default_to: str | None = None
     _sender: SignedSender = attrs.field(init=False)
 
@@ -202,20 +209,11 @@ class CallbackChannel:
         hosts = self.config.allow_hosts if from_payload else None
         self._sender = SignedSender(self.id, self.config.secret, hosts)
 
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], path: str) -> CallbackChannel:
-        raise NotImplementedError("made from a mapping's callback, not from channels")
-
     def validate_recipient(self, to: str) -> str | None:
         parts = urlsplit(to)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             return "a callback goes to an absolute http:// or https:// URL"
         return None
-
-    async def send(
-        self, client: httpx.AsyncClient, to: str, text: str, *, skip_parts: int = 0
-    ) -> SendResult:
-        raise DeliveryError(f"{self.id}: sent only with a delivery id (send_signed)")
 
     async def send_signed(
         self, client: httpx.AsyncClient, to: str, text: str, *, msg_id: str
@@ -225,13 +223,22 @@ class CallbackChannel:
 
 class CallbackSenders:
     """The delivery worker's senders beyond the configured channels: `callback:<rule id>`, made
-    from the live rules' `callback` (remade when a reload changes it)."""
+    from the live rules' `callback` (remade when a reload changes it), and `event:<i>`, the
+    lifecycle subscriber `events.subscribers[i]`."""
 
-    def __init__(self, rules: Callable[[], Any]) -> None:
+    def __init__(
+        self, rules: Callable[[], Any], subscribers: tuple[SubscriberConfig, ...] = ()
+    ) -> None:
         self._rules = rules
         self._made: dict[str, CallbackChannel] = {}
+        self._events = {
+            f"{EVENT_PREFIX}{i}": EventChannel(f"{EVENT_PREFIX}{i}", sub)
+            for i, sub in enumerate(subscribers)
+        }
 
-    def __call__(self, name: str) -> CallbackChannel | None:
+    def __call__(self, name: str) -> Any:
+        if name.startswith(EVENT_PREFIX):
+            return self._events.get(name)
         if not name.startswith(CALLBACK_PREFIX):
             return None
         rules = self._rules()
@@ -242,6 +249,24 @@ class CallbackSenders:
         if made is None or made.config != config:
             made = self._made[name] = CallbackChannel(name, config)
         return made
+
+
+@attrs.define
+class EventChannel(_SignedOnly):
+    """A lifecycle subscriber: the event (the delivery's text, already JSON) to its URL."""
+
+    id: str
+    config: SubscriberConfig
+    default_to: str | None = None
+
+    def validate_recipient(self, to: str) -> str | None:
+        return None if to == self.config.url else "a subscriber's events go to its url"
+
+    async def send_signed(
+        self, client: httpx.AsyncClient, to: str, text: str, *, msg_id: str
+    ) -> SendResult:
+        sender = SignedSender(self.id, self.config.secret)  # configured: no address check
+        return await sender.post(client, self.config.url, text, msg_id=msg_id)
 
 
 def _secret_problem(secret: str) -> str | None:

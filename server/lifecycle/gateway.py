@@ -232,7 +232,9 @@ class Gateway:
         self.dispatcher.subscribe(self.runtime.on_accepted)
         from ..channels.webhook import CallbackSenders
 
-        self.runtime.deliveries.senders = CallbackSenders(lambda: self.rules)
+        self.runtime.deliveries.senders = CallbackSenders(
+            lambda: self.rules, self.config.events.subscribers
+        )
         self.dispatcher.on_deliveries = self.runtime.deliveries.notify
         self.runtime.rule_tools = lambda rule_id: (
             self.rules.tools_of(rule_id) if self.rules is not None else ()

@@ -8,11 +8,17 @@ with its retries, back-off, dead letters and records, like any delivery.
 
 The payload: `{"type": "run.succeeded" | "run.failed" | "run.timed_out", "timestamp", "data":
 {"runId", "rule", "agentId", "sessionKey", "state", "reply", "error", "model", "usage"}}`.
+
+Lifecycle subscribers (`events.subscribers`) get the same payload, typed `run.finished` (every
+ending) or `run.<state>`, as deliveries named `event:<index>`, committed with the ending too.
 """
 
 from __future__ import annotations
 
-from ..channels.webhook import CALLBACK_PREFIX, envelope
+import attrs
+
+from ...engine.config.models import SubscriberConfig
+from ..channels.webhook import CALLBACK_PREFIX, EVENT_PREFIX, envelope
 from ..ids import new_id
 from ..store.base import RunRecord
 from ..store.records import NewDelivery, RunOutcome
@@ -45,3 +51,30 @@ def callback_of(run: RunRecord, outcome: RunOutcome) -> NewDelivery | None:
         to=run.callback_url,
         run_id=run.run_id,
     )
+
+
+@attrs.frozen
+class SignedOutcomes:
+    """Every signed POST a run's ending plans: its callback, and one per lifecycle subscriber
+    per type it asked for that this ending is (`run.finished` for every ending, `run.<state>`
+    for its state)."""
+
+    subscribers: tuple[SubscriberConfig, ...] = ()
+
+    def __call__(self, run: RunRecord, outcome: RunOutcome) -> tuple[NewDelivery, ...]:
+        out = [d for d in (callback_of(run, outcome),) if d is not None]
+        data = outcome_data(run, outcome)
+        for i, sub in enumerate(self.subscribers):
+            for kind in ("run.finished", f"run.{outcome.state}"):
+                if kind in sub.types:
+                    out.append(
+                        NewDelivery(
+                            delivery_id=new_id(),
+                            text=envelope(kind, data, now=outcome.finished_at),
+                            state="pending",
+                            channel=f"{EVENT_PREFIX}{i}",
+                            to=sub.url,
+                            run_id=run.run_id,
+                        )
+                    )
+        return tuple(out)

@@ -28,6 +28,7 @@ from ...engine.config.agents import Agent, Roster
 from ...engine.config.models import Config
 from ..store.base import NewEvent, NewRun, RunRecord, Store
 from ..store.records import Route, RunOutcome
+from .callbacks import SignedOutcomes
 from .deliveries import DeliveryWorker
 from .heartbeat import Heartbeats
 from .providers.registry import Providers
@@ -120,6 +121,7 @@ class Runtime:
                 on_heartbeat=self._heartbeat_of(agent),
                 on_delivery=self.deliveries.notify,
                 on_finished=self._run_finished,
+                signed=SignedOutcomes(config.events.subscribers),
                 lease_grace=defaults.lease_grace_seconds,
                 agent_id=agent.id if several else None,
                 main_session=agent.main_session,

@@ -38,7 +38,7 @@ from ..store.base import NewEvent, RunRecord, Store, StoreUnavailable
 from ..store.records import NewDelivery, NewTurn, RunOutcome
 from . import report
 from .ack import is_ack
-from .callbacks import callback_of
+from .callbacks import SignedOutcomes
 from .external import wrap_external
 from .prompts import RUN_SYSTEM, safe_name, summary_line
 from .providers.base import ChatMessage, ProviderError, ProviderTimeout
@@ -50,6 +50,8 @@ from .toolloop import RunTools, converse
 log = logging.getLogger("hookwise.runs")
 
 HISTORY_TURNS = 40
+#: what a lane plans at an ending without lifecycle subscribers: the callback only
+_CALLBACK_ONLY = SignedOutcomes()
 POLL_SECONDS = 5.0
 #: waits (seconds) between tries of a run's final commit after it failed; the last repeats
 FINISH_RETRY = (0.25, 0.5, 1.0, 2.0)
@@ -74,6 +76,7 @@ class RunWorkers:
         on_heartbeat: Callable[[str], None],
         on_delivery: Callable[[], None] = lambda: None,
         on_finished: Callable[[RunRecord, RunOutcome], None] = lambda run, outcome: None,
+        signed: Callable[[RunRecord, RunOutcome], tuple[NewDelivery, ...]] = _CALLBACK_ONLY,
         lease_grace: float = 60.0,
         clock: Callable[[], float] = time.time,
         agent_id: str | None = None,
@@ -101,6 +104,8 @@ class RunWorkers:
         self._on_delivery = on_delivery
         #: told once a run's ending is committed (waiting callers, callbacks)
         self._on_finished = on_finished
+        #: the signed POSTs an ending plans (its callback, lifecycle events)
+        self._signed = signed
         self._lease_grace = lease_grace
         self._clock = clock
         self._wakeup = asyncio.Event()
@@ -230,9 +235,10 @@ class RunWorkers:
             self.completed += 1
             report.run_ended(run, outcome)
             report.delivery_planned(outcome.delivery)
-            report.delivery_planned(outcome.callback)
+            for signed in outcome.signed:
+                report.delivery_planned(signed)
             if any(
-                d is not None and d.state == "pending" for d in (outcome.delivery, outcome.callback)
+                d is not None and d.state == "pending" for d in (outcome.delivery, *outcome.signed)
             ):
                 self._on_delivery()
             if run.wake_mode == "now":
@@ -337,7 +343,7 @@ class RunWorkers:
             summary=summary,
             delivery=delivery,
         )
-        return attrs.evolve(outcome, callback=callback_of(run, outcome))
+        return attrs.evolve(outcome, signed=self._signed(run, outcome))
 
 
 def _unavailable(error: BaseException) -> bool:

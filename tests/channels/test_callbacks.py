@@ -22,6 +22,12 @@ from tests.fakes.webhook_receiver import WebhookReceiver
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
 from tests.support.wait import eventually
 
+#: a provider nothing answers: its runs fail
+DOWN = {
+    "providers": {
+        "down": {"api": "openai", "baseUrl": "http://127.0.0.1:9", "apiKey": "k", "maxRetries": 0}
+    }
+}
 SECRET = "whsec_" + base64.b64encode(b"callback-secret-0123456789abcdef").decode()
 
 
@@ -179,16 +185,7 @@ def test_a_name_that_resolves_to_a_private_address_is_refused_when_sent(
 
 def test_a_failed_run_is_called_back_too(start_gateway, receiver) -> None:
     cfg = config({"url": receiver.url + "/cb"})
-    cfg["models"] = {
-        "providers": {
-            "down": {
-                "api": "openai",
-                "baseUrl": "http://127.0.0.1:9",
-                "apiKey": "k",
-                "maxRetries": 0,
-            }
-        }
-    }
+    cfg["models"] = DOWN
     cfg["hooks"]["mappings"][0]["model"] = "down/m"
     gw = start_gateway(cfg)
     run_id = gw.hook("ci", {"build": 5, "status": "x"}).json()["runId"]
@@ -244,3 +241,54 @@ def test_a_broken_callback_fails_at_load(tmp_path, callback: dict[str, Any], pro
     with pytest.raises(ConfigError) as err:
         compile_rules(load_config(path))
     assert problem in str(err.value)
+
+
+def test_lifecycle_events_go_to_subscribers_signed(start_gateway, receiver) -> None:
+    cfg = config({"url": receiver.url + "/cb"})
+    cfg["hooks"]["mappings"] = []
+    cfg["events"] = {
+        "subscribers": [
+            {"url": receiver.url + "/all", "secret": SECRET},  # run.finished by default
+            {"url": receiver.url + "/failures", "secret": SECRET, "types": ["run.failed"]},
+        ]
+    }
+    cfg["models"] = DOWN
+    gw = start_gateway(cfg)
+    ok = gw.hook("agent", {"message": "fine", "deliver": False, "wakeMode": "next-heartbeat"})
+    bad = gw.hook(
+        "agent", {"message": "x", "deliver": False, "wakeMode": "next-heartbeat", "model": "down/m"}
+    )
+    ok_id, bad_id = ok.json()["runId"], bad.json()["runId"]
+    eventually(lambda: len(receiver.sends) == 3, what="three lifecycle events")
+    seen = sorted(
+        (s.path, verified(s)["type"], verified(s)["data"]["runId"]) for s in receiver.sends
+    )
+    assert seen == sorted(
+        [
+            ("/all", "run.finished", ok_id),
+            ("/all", "run.finished", bad_id),
+            ("/failures", "run.failed", bad_id),
+        ]
+    )
+    channels = {d["channel"] for d in deliveries(gw, bad_id)}
+    assert {"event:0", "event:1"} <= channels
+    assert all(
+        d["state"] == "sent" for d in deliveries(gw, bad_id) if d["channel"].startswith("event:")
+    )
+
+
+def test_an_unknown_event_type_fails_at_load(tmp_path) -> None:
+    import yaml
+
+    from hookwise.engine.config.load import load_config
+    from hookwise.engine.errors import ConfigError
+
+    cfg = config({"url": "http://x.example/cb"})
+    cfg["events"] = {
+        "subscribers": [{"url": "http://x.example/e", "secret": SECRET, "types": ["run.started"]}]
+    }
+    path = tmp_path / "hookwise.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert "events.subscribers[0]" in str(err.value) and "run.started" in str(err.value)

@@ -291,7 +291,7 @@ def test_a_run_keeps_its_callback_url_and_its_ending_writes_the_callback(
                 finished_at=NOW + 5,
                 reply="done",
                 delivery=new_delivery(run_id=run_id),
-                callback=callback,
+                signed=(callback,),
             )
 
         assert await store.finish_run(outcome(with_url.run_id, with_url.callback_url)) is True

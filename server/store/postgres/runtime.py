@@ -131,9 +131,13 @@ FINISH_RUN = (
     " INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
     " fallback_channel, text, state, last_error, route_session, created_at, updated_at,"
     " next_attempt_at)"
-    " SELECT $30::text, $31::text, $32::text, $33::text, $34::text, $35::text, $36::text,"
-    " $37::text, $38::text, $39::text, $2, $2, $2"
-    " WHERE $30::text IS NOT NULL AND EXISTS (SELECT 1 FROM done)"
+    " SELECT s.delivery_id, s.run_id, s.heartbeat_id, s.channel, s.recipient,"
+    " s.fallback_channel, s.text, s.state, s.last_error, s.route_session, $2, $2, $2"
+    " FROM unnest($30::text[], $31::text[], $32::text[], $33::text[], $34::text[],"
+    " $35::text[], $36::text[], $37::text[], $38::text[], $39::text[]) WITH ORDINALITY AS"
+    " s(delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text, state,"
+    " last_error, route_session, n)"
+    " WHERE EXISTS (SELECT 1 FROM done) ORDER BY s.n"
     ") SELECT count(*) FROM done"
 )
 
@@ -151,8 +155,7 @@ async def finish_run(conn: asyncpg.Connection, o: RunOutcome, *, again: bool = F
     e, d = o.summary, o.delivery
     summary = (None,) * 6 if e is None else event_row(e)
     delivery = (None,) * 10 if d is None else delivery_row(d)
-    c = o.callback
-    callback = (None,) * 10 if c is None else delivery_row(c)
+    signed = columns([delivery_row(s) for s in o.signed], 10)
     written = await conn.fetchval(
         FINISH_RUN,
         o.state,
@@ -167,7 +170,7 @@ async def finish_run(conn: asyncpg.Connection, o: RunOutcome, *, again: bool = F
         *summary,
         *delivery,
         not again,
-        *callback,
+        *signed,
     )
     return bool(written)
 

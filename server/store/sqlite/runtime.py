@@ -115,7 +115,7 @@ def finish_rows(o: RunOutcome) -> Rows:
     rows: list[Any] = [(TURNS, _turn_row(t, now)) for t in o.turns]
     if o.summary is not None:
         rows.append((EVENTS, (*event_row(o.summary), now)))
-    for d in (o.delivery, o.callback):
+    for d in (o.delivery, *o.signed):
         if d is not None:
             rows.append((DELIVERIES, (*delivery_row(d), now, now, now)))
     # last: the batch statement runs its sinks in order, updates after inserts
