@@ -1,4 +1,4 @@
-"""Channel identifiers: the ten known ids, their aliases, and the `last` pseudo-channel.
+"""Channel identifiers: the eleven known ids, their aliases, and the `last` pseudo-channel.
 
 How each channel is reached lives in `hookwise.server.channels`; the engine only needs to know which
 names are channels, so that a payload naming an unknown one is refused at the door.
@@ -20,6 +20,7 @@ CHANNEL_IDS: tuple[str, ...] = (
     "msteams",
     "webhook",
     "github",
+    "gitlab",
 )
 ALIASES: dict[str, str] = {"imsg": "imessage", "teams": "msteams"}
 #: Phone-based messengers in the order the spec lists them; a mapping's `last` falls back to the first.

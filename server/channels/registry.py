@@ -1,6 +1,6 @@
 """Which channels exist and building the configured ones.
 
-Nine channels are built in (`webhook` posts signed webhooks, `github` comments); more come from plugins, found
+Ten channels are built in (`webhook` posts signed webhooks, `github` and `gitlab` comment); more come from plugins, found
 through the Python entry-point group `hookwise.channels` (the entry point's name is the channel
 id, its object a `Channel` class). Mattermost is such a plugin. A plugin cannot replace a built-in channel. Aliases (`imsg`,
 `teams`, from `hookwise.engine.config.channels.ALIASES`) are accepted wherever a channel id is.
@@ -23,6 +23,7 @@ from ...engine.errors import ConfigError, ConfigIssue
 from .base import Channel
 from .discord import DiscordChannel
 from .github import GitHubChannel
+from .gitlab import GitLabChannel
 from .imessage import IMessageChannel
 from .msteams import MSTeamsChannel
 from .signal import SignalChannel
@@ -43,6 +44,7 @@ BUILTIN: dict[str, type] = {
     "msteams": MSTeamsChannel,
     "webhook": WebhookChannel,
     "github": GitHubChannel,
+    "gitlab": GitLabChannel,
 }
 
 

@@ -1,4 +1,4 @@
-"""Behaviour every channel shares, table-driven over all nine against their loopback fakes.
+"""Behaviour every channel shares, table-driven over all ten against their loopback fakes.
 
 Per channel: a valid recipient, how the fake names it, the credential key to spoil, and the
 API's own text for a missing recipient and for a bad credential.
@@ -68,6 +68,10 @@ CASES = [
     Case(
         "github", "acme/gateway#42", "acme/gateway#42", "token",
         "Not Found", 404, "Bad credentials", 401, 2.0,
+    ),
+    Case(
+        "gitlab", "acme/gateway!7", "acme/gateway!7", "token",
+        "404 Not found", 404, "401 Unauthorized", 401, 2.0,
     ),
 ]  # fmt: skip
 

@@ -19,7 +19,7 @@ SLACK = {"botToken": "xoxb-1"}
 TEAMS = {"appId": "a", "appPassword": "p", "tenantId": "t"}
 
 
-def test_ten_channels_are_known_nine_of_them_built_in():
+def test_eleven_channels_are_known_ten_of_them_built_in():
     specs = available_channels()
     assert sorted(specs) == sorted(
         [
@@ -33,6 +33,7 @@ def test_ten_channels_are_known_nine_of_them_built_in():
             "msteams",
             "webhook",
             "github",
+            "gitlab",
         ]
     )
     assert {cid for cid, s in specs.items() if s.origin == "builtin"} == set(BUILTIN)
@@ -140,7 +141,7 @@ def test_default_to_is_exposed():
         ({"telegrm": TELEGRAM}, "channels.telegrm: unknown channel; did you mean 'telegram'?"),
         (
             {"irc": {}},
-            "channels.irc: unknown channel; known: discord, github, imessage, mattermost, msteams, "
+            "channels.irc: unknown channel; known: discord, github, gitlab, imessage, mattermost, msteams, "
             "signal, slack, telegram, webhook, whatsapp",
         ),
         (
@@ -166,7 +167,7 @@ def test_every_problem_is_reported_at_once():
     assert [str(i) for i in caught.value.issues] == [
         "channels.telegram.botToken: required key is missing",
         "channels.slack.botToken: required key is missing",
-        "channels.nope: unknown channel; known: discord, github, imessage, mattermost, msteams, signal, "
+        "channels.nope: unknown channel; known: discord, github, gitlab, imessage, mattermost, msteams, signal, "
         "slack, telegram, webhook, whatsapp",
     ]
 

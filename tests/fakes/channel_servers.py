@@ -10,7 +10,7 @@ the channel at the fake. Use `start(name)` or the `running(name)` context manage
 `channel_server` fixture in tests/channels/conftest.py.
 
 The fakes live in `chat_fakes` (Telegram, Discord, Slack, Mattermost), `phone_fakes`
-(WhatsApp, Signal, BlueBubbles, Teams) and `github_fake`; this module is their one import path.
+(WhatsApp, Signal, BlueBubbles, Teams), `github_fake` and `gitlab_fake`; this module is their one import path.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from tests.fakes.chat_fakes import (
 )
 from tests.fakes.fake_http import FakeServer, Recorded, Reply
 from tests.fakes.github_fake import GitHubFake
+from tests.fakes.gitlab_fake import GitLabFake
 from tests.fakes.phone_fakes import BlueBubblesFake, SignalFake, TeamsFake, WhatsAppFake
 
 FAKES: dict[str, type[FakeServer]] = {
@@ -42,6 +43,7 @@ FAKES: dict[str, type[FakeServer]] = {
         TeamsFake,
         MattermostFake,
         GitHubFake,
+        GitLabFake,
     )
 }
 
