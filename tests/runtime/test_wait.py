@@ -135,6 +135,22 @@ def test_a_mapping_waits_with_respond_wait_bounded_by_max_wait(
     assert r.json()["state"] == "succeeded"
 
 
+def test_a_fixed_answer_is_not_replaced_by_a_query_wait(
+    start_gateway, model_server: ModelServer
+) -> None:
+    mapping = {
+        "id": "fixed",
+        "match": {"path": "fixed"},
+        "action": "agent",
+        "messageTemplate": "{{ q }}",
+        "respond": {"status": 200, "body": {"received": True}},
+    }
+    gw = start_gateway(config(model_server, mappings=[mapping]))
+    r = gw.hook("fixed", {"q": "x"}, params={"wait": "5s"})
+    assert (r.status_code, r.json()) == (200, {"received": True})
+    assert "location" not in r.headers
+
+
 def test_a_query_wait_and_a_failed_run(start_gateway, model_server: ModelServer) -> None:
     gw = start_gateway(config(model_server))
     model_server.fail(400, message="the model refused")
