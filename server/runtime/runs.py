@@ -215,6 +215,8 @@ class RunWorkers:
                 if refused >= FINISH_TRIES:
                     # the store refuses this ending itself: record the run failed without it
                     outcome, refused = _without_result(outcome, e), 0
+                    # its callback and events say what is stored: failed
+                    outcome = attrs.evolve(outcome, signed=self._signed(run, outcome))
                 continue
             log.warning(
                 "run %s: final write %s on try %d",
