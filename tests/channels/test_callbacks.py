@@ -122,6 +122,16 @@ def test_a_redirect_is_not_followed(start_gateway, receiver) -> None:
         d = callback_state(gw, run_id, "failed")
         assert "redirect, not followed" in d["lastError"]
         assert len(receiver.sends) == 1 and elsewhere.requests == []
+        # a dead letter is replayable: sent again, with the same id, once the receiver answers
+        assert gw.client is not None
+        retry = gw.client.post(
+            f"/api/deliveries/{d['deliveryId']}/retry",
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        )
+        assert retry.status_code == 202, retry.text
+        callback_state(gw, run_id, "sent")
+        assert [s.headers["webhook-id"] for s in receiver.sends] == [d["deliveryId"]] * 2
+        assert verified(receiver.sends[1])["data"]["runId"] == run_id
     finally:
         elsewhere.stop()
 

@@ -174,7 +174,9 @@ def test_a_mistyped_action_is_one_problem_not_a_bogus_missing_template(tmp_path:
     # the default action (agent) that stood in for `wakeup` is not reported as missing a
     # messageTemplate, not even as a warning; the second rule, whose action is valid, still is
     # (a warning: the peer loads such a mapping and refuses its requests)
-    assert problems[-1:] == ["hooks.mappings[0].action: must be one of wake, agent, notify"], r.stderr
+    assert problems[-1:] == ["hooks.mappings[0].action: must be one of wake, agent, notify"], (
+        r.stderr
+    )
     assert "hooks.mappings[0].messageTemplate" not in r.stderr
     assert "rule 'b': hooks.mappings[1].messageTemplate: an agent mapping without" in r.stderr
 
