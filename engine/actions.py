@@ -16,6 +16,7 @@ import attrs
 
 from .config.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 from .config.channels import CHANNEL_IDS, LAST, canonical_channel, unknown_channel_hint
+from .config.durations import Duration
 from .config.sessions import KeySource, SessionPolicy
 from .errors import RequestError
 
@@ -56,9 +57,22 @@ class AgentAction:
     timeout_seconds: float | None = None
     fallback_channel: str | None = None
     allow_unsafe_external_content: bool = False
+    #: seconds the caller asks to wait for the run's outcome (None: answer at once); the
+    #: server bounds it by `hooks.maxWait`
+    wait: float | None = None
 
 
-Action = WakeAction | AgentAction
+@attrs.frozen
+class NotifyAction:
+    """Deliver `text` as it is, with no run, no session and no model: to `channel` (and `to`, or
+    the channel's `defaultTo`), and/or to the mapping's callback (`channel` None)."""
+
+    text: str
+    channel: str | None = None
+    to: str | None = None
+
+
+Action = WakeAction | AgentAction | NotifyAction
 
 
 @attrs.frozen
@@ -94,7 +108,10 @@ AGENT_FIELDS = (
     "thinking",
     "timeoutSeconds",
     "fallbackChannel",
+    "wait",
 )
+#: the fields of a notification (a mapping's `action: notify`)
+NOTIFY_FIELDS = ("text", "channel", "to")
 #: agent fields only a mapping may set
 INTERNAL_AGENT_FIELDS = ("allowUnsafeExternalContent",)
 
@@ -245,6 +262,8 @@ def validate_agent(
             )
         timeout = float(timeout)
 
+    wait = _wait(payload.get("wait"))
+
     unsafe = payload.get("allowUnsafeExternalContent", False)
     if not isinstance(unsafe, bool):
         raise _bad("allowUnsafeExternalContent", "allowUnsafeExternalContent must be true or false")
@@ -263,6 +282,7 @@ def validate_agent(
         timeout_seconds=timeout,
         fallback_channel=fallback_channel,
         allow_unsafe_external_content=unsafe,
+        wait=wait,
     )
 
 
@@ -295,6 +315,17 @@ def _model_chain(payload: Mapping[str, Any], policy: ValidationPolicy, agent: An
     return " ".join(resolved)
 
 
+def _wait(value: Any) -> float | None:
+    """`wait`: seconds (a number) or a duration (`30s`, `2m`); 0 or absent is no wait."""
+    if value is None:
+        return None
+    try:
+        seconds = float(Duration.parse(value))
+    except ValueError:
+        raise _bad("wait", "wait must be a number of seconds or a duration such as 30s") from None
+    return seconds or None
+
+
 def validate_action(
     kind: str,
     fields: Mapping[str, Any],
@@ -308,7 +339,33 @@ def validate_action(
         return validate_wake(fields, policy, source=source)
     if kind == "agent":
         return validate_agent(fields, policy, internal=internal, source=source)
-    raise _bad("kind", "kind must be wake or agent")
+    if kind == "notify":
+        return validate_notify(fields, policy)
+    raise _bad("kind", "kind must be wake, agent or notify")
+
+
+def validate_notify(fields: Mapping[str, Any], policy: ValidationPolicy) -> NotifyAction:
+    """A notification's fields -> `NotifyAction`: its text, and a configured channel (not
+    `last`: a notification is no conversation) with a valid recipient when one is named."""
+    _unknown_keys(fields, NOTIFY_FIELDS)
+    text = _text(fields, "text", required=True)
+    raw = fields.get("channel")
+    channel = None if raw is None else _channel(raw, "channel")
+    if channel == LAST:
+        raise _bad("channel", "a notification names its channel, not last")
+    to = _text(fields, "to", required=False)
+    if channel is not None:
+        if policy.configured_channels is not None and channel not in policy.configured_channels:
+            raise _bad(
+                "channel",
+                f"channel {channel} is not configured; add channels.{channel} to the configuration",
+                "channel_not_configured",
+            )
+        if to is not None and policy.check_recipient is not None:
+            problem = policy.check_recipient(channel, to)
+            if problem:
+                raise _bad("to", problem)
+    return NotifyAction(text=text, channel=channel, to=to)  # type: ignore[arg-type]
 
 
 _DEFAULT_POLICY = ValidationPolicy()

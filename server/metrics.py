@@ -168,6 +168,18 @@ class _Metrics:
             registry=reg,
             multiprocess_mode="livemin",
         )
+        self.waiting = Gauge(
+            "hookwise_hook_waiting",
+            "Hook requests held open now for their run's outcome (`wait`)",
+            registry=reg,
+            multiprocess_mode="livesum",
+        )
+        self.waits = counter(
+            "hookwise_hook_waits",
+            "Waits for a run's outcome ended: finished, timeout (answered 202), full (202 at"
+            " once: hooks.limits.maxWaiting), cancelled (the caller went away), gone",
+            ("outcome",),
+        )
         self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def bounded(self, label: str, value: str) -> str:
@@ -264,6 +276,16 @@ def source_lag(source: str, lag: int | None) -> None:
 def source_connected(source: str, connected: bool) -> None:
     if _metrics is not None:
         _metrics.source_connected.labels(source).set(1 if connected else 0)
+
+
+def waiting(delta: int) -> None:
+    if _metrics is not None:
+        _metrics.waiting.inc(delta)
+
+
+def waited(outcome: str) -> None:
+    if _metrics is not None:
+        _metrics.waits.labels(outcome).inc()
 
 
 def provider_request(provider: str, status: int | str) -> None:

@@ -1,4 +1,4 @@
-"""Channel identifiers: the eight known ids, their aliases, and the `last` pseudo-channel.
+"""Channel identifiers: the eleven known ids, their aliases, and the `last` pseudo-channel.
 
 How each channel is reached lives in `hookwise.server.channels`; the engine only needs to know which
 names are channels, so that a payload naming an unknown one is refused at the door.
@@ -18,6 +18,9 @@ CHANNEL_IDS: tuple[str, ...] = (
     "signal",
     "imessage",
     "msteams",
+    "webhook",
+    "github",
+    "gitlab",
 )
 ALIASES: dict[str, str] = {"imsg": "imessage", "teams": "msteams"}
 #: Phone-based messengers in the order the spec lists them; a mapping's `last` falls back to the first.

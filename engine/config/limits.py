@@ -57,6 +57,9 @@ class HookLimitsConfig:
 
     wake: RouteLimitsConfig | None = None
     agent: RouteLimitsConfig | None = None
+    #: requests held open at once for their run's outcome (`wait`), per process; more are
+    #: answered 202 at once
+    max_waiting: int = attrs.field(default=256, validator=positive)
 
 
 def path_limits(

@@ -51,6 +51,9 @@ class RespondConfig:
     status: int = 200
     body: Any = None
     headers: dict[str, str] = attrs.field(factory=dict)
+    #: hold the request open until the run finishes (at most this long, and at most
+    #: `hooks.maxWait`), answering with its outcome instead of a fixed answer
+    wait: Duration | None = None
 
 
 @attrs.frozen
@@ -215,12 +218,28 @@ class DedupeConfig:
 
 
 @attrs.frozen
+class CallbackConfig:
+    """`callback`: POST the run's outcome, signed as Standard Webhooks, when the run ends.
+
+    `url` from the configuration, or `urlFrom` (a JSONPath into the payload) when the URL is
+    under one of the `allow` prefixes (see `hookwise.engine.callbacks`); `allowHosts` names the
+    hosts that may resolve to loopback or private addresses. `secret` is `whsec_` + base64.
+    """
+
+    secret: str = attrs.field(repr=False)
+    url: str | None = None
+    url_from: str | None = None
+    allow: tuple[str, ...] = ()
+    allow_hosts: tuple[str, ...] = ()
+
+
+@attrs.frozen
 class MappingConfig:
     """One mapping rule: match, action, templates, optional transform, delivery options."""
 
     id: str | None = None
     match: MatchConfig = attrs.field(factory=MatchConfig)
-    action: Literal["wake", "agent"] = "agent"
+    action: Literal["wake", "agent", "notify"] = "agent"
     wake_mode: Literal["now", "next-heartbeat"] = "now"
     name: str | None = None
     # the agent that runs it (unknown: the default agent, with a warning at load)
@@ -268,6 +287,9 @@ class MappingConfig:
     # What the rule's path answers a request no rule matched (`hookwise.engine.rules.unmatched`):
     # shared by every rule on the path; unsaid, `acknowledge` behind a signature block.
     unmatched: Literal["acknowledge", "reject"] | None = None
+
+    # Where the run's outcome is posted when it ends (signed), beside any channel delivery.
+    callback: CallbackConfig | None = None
 
     @property
     def limits(self) -> RouteLimitsConfig:

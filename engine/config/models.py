@@ -72,6 +72,15 @@ class RetainPayloadsConfig:
         return self.built_in is not False
 
 
+#: the limit of `hooks.maxWait`: a held request is a held connection (and proxies give up)
+MAX_WAIT = 300.0
+
+
+def _at_most_max_wait(_: object, __: attrs.Attribute, value: float) -> None:
+    if value > MAX_WAIT:
+        raise ValueError(f"must be at most {MAX_WAIT:g} seconds")
+
+
 @attrs.frozen
 class HooksConfig:
     """`hooks.*`: the inbound webhook interface."""
@@ -105,6 +114,8 @@ class HooksConfig:
     )
     # rate and concurrency limits of the built-in paths (mappings carry their own)
     limits: HookLimitsConfig = attrs.field(factory=HookLimitsConfig)
+    #: the longest a request may be held open for its run's outcome (`wait`); at most MAX_WAIT
+    max_wait: Duration = attrs.field(default=Duration(30), validator=_at_most_max_wait)
 
     @property
     def payload_retention(self) -> RetainPayloadsConfig | None:
@@ -350,6 +361,42 @@ class ToolsConfig:
     max_result_bytes: int = 65536
 
 
+#: the lifecycle events a subscriber may ask for (`events.subscribers[].types`)
+EVENT_TYPES = ("run.finished", "run.succeeded", "run.failed", "run.timed_out")
+
+
+def _event_types(_: object, __: attrs.Attribute, value: tuple[str, ...]) -> None:
+    unknown = [t for t in value if t not in EVENT_TYPES]
+    if unknown or not value:
+        raise ValueError(f"must name some of {', '.join(EVENT_TYPES)} (unknown: {unknown})")
+
+
+def _http_url(_: object, __: attrs.Attribute, value: str) -> None:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must be an absolute http:// or https:// URL")
+
+
+def _whsec(_: object, __: attrs.Attribute, value: str) -> None:
+    if not value.startswith("whsec_"):
+        raise ValueError("must be whsec_ followed by base64 (a Standard Webhooks secret)")
+
+
+@attrs.frozen
+class SubscriberConfig:
+    """One receiver of the gateway's lifecycle events, signed as Standard Webhooks."""
+
+    url: str = attrs.field(validator=_http_url)
+    secret: str = attrs.field(repr=False, validator=_whsec)
+    types: tuple[str, ...] = attrs.field(default=("run.finished",), validator=_event_types)
+
+
+@attrs.frozen
+class EventsConfig:
+    """`events.*`: who is told what the gateway did (durable, signed deliveries)."""
+
+    subscribers: tuple[SubscriberConfig, ...] = ()
+
+
 @attrs.frozen
 class Config:
     """The whole configuration file."""
@@ -367,6 +414,7 @@ class Config:
     tools: ToolsConfig = attrs.field(factory=ToolsConfig)
     #: pull sources: message brokers whose messages enter the hook rules (`server.sources`)
     sources: tuple[SourceConfig, ...] = ()
+    events: EventsConfig = attrs.field(factory=EventsConfig)
 
 
 @attrs.frozen

@@ -8,9 +8,11 @@ mapping's `where`); `CompiledRule.matches` is the first-match test `hookwise.eng
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -31,7 +33,7 @@ from .render import (
     compile_template,
 )
 
-ActionKind = Literal["wake", "agent"]
+ActionKind = Literal["wake", "agent", "notify"]
 
 
 def normalize_path(path: str | None) -> str | None:
@@ -78,6 +80,8 @@ class CompiledRule:
     #: where the fanned-out list sits, for a plain `forEach` path (`$.a.b`, `$.a.b[*]`)
     for_each_list: tuple[str | int, ...] | None = None
     dedupe: Dedupe = Dedupe()
+    #: `callback.urlFrom`, compiled
+    callback_from: JsonPath | None = None
 
     @property
     def kind(self) -> ActionKind:
@@ -167,6 +171,7 @@ def compile_rule(
             fail("forEach", str(exc))
     if config.for_each_max < 1:
         fail("forEachMax", "must be at least 1")
+    callback_from = _compile_callback(config, fail)
 
     templates: dict[str, Template] = {}
     sources = {
@@ -198,7 +203,11 @@ def compile_rule(
         )
 
     static: dict[str, Any]
-    if config.action == "wake":
+    if config.action == "notify":
+        static = {"channel": config.channel} if config.channel is not None else {}
+        if config.channel is None and config.callback is None:
+            fail("channel", "a notify mapping delivers to a channel, a callback, or both")
+    elif config.action == "wake":
         static = {"mode": config.wake_mode}
     else:
         static = {"wakeMode": config.wake_mode, "channel": config.channel or "last"}
@@ -212,13 +221,19 @@ def compile_rule(
             static["fallbackChannel"] = config.fallback_channel
         if config.fallbacks:
             static["fallbacks"] = list(config.fallbacks)
-    if config.agent_id is not None:
+    if config.agent_id is not None and config.action != "notify":
         static["agentId"] = config.agent_id
 
     respond_body = None
     if config.respond is not None:
         if not 200 <= config.respond.status <= 299:
             fail("respond.status", "must be a success status (200-299)")
+        if config.respond.wait is not None and config.respond.body is not None:
+            fail(
+                "respond.wait", "a waited answer is the run's outcome: give wait or body, not both"
+            )
+        if config.respond.wait is not None and config.action != "agent":
+            fail("respond.wait", "only an agent mapping has a run to wait for")
         respond_body = _compile_body(config.respond.body, prefix + "respond.body", issues)
 
     verifier = None
@@ -260,4 +275,40 @@ def compile_rule(
         verifier=verifier,
         for_each_list=for_each_list,
         dedupe=dedupe,
+        callback_from=callback_from,
     )
+
+
+def _compile_callback(config: MappingConfig, fail: Callable[[str, str], None]) -> JsonPath | None:
+    """Check `callback` (see `hookwise.engine.callbacks`); its compiled `urlFrom`, if any."""
+    callback = config.callback
+    if callback is None:
+        return None
+    if config.action == "wake":
+        fail("callback", "a wake mapping has nothing to call back: use agent or notify")
+    if (callback.url is None) == (callback.url_from is None):
+        fail("callback", "give exactly one of url and urlFrom")
+    if callback.url is not None and urlsplit(callback.url).scheme not in ("http", "https"):
+        fail("callback.url", "must be an absolute http:// or https:// URL")
+    for i, prefix in enumerate(callback.allow):
+        parts = urlsplit(prefix)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            fail(f"callback.allow[{i}]", "must be an absolute http:// or https:// URL prefix")
+    if not callback.secret.startswith("whsec_") or not _base64(callback.secret[6:]):
+        fail("callback.secret", "must be whsec_ followed by base64 (a Standard Webhooks secret)")
+    if callback.url_from is None:
+        return None
+    if not callback.allow:
+        fail("callback.allow", "a URL from the payload needs the prefixes it may start with")
+    try:
+        return compile_jsonpath(callback.url_from)
+    except JsonPathError as exc:
+        fail("callback.urlFrom", str(exc))
+        return None
+
+
+def _base64(text: str) -> bool:
+    try:
+        return bool(base64.b64decode(text, validate=True))
+    except ValueError:
+        return False

@@ -71,9 +71,10 @@ from typing import Any
 
 import attrs
 
-from ..actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, WAKE_FIELDS
+from ..actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, NOTIFY_FIELDS, WAKE_FIELDS
+from ..callbacks import refuse_url
 from ..config.limits import RouteLimitsConfig, path_limits
-from ..config.mapping import MappingConfig, RespondConfig, VerifyConfig
+from ..config.mapping import CallbackConfig, MappingConfig, RespondConfig, VerifyConfig
 from ..config.sessions import SessionPolicy
 from ..errors import ConfigError, ConfigIssue, RequestError
 from ..request import InboundRequest
@@ -106,10 +107,12 @@ __all__ = ["ActionKind", "ActionSpec", "CompiledRule", "Outcome", "RuleSet"]
 _FIELDS: dict[str, tuple[str, ...]] = {
     "wake": WAKE_FIELDS,
     "agent": AGENT_FIELDS + INTERNAL_AGENT_FIELDS,
+    "notify": NOTIFY_FIELDS,
 }
 # Action field -> (mapping key, whether it is optional: trimmed and dropped when empty).
 _TEMPLATED: dict[str, dict[str, tuple[str, bool]]] = {
     "wake": {"text": ("textTemplate", False)},
+    "notify": {"text": ("textTemplate", False), "to": ("to", True)},
     "agent": {
         "message": ("messageTemplate", False),
         "name": ("name", True),
@@ -140,12 +143,14 @@ class Outcome:
     respond: RespondConfig | None
     extracted: dict[str, Any]
     delivery_id: str | None = None  # the provider's id of this delivery (see `dedupe`)
+    #: where the runs' outcomes are posted when they end (`callback`), already judged
+    callback_url: str | None = None
 
 
 def _merge(kind: ActionKind, fields: dict[str, Any], override: dict[str, Any]) -> ActionSpec:
     new_kind = override.get("kind", kind)
-    if new_kind not in ("wake", "agent"):
-        raise _BadResult("transform returned a kind other than 'wake' or 'agent'")
+    if new_kind not in _FIELDS:
+        raise _BadResult("transform returned a kind other than 'wake', 'agent' or 'notify'")
     merged = dict(fields) if new_kind == kind else {}
     for key in _FIELDS[new_kind]:
         value = override.get(key)
@@ -283,6 +288,11 @@ class RuleSet:
         rule = self._by_id.get(rule_id)
         return rule.config.tools if rule is not None else ()
 
+    def callback_of(self, rule_id: str) -> CallbackConfig | None:
+        """The `callback` of rule `rule_id` (None for a rule that is not, or no longer, there)."""
+        rule = self._by_id.get(rule_id)
+        return rule.config.callback if rule is not None else None
+
     def door(self, path: str) -> Door | None:
         """The verify block guarding a mapped path, if any."""
         return self._doors.get(path.strip("/"))
@@ -380,7 +390,10 @@ class RuleSet:
             if render_body is not None:
                 body = self._guard(rule, "respond.body", lambda: render_body(variables))
             respond = attrs.evolve(rule.config.respond, body=body)
-        return Outcome(rule.id, tuple(actions), not actions, respond, extracted, delivery_id)
+        callback_url = _callback_url(rule, payload) if actions else None
+        return Outcome(
+            rule.id, tuple(actions), not actions, respond, extracted, delivery_id, callback_url
+        )
 
     def _render(self, rule: CompiledRule, scope: Mapping[str, Any]) -> ActionSpec:
         fields = dict(rule.static)
@@ -455,3 +468,21 @@ class RuleSet:
     def close(self) -> None:
         """Free the transforms' V8 contexts and worker threads."""
         self._host.close()
+
+
+def _callback_url(rule: CompiledRule, payload: Any) -> str | None:
+    """The rule's callback URL for this payload; a URL from the payload that may not be called
+    back is a 400 `callback_url_refused` (before anything is stored)."""
+    callback = rule.config.callback
+    if callback is None:
+        return None
+    if rule.callback_from is None:
+        return callback.url
+    url = rule.callback_from.first(payload)
+    problem = refuse_url(url, callback.allow, callback.allow_hosts)
+    if problem is not None:
+        raise RequestError(
+            400, "callback_url_refused", f"rule {rule.id!r}: {problem}", "callback", rule.id
+        )
+    assert isinstance(url, str)
+    return url.strip()

@@ -151,7 +151,12 @@ def _hook_paths(hook_path: str) -> dict[str, Any]:
         "An isolated agent turn in its own session; its reply can go to a channel.",
         _payload_schema("agent"),
     )
-    agent["responses"]["202"] = _accepted("The run is queued (`runId`, `sessionKey`).")
+    agent["responses"]["202"] = _accepted(
+        "The run is queued (`runId`, `sessionKey`); after a `wait` that ended first, `Location`"
+        " names the run's status URL."
+    )
+    agent["responses"]["200"] = _outcome("The run ended within the `wait` asked for.")
+    agent["parameters"].append(_WAIT_PARAMETER)
     mapped = _hook_operation(
         "A mapped hook",
         "The payload goes through the rules whose `match.path` is `{name}` (a JSON object or a "
@@ -169,11 +174,128 @@ def _hook_paths(hook_path: str) -> dict[str, Any]:
             "content": {"application/json": {"schema": {}}},
         }
     mapped["responses"]["204"] = {"description": "Accepted; the rule answers with no body."}
+    mapped["parameters"].append(_WAIT_PARAMETER)
     base = hook_path.rstrip("/")
     return {
         f"{base}/wake": {"post": wake},
         f"{base}/agent": {"post": agent},
         base + "/{name}": {"post": mapped},
+        base + "/runs/{runId}": {"get": _status_operation()},
+    }
+
+
+_WAIT_PARAMETER = {
+    "name": "wait",
+    "in": "query",
+    "required": False,
+    "description": "hold the request until its run ends, at most this long (seconds or a "
+    "duration such as 30s; empty: `hooks.maxWait`)",
+    "schema": {"type": "string", "pattern": r"^(\s*\d+(\.\d+)?\s*(ms|s|m|h|d)?\s*)?$"},
+}
+
+_USAGE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "inputTokens": {"type": ["integer", "null"]},
+        "outputTokens": {"type": ["integer", "null"]},
+    },
+}
+
+_OUTCOME = {
+    "type": "object",
+    "required": ["ok", "runId", "state"],
+    "properties": {
+        "ok": {"const": True},
+        "runId": {"type": "string"},
+        "state": {"type": "string"},
+        "reply": {"type": ["string", "null"]},
+        "model": {"type": ["string", "null"]},
+        "error": {"type": "string"},
+        "usage": _USAGE,
+    },
+}
+
+
+def _outcome(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _OUTCOME}}}
+
+
+_SIGNED_HEADERS = [
+    {"name": name, "in": "header", "required": True, "schema": {"type": "string"}, "description": d}
+    for name, d in (
+        ("webhook-id", "the delivery's id, the same on every attempt"),
+        ("webhook-timestamp", "Unix seconds of this attempt"),
+        ("webhook-signature", "v1,<base64 HMAC-SHA256 of id.timestamp.body>"),
+    )
+]
+
+
+def _lifecycle_webhooks() -> dict[str, Any]:
+    """What hookwise POSTs, signed as Standard Webhooks: lifecycle events to
+    `events.subscribers`, a run's outcome to its mapping's `callback` (same payload)."""
+    out: dict[str, Any] = {}
+    for kind, what in (
+        ("run.finished", "A run ended, whatever its state (and a callback's `run.<state>`)."),
+        ("run.succeeded", "A run succeeded."),
+        ("run.failed", "A run failed."),
+        ("run.timed_out", "A run took longer than its timeout."),
+    ):
+        body = {
+            "type": "object",
+            "required": ["type", "timestamp", "data"],
+            "properties": {
+                "type": {"const": kind},
+                "timestamp": {"type": "string", "format": "date-time"},
+                "data": _RUN_EVENT_DATA,
+            },
+        }
+        out[kind] = {
+            "post": {
+                "summary": what,
+                "parameters": _SIGNED_HEADERS,
+                "requestBody": {"content": {"application/json": {"schema": body}}},
+                "responses": {"2XX": {"description": "Received; any other answer is retried."}},
+            }
+        }
+    return out
+
+
+_RUN_EVENT_DATA = {
+    "type": "object",
+    "required": ["runId", "state"],
+    "properties": {
+        "runId": {"type": "string"},
+        "rule": {"type": ["string", "null"]},
+        "agentId": {"type": "string"},
+        "sessionKey": {"type": "string"},
+        "state": {"enum": ["succeeded", "failed", "timed_out"]},
+        "reply": {"type": ["string", "null"]},
+        "error": {"type": ["string", "null"]},
+        "model": {"type": ["string", "null"]},
+        "usage": _USAGE,
+    },
+}
+
+
+def _status_operation() -> dict[str, Any]:
+    """`GET {hook path}/runs/{runId}?key=...`: the status URL a waited request was given."""
+    return {
+        "tags": ["hooks"],
+        "summary": "A waited run's status",
+        "description": "The URL in the `Location` of a waited request's answer; only that URL "
+        "(its `key`) reads that run.",
+        "security": [{"hookBearer": []}, {"hookHeader": []}, {"hookQuery": []}],
+        "parameters": [
+            {"name": "runId", "in": "path", "required": True, "schema": {"type": "string"}},
+            {"name": "key", "in": "query", "required": False, "schema": {"type": "string"}},
+        ],
+        "responses": {
+            "200": _outcome("The run has ended: its outcome."),
+            "202": _outcome("The run has not ended yet (`state`); ask again."),
+            "401": _error(401),
+            "404": _error(404, "No such run, or the key is not this run's (`run_not_found`)."),
+            "429": _error(429),
+        },
     }
 
 
@@ -219,6 +341,7 @@ def finish(document: dict[str, Any], gateway: Gateway) -> dict[str, Any]:
         if not gateway.config.gateway.metrics.public:
             scrape["security"] = [{"bearer": []}]
             scrape["responses"].update({"401": _error(401), "403": _error(403)})
+    doc["webhooks"] = _lifecycle_webhooks()
     if gateway.hooks is not None:
         schemes["hookBearer"] = {
             "type": "http",

@@ -1,8 +1,8 @@
 """Which channels exist and building the configured ones.
 
-Seven channels are built in; more come from plugins, found through the Python entry-point group
-`hookwise.channels` (the entry point's name is the channel id, its object a `Channel` class).
-Mattermost is such a plugin. A plugin cannot replace a built-in channel. Aliases (`imsg`,
+Ten channels are built in (`webhook` posts signed webhooks, `github` and `gitlab` comment); more come from plugins, found
+through the Python entry-point group `hookwise.channels` (the entry point's name is the channel
+id, its object a `Channel` class). Mattermost is such a plugin. A plugin cannot replace a built-in channel. Aliases (`imsg`,
 `teams`, from `hookwise.engine.config.channels.ALIASES`) are accepted wherever a channel id is.
 
 `load_channels(config)` builds the channels configured under `channels`, raising `ConfigError`
@@ -22,11 +22,14 @@ from ...engine.config.channels import ALIASES
 from ...engine.errors import ConfigError, ConfigIssue
 from .base import Channel
 from .discord import DiscordChannel
+from .github import GitHubChannel
+from .gitlab import GitLabChannel
 from .imessage import IMessageChannel
 from .msteams import MSTeamsChannel
 from .signal import SignalChannel
 from .slack import SlackChannel
 from .telegram import TelegramChannel
+from .webhook import WebhookChannel
 from .whatsapp import WhatsAppChannel
 
 ENTRY_POINT_GROUP = "hookwise.channels"
@@ -39,6 +42,9 @@ BUILTIN: dict[str, type] = {
     "signal": SignalChannel,
     "imessage": IMessageChannel,
     "msteams": MSTeamsChannel,
+    "webhook": WebhookChannel,
+    "github": GitHubChannel,
+    "gitlab": GitLabChannel,
 }
 
 

@@ -15,11 +15,13 @@ from typing import Any
 
 import attrs
 
-from ...engine.actions import Action, AgentAction, WakeAction
+from ...engine.actions import Action, AgentAction, NotifyAction, WakeAction
 from ...engine.config.mapping import RespondConfig
+from ..channels.webhook import CALLBACK_PREFIX, envelope
 from ..ids import new_id
 from ..store.base import Accepted, AcceptOp, NewEvent, NewRun, RequestLogEntry, Store
 from ..store.bounded import within_store_wait
+from ..store.records import NewDelivery
 from .asgi import encode_json
 
 log = logging.getLogger("hookwise.dispatch")
@@ -42,7 +44,7 @@ class RequestMeta:
     delivery_id: str | None = None
 
 
-def _run(action: AgentAction, rule_id: str | None) -> NewRun:
+def _run(action: AgentAction, rule_id: str | None, callback_url: str | None = None) -> NewRun:
     return NewRun(
         run_id=new_id(),
         session_key=action.session_key or f"hook:{new_id()}",
@@ -59,6 +61,7 @@ def _run(action: AgentAction, rule_id: str | None) -> NewRun:
         fallback_channel=action.fallback_channel,
         allow_unsafe_external_content=action.allow_unsafe_external_content,
         agent_id=action.agent_id,
+        callback_url=callback_url,
     )
 
 
@@ -73,6 +76,35 @@ def _event(action: WakeAction, rule_id: str | None) -> NewEvent:
     )
 
 
+def _notes(
+    action: NotifyAction, rule_id: str | None, callback_url: str | None
+) -> list[NewDelivery]:
+    """A notification's deliveries: to its channel, and to the mapping's callback, if any."""
+    notes = []
+    if action.channel is not None:
+        notes.append(
+            NewDelivery(
+                delivery_id=new_id(),
+                text=action.text,
+                state="pending",
+                channel=action.channel,
+                to=action.to,  # None: the channel's defaultTo, when it is sent
+            )
+        )
+    if callback_url is not None and rule_id is not None:
+        body = envelope("notification", {"rule": rule_id, "text": action.text})
+        notes.append(
+            NewDelivery(
+                delivery_id=new_id(),
+                text=body,
+                state="pending",
+                channel=CALLBACK_PREFIX + rule_id,
+                to=callback_url,
+            )
+        )
+    return notes
+
+
 def respond_body(respond: RespondConfig) -> bytes | None:
     """A mapping's fixed answer body: a string as is, anything else as JSON, None for none."""
     body = respond.body
@@ -82,11 +114,20 @@ def respond_body(respond: RespondConfig) -> bytes | None:
 
 
 def _response(
-    events: list[NewEvent], runs: list[NewRun], rule_id: str | None, respond: RespondConfig | None
+    events: list[NewEvent],
+    runs: list[NewRun],
+    rule_id: str | None,
+    respond: RespondConfig | None,
+    notes: Sequence[NewDelivery] = (),
 ) -> tuple[int, bytes | None]:
-    if respond is not None:
+    if respond is not None and respond.wait is None:  # a waited answer is the run's
         return respond.status, respond_body(respond)
     out: dict[str, Any] = {"ok": True}
+    if notes and not events and not runs:
+        out["deliveryIds"] = [d.delivery_id for d in notes]
+        if rule_id is not None:
+            out["rule"] = rule_id
+        return 202, encode_json(out)
     if len(events) + len(runs) == 1:
         if events:
             out.update(mode=events[0].mode, eventId=events[0].event_id)
@@ -114,6 +155,8 @@ class Dispatcher:
         self.idempotency_window = idempotency_window
         self._clock = clock
         self._listeners: list[Listener] = []
+        #: called when notifications were committed (the delivery worker's wake-up)
+        self.on_deliveries: Callable[[], None] = lambda: None
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -127,11 +170,20 @@ class Dispatcher:
         respond: RespondConfig | None = None,
         idempotency_key: str | None = None,
         fingerprint: str | None = None,
+        callback_url: str | None = None,
     ) -> Accepted:
         events = [_event(a, rule_id) for a in actions if isinstance(a, WakeAction)]
-        runs = [_run(a, rule_id) for a in actions if isinstance(a, AgentAction)]
-        status, body = _response(events, runs, rule_id, respond)
+        runs = [_run(a, rule_id, callback_url) for a in actions if isinstance(a, AgentAction)]
+        notes = [
+            d
+            for a in actions
+            if isinstance(a, NotifyAction)
+            for d in _notes(a, rule_id, callback_url)
+        ]
+        status, body = _response(events, runs, rule_id, respond, notes)
         kind = "wake" if not runs else "agent" if not events else "mixed"
+        if notes and not events and not runs:
+            kind = "notify"
         now = self._clock()
         op = AcceptOp(
             status=status,
@@ -156,6 +208,7 @@ class Dispatcher:
             fingerprint=fingerprint,
             now=now,
             idempotency_window=self.idempotency_window,
+            deliveries=tuple(notes),
         )
         accepted = await within_store_wait(self.store.accept(op))
         if not accepted.replayed and not accepted.conflict:
@@ -164,6 +217,8 @@ class Dispatcher:
                     listener(events, runs)
                 except Exception:  # committed is committed: the answer must still be sent
                     log.exception("a dispatch listener failed")
+            if notes:
+                self.on_deliveries()
         return accepted
 
     def refused(

@@ -57,6 +57,7 @@ from ..logs import escape_control
 from ..store.base import StoreUnavailable
 from ..store.bounded import retry_after_store, store_unavailable
 from ..store.records import StoredPayload
+from .answer import STATUS_PREFIX, Answers
 from .asgi import content_length, read_body, send_error, send_json
 from .auth import (
     TOKEN_HEADER,
@@ -189,8 +190,11 @@ class HookEndpoint:
         rules: Callable[[], Any] = lambda: None,
         limiter: RouteLimiter | None = None,
         keys: KeyFetcher | None = None,
+        answers: Answers | None = None,
     ) -> None:
         self.settings = settings
+        #: the answer stage's wait and the run status URLs (None: no waiting)
+        self._answers = answers
         #: per-route `rateLimit` and `maxInFlight` (429), counted before the body is read
         self._limiter = limiter or RouteLimiter(lambda _: None, str)
         #: a client that keeps sending after a 429 waits for its next ones
@@ -230,7 +234,12 @@ class HookEndpoint:
             return await send_error(send, RequestError(404, "not_found", "no such endpoint"))
         door = self._door(sub)
         get_handshake = door is not None and answers_get(door.verifier)
-        if scope["method"] != "POST" and not (scope["method"] == "GET" and get_handshake):
+        status_url = (
+            scope["method"] == "GET" and sub.startswith(STATUS_PREFIX) and self._answers is not None
+        )
+        if scope["method"] != "POST" and not (
+            scope["method"] == "GET" and (get_handshake or status_url)
+        ):
             return await send_error(
                 send,
                 RequestError(405, "method_not_allowed", "hook endpoints accept POST only"),
@@ -256,6 +265,8 @@ class HookEndpoint:
                 raise RequestError(
                     404, "not_found", "name a hook: {hook_path}/wake, /agent or a mapping"
                 )
+            if status_url and self._answers is not None:
+                return await self._answers.status(sub, scope.get("query_string", b""), send)
             # signed by the body: its in-flight slot is taken once the body is read (limits.py)
             async with self._limiter.admit(sub, client, hold=not by_signature):
                 body = b""
@@ -271,7 +282,9 @@ class HookEndpoint:
                     # signature-authenticated requests are kept once their door has checked them
                     self._retain(sub, headers, scope.get("query_string", b""), body, meta)
                 async with self._limiter.hold(sub) if by_signature else nullcontext():
-                    return await self._handle(sub, headers, scope, body, meta, send, door)
+                    return await self._handle(
+                        sub, headers, scope, body, meta, send, door, receive=receive
+                    )
         except Limited as e:  # not in the request log: a flood must not become store writes
             await self._pacer.hold(sub or "", client)
             return await send_error(send, e.error, e.headers)
@@ -404,6 +417,8 @@ class HookEndpoint:
         meta: RequestMeta,
         send: Send,
         door: Door | None = None,
+        *,
+        receive: Receive | None = None,
     ) -> int:
         """Handle an authenticated request whose body is read; the status sent."""
         request = None
@@ -474,6 +489,9 @@ class HookEndpoint:
             idem_key = "\tbatch:" + _digest(meta.path, body)
         if idem_key is not None and fingerprint is None:
             fingerprint = _digest(meta.path, body)
+        wait = None
+        if self._answers is not None:  # refused before anything is stored when malformed
+            wait = self._answers.seconds(actions, respond, scope.get("query_string", b""))
         accepted = await self._dispatcher.dispatch(
             actions,
             meta=meta,
@@ -481,6 +499,7 @@ class HookEndpoint:
             respond=respond,
             idempotency_key=idem_key,
             fingerprint=fingerprint,
+            callback_url=resolved.callback_url,
         )
         if accepted.conflict:
             raise RequestError(
@@ -492,6 +511,8 @@ class HookEndpoint:
         hdrs = [(k.lower().encode(), v.encode()) for k, v in extra]
         if accepted.replayed:
             hdrs += _REPLAYED
+        if wait and accepted.status == 202 and self._answers is not None and receive is not None:
+            return await self._answers.hold(accepted.body, wait, receive, send, hdrs)
         return await send_json(send, accepted.status, accepted.body or None, hdrs)
 
     async def resolve(
@@ -598,7 +619,12 @@ class HookEndpoint:
                 rule_id=rule_id,
             ) from None
         return Resolved(
-            actions, rule_id, outcome.respond, delivery_id=outcome.delivery_id, batch=batch
+            actions,
+            rule_id,
+            outcome.respond,
+            delivery_id=outcome.delivery_id,
+            batch=batch,
+            callback_url=outcome.callback_url,
         )
 
     def _retain(
@@ -653,6 +679,8 @@ class Resolved:
     batch: bool = False
     #: no rule matched, and the path acknowledges such requests (`unmatched: acknowledge`)
     ignored: bool = False
+    #: where its runs' outcomes are posted when they end (the rule's `callback`)
+    callback_url: str | None = None
 
 
 def provider_value(value: str | None) -> str | None:

@@ -24,6 +24,7 @@ from ...engine.config.sessions import SessionPolicy
 from ...engine.config.store_url import store_url_problem
 from ...engine.errors import ConfigError, ConfigIssue
 from ...engine.rules.ruleset import RuleSet
+from ..ingress.answer import Answers
 from ..ingress.auth import TokenCheck, lockout_throttle
 from ..ingress.dispatch import Dispatcher
 from ..ingress.hooks import HookEndpoint, HookSettings
@@ -176,6 +177,9 @@ class Gateway:
         for warning in getattr(self.rules, "warnings", ()):
             log.warning("%s", warning)
         self.hooks: HookEndpoint | None = None
+        from ..runtime.waiting import RunWaiters
+
+        waiters = RunWaiters(self.store, max_waiting=hooks.limits.max_waiting, shared=self.shared)
         if hooks.enabled:
             assert hooks.token is not None
             throttle = hooks.auth_throttle
@@ -205,6 +209,12 @@ class Gateway:
                     lambda sub: f"{hooks.path}/{sub}",
                     shared=_shared_counters(self.store),
                 ),
+                answers=Answers(
+                    waiters,
+                    hook_path=hooks.path,
+                    token=hooks.token,
+                    max_wait=float(hooks.max_wait),
+                ),
             )
         self._tasks: list[asyncio.Task[None]] = []
         self._reloading = asyncio.Lock()
@@ -221,6 +231,7 @@ class Gateway:
             channels=self.channels,
             base_dir=loaded.base_dir,
             shared=self.shared,
+            waiters=waiters,
         )
         self.dispatcher.subscribe(self.runtime.on_accepted)
         from ..runtime.lanes import Lanes
@@ -238,6 +249,12 @@ class Gateway:
 
         #: the pull sources (`sources:`): consumers started with the service
         self.sources = Sources(self.config.sources, self.hooks, self.dispatcher)
+        from ..channels.webhook import CallbackSenders
+
+        self.runtime.deliveries.senders = CallbackSenders(
+            lambda: self.rules, self.config.events.subscribers
+        )
+        self.dispatcher.on_deliveries = self.runtime.deliveries.notify
         self.runtime.rule_tools = lambda rule_id: (
             self.rules.tools_of(rule_id) if self.rules is not None else ()
         )

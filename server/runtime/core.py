@@ -26,9 +26,10 @@ from typing import Any
 
 from ...engine.config.agents import Agent, Roster
 from ...engine.config.models import Config
-from ..store.base import NewEvent, NewRun, Store
+from ..store.base import NewEvent, NewRun, RunRecord, Store
 from ..store.modelcalls import BreakerPolicy
-from ..store.records import Route
+from ..store.records import Route, RunOutcome
+from .callbacks import SignedOutcomes
 from .chain import Accounting
 from .deliveries import DeliveryWorker
 from .heartbeat import Heartbeats
@@ -36,6 +37,8 @@ from .providers.registry import Providers
 from .routing import Router
 from .runs import RunWorkers
 from .toolloop import BeatTools, LaneTools, StoreRecorder
+from .waiting import TOPIC as WAIT_TOPIC
+from .waiting import RunWaiters
 
 log = logging.getLogger("hookwise.runtime")
 
@@ -54,8 +57,13 @@ class Runtime:
         channels: Mapping[str, Any],
         base_dir: Path | None = None,
         shared: bool = False,
+        waiters: RunWaiters | None = None,
     ) -> None:
         self._config = config
+        #: the requests of this process waiting for runs to end (`wait`)
+        self.waiters = waiters or RunWaiters(
+            store, max_waiting=config.hooks.limits.max_waiting, shared=shared
+        )
         self._store = store
         self.shared = shared
         self.leader = False
@@ -133,6 +141,8 @@ class Runtime:
                 router=self.router,
                 on_heartbeat=self._heartbeat_of(agent),
                 on_delivery=self.deliveries.notify,
+                on_finished=self._run_finished,
+                signed=SignedOutcomes(config.events.subscribers),
                 lease_grace=defaults.lease_grace_seconds,
                 agent_id=agent.id if several else None,
                 main_session=agent.main_session,
@@ -171,6 +181,13 @@ class Runtime:
             self.heartbeats[agent_id].request(reason)
         else:
             self._signal(self._topics[agent_id])
+
+    def _run_finished(self, run: RunRecord, outcome: RunOutcome) -> None:
+        """A lane of this process committed a run's ending: wake its waiters, here and (through
+        the store) in every other process."""
+        self.waiters.finished(run.run_id)
+        if self.shared:
+            self._signal(WAIT_TOPIC)
 
     def _notify_lanes(self) -> None:
         for lane in self.lanes.values():
@@ -261,6 +278,7 @@ class Runtime:
             self._tasks.append(
                 asyncio.create_task(self._recover_forever(), name="hookwise-recover")
             )
+        self.waiters.start()
         for lane in self.lanes.values():
             lane.start()
         self.deliveries.start()

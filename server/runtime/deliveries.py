@@ -19,6 +19,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 
+import attrs
 import httpx
 
 from ..channels.base import Channel, DeliveryError
@@ -48,9 +49,12 @@ class DeliveryWorker:
         concurrency: int = 4,
         clock: Callable[[], float] = time.time,
         jitter: Callable[[], float] = random.random,
+        senders: Callable[[str], Channel | None] = lambda name: None,
     ) -> None:
         self._store = store
         self._channels = channels
+        #: the senders that are not configured channels: a mapping's callback, by name
+        self.senders = senders
         self._max_attempts = max_attempts
         self._base_delay = base_delay
         self._max_delay = max_delay
@@ -105,7 +109,7 @@ class DeliveryWorker:
 
     async def _deliver(self, d: DeliveryRecord) -> None:
         now = self._clock
-        channel = self._channels.get(d.channel or "")
+        channel = self._channels.get(d.channel or "") or self.senders(d.channel or "")
         if channel is None:
             missing = (
                 f"channel {d.channel} is not configured"
@@ -114,13 +118,21 @@ class DeliveryWorker:
             )
             await self._fail(d, missing)
             return
+        if d.to is None and channel.default_to:  # a notification without `to`
+            d = attrs.evolve(d, to=channel.default_to)
         problem = channel.validate_recipient(d.to or "")
         if problem:
             await self._fail(d, f"{d.channel}: invalid recipient: {problem}")
             return
         assert self._client is not None and d.to is not None
         try:
-            result = await channel.send(self._client, d.to, d.text, skip_parts=len(d.message_ids))
+            signed = getattr(channel, "send_signed", None)
+            if signed is not None:  # a signed webhook: its id is the delivery's, every attempt
+                result = await signed(self._client, d.to, d.text, msg_id=d.delivery_id)
+            else:
+                result = await channel.send(
+                    self._client, d.to, d.text, skip_parts=len(d.message_ids)
+                )
         except DeliveryError as e:
             sent = d.message_ids + e.sent_ids
             if e.retryable and d.attempts < self._max_attempts:
@@ -160,7 +172,9 @@ class DeliveryWorker:
             message_ids=d.message_ids + result.message_ids,
         )
         report.delivery_sent(d, channel.id)
-        await self._store.set_last_route(d.route_session, Route(channel.id, d.to), now=now())
+        conversation = d.run_id is not None or d.heartbeat_id is not None  # not a notification
+        if conversation and getattr(channel, "keeps_route", True):  # nor a callback
+            await self._store.set_last_route(d.route_session, Route(channel.id, d.to), now=now())
         log.info(
             "delivery %s: sent to %s (%d message(s))",
             d.delivery_id,

@@ -34,6 +34,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 
+import attrs
+
 from ...engine.config.agents import DEFAULT_MAIN_SESSION
 from ..ids import new_id
 from ..store.base import NewEvent, RunRecord, Store, StoreUnavailable
@@ -41,6 +43,7 @@ from ..store.modelcalls import BreakerPolicy
 from ..store.records import NewDelivery, NewTurn, RunOutcome
 from . import report
 from .ack import is_ack
+from .callbacks import SignedOutcomes
 from .chain import Accounting
 from .external import wrap_external
 from .prompts import RUN_SYSTEM, safe_name, summary_line
@@ -53,6 +56,8 @@ from .toolloop import RunTools, converse
 log = logging.getLogger("hookwise.runs")
 
 HISTORY_TURNS = 40
+#: what a lane plans at an ending without lifecycle subscribers: the callback only
+_CALLBACK_ONLY = SignedOutcomes()
 POLL_SECONDS = 5.0
 #: waits (seconds) between tries of a run's final commit after it failed; the last repeats
 FINISH_RETRY = (0.25, 0.5, 1.0, 2.0)
@@ -76,6 +81,8 @@ class RunWorkers:
         router: Router,
         on_heartbeat: Callable[[str], None],
         on_delivery: Callable[[], None] = lambda: None,
+        on_finished: Callable[[RunRecord, RunOutcome], None] = lambda run, outcome: None,
+        signed: Callable[[RunRecord, RunOutcome], tuple[NewDelivery, ...]] = _CALLBACK_ONLY,
         lease_grace: float = 60.0,
         clock: Callable[[], float] = time.time,
         agent_id: str | None = None,
@@ -114,6 +121,10 @@ class RunWorkers:
         self._router = router
         self._on_heartbeat = on_heartbeat
         self._on_delivery = on_delivery
+        #: told once a run's ending is committed (waiting callers, callbacks)
+        self._on_finished = on_finished
+        #: the signed POSTs an ending plans (its callback, lifecycle events)
+        self._signed = signed
         self._lease_grace = lease_grace
         self._clock = clock
         self._wakeup = asyncio.Event()
@@ -254,6 +265,8 @@ class RunWorkers:
                 if refused >= FINISH_TRIES:
                     # the store refuses this ending itself: record the run failed without it
                     outcome, refused = _without_result(outcome, e), 0
+                    # its callback and events say what is stored: failed
+                    outcome = attrs.evolve(outcome, signed=self._signed(run, outcome))
                 continue
             log.warning(
                 "run %s: final write %s on try %d",
@@ -272,10 +285,15 @@ class RunWorkers:
             await self._finish(run, outcome)
             # the run's session is free: its next run may be claimed now (session lanes)
             self._wakeup.set()
+            self._on_finished(run, outcome)
             self.completed += 1
             report.run_ended(run, outcome)
             report.delivery_planned(outcome.delivery)
-            if outcome.delivery is not None and outcome.delivery.state == "pending":
+            for signed in outcome.signed:
+                report.delivery_planned(signed)
+            if any(
+                d is not None and d.state == "pending" for d in (outcome.delivery, *outcome.signed)
+            ):
                 self._on_delivery()
             if run.wake_mode == "now":
                 self._on_heartbeat(f"run:{run.run_id}")
@@ -377,7 +395,7 @@ class RunWorkers:
             mode=run.wake_mode,
             trusted=False,
         )
-        return RunOutcome(
+        outcome = RunOutcome(
             run_id=run.run_id,
             state=state,
             finished_at=now,
@@ -390,6 +408,7 @@ class RunWorkers:
             summary=summary,
             delivery=delivery,
         )
+        return attrs.evolve(outcome, signed=self._signed(run, outcome))
 
 
 def _unavailable(error: BaseException) -> bool:

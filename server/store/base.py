@@ -30,6 +30,7 @@ from .records import (
     HeartbeatOutcome,
     HeartbeatRecord,
     InFlight,
+    NewDelivery,
     NewEvent,
     Page,
     RetryRecord,
@@ -62,6 +63,8 @@ class NewRun:
     fallback_channel: str | None
     allow_unsafe_external_content: bool
     agent_id: str = DEFAULT_AGENT_ID
+    #: where the run's outcome is posted when it ends (its mapping's `callback`)
+    callback_url: str | None = None
 
 
 @attrs.frozen
@@ -102,6 +105,8 @@ class AcceptOp:
     fingerprint: str | None = None
     now: float = 0.0
     idempotency_window: float = 86400.0
+    #: notifications (`action: notify`): pending deliveries with no run
+    deliveries: tuple[NewDelivery, ...] = ()
 
 
 @attrs.frozen
@@ -172,6 +177,7 @@ class RunRecord:
     output_tokens: int | None
     agent_id: str = DEFAULT_AGENT_ID
     request_id: str | None = None  # the request that created it
+    callback_url: str | None = None  # where its outcome is posted when it ends
 
     def to_json(self) -> dict[str, Any]:
         return {

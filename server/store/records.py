@@ -94,6 +94,8 @@ class RunOutcome:
     turns: tuple[NewTurn, ...] = ()
     summary: NewEvent | None = None
     delivery: NewDelivery | None = None
+    #: the signed POSTs of the outcome: to the run's callback URL, to lifecycle subscribers
+    signed: tuple[NewDelivery, ...] = ()
 
 
 @attrs.frozen

@@ -1,4 +1,4 @@
-"""Behaviour every channel shares, table-driven over all eight against their loopback fakes.
+"""Behaviour every channel shares, table-driven over all ten against their loopback fakes.
 
 Per channel: a valid recipient, how the fake names it, the credential key to spoil, and the
 API's own text for a missing recipient and for a bad credential.
@@ -64,6 +64,14 @@ CASES = [
         "mattermost", "channel:4xp9fdt77pncbef59f4k1qe83o", "4xp9fdt77pncbef59f4k1qe83o",
         "botToken", "You do not have the appropriate permissions.", 403,
         "Invalid or expired session, please login again.", 401, 2.0,
+    ),
+    Case(
+        "github", "acme/gateway#42", "acme/gateway#42", "token",
+        "Not Found", 404, "Bad credentials", 401, 2.0,
+    ),
+    Case(
+        "gitlab", "acme/gateway!7", "acme/gateway!7", "token",
+        "404 Not found", 404, "401 Unauthorized", 401, 2.0,
     ),
 ]  # fmt: skip
 

@@ -19,10 +19,22 @@ SLACK = {"botToken": "xoxb-1"}
 TEAMS = {"appId": "a", "appPassword": "p", "tenantId": "t"}
 
 
-def test_eight_channels_are_known_seven_of_them_built_in():
+def test_eleven_channels_are_known_ten_of_them_built_in():
     specs = available_channels()
     assert sorted(specs) == sorted(
-        ["whatsapp", "telegram", "discord", "slack", "mattermost", "signal", "imessage", "msteams"]
+        [
+            "whatsapp",
+            "telegram",
+            "discord",
+            "slack",
+            "mattermost",
+            "signal",
+            "imessage",
+            "msteams",
+            "webhook",
+            "github",
+            "gitlab",
+        ]
     )
     assert {cid for cid, s in specs.items() if s.origin == "builtin"} == set(BUILTIN)
     assert "mattermost" not in BUILTIN
@@ -129,8 +141,8 @@ def test_default_to_is_exposed():
         ({"telegrm": TELEGRAM}, "channels.telegrm: unknown channel; did you mean 'telegram'?"),
         (
             {"irc": {}},
-            "channels.irc: unknown channel; known: discord, imessage, mattermost, msteams, "
-            "signal, slack, telegram, whatsapp",
+            "channels.irc: unknown channel; known: discord, github, gitlab, imessage, mattermost, msteams, "
+            "signal, slack, telegram, webhook, whatsapp",
         ),
         (
             {"teams": TEAMS, "msteams": TEAMS},
@@ -155,8 +167,8 @@ def test_every_problem_is_reported_at_once():
     assert [str(i) for i in caught.value.issues] == [
         "channels.telegram.botToken: required key is missing",
         "channels.slack.botToken: required key is missing",
-        "channels.nope: unknown channel; known: discord, imessage, mattermost, msteams, signal, "
-        "slack, telegram, whatsapp",
+        "channels.nope: unknown channel; known: discord, github, gitlab, imessage, mattermost, msteams, signal, "
+        "slack, telegram, webhook, whatsapp",
     ]
 
 

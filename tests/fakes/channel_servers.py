@@ -9,8 +9,8 @@ see `tests/fakes/fake_http.py`). `server.config()` gives a `channels.<id>` mappi
 the channel at the fake. Use `start(name)` or the `running(name)` context manager, or the
 `channel_server` fixture in tests/channels/conftest.py.
 
-The fakes live in `chat_fakes` (Telegram, Discord, Slack, Mattermost) and `phone_fakes`
-(WhatsApp, Signal, BlueBubbles, Teams); this module is their one import path.
+The fakes live in `chat_fakes` (Telegram, Discord, Slack, Mattermost), `phone_fakes`
+(WhatsApp, Signal, BlueBubbles, Teams), `github_fake` and `gitlab_fake`; this module is their one import path.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from tests.fakes.chat_fakes import (
     telegram_visible_text,
 )
 from tests.fakes.fake_http import FakeServer, Recorded, Reply
+from tests.fakes.github_fake import GitHubFake
+from tests.fakes.gitlab_fake import GitLabFake
 from tests.fakes.phone_fakes import BlueBubblesFake, SignalFake, TeamsFake, WhatsAppFake
 
 FAKES: dict[str, type[FakeServer]] = {
@@ -40,6 +42,8 @@ FAKES: dict[str, type[FakeServer]] = {
         BlueBubblesFake,
         TeamsFake,
         MattermostFake,
+        GitHubFake,
+        GitLabFake,
     )
 }
 

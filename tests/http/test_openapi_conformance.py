@@ -140,3 +140,19 @@ def test_no_answer_contradicts_the_document(gw: GatewayProcess, mode: str) -> No
     if mode == "positive":  # the examples got past the door, not only refused at it
         for answered in ("POST /hooks/wake 200", "POST /hooks/agent 202", "GET /api/runs 200"):
             assert seen[answered] > 0, sorted(seen.items())
+
+
+def test_the_document_describes_the_signed_webhooks_hookwise_sends(gw: GatewayProcess) -> None:
+    assert gw.client is not None
+    doc = gw.client.get("/schema/openapi.json").json()
+    assert set(doc["webhooks"]) == {"run.finished", "run.succeeded", "run.failed", "run.timed_out"}
+    post = doc["webhooks"]["run.failed"]["post"]
+    assert [p["name"] for p in post["parameters"]] == [
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+    ]
+    body = post["requestBody"]["content"]["application/json"]["schema"]
+    assert body["properties"]["type"] == {"const": "run.failed"}
+    status = doc["paths"]["/hooks/runs/{runId}"]["get"]["responses"]
+    assert set(status) == {"200", "202", "401", "404", "429"}

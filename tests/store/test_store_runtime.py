@@ -350,6 +350,68 @@ def test_finishing_again_writes_once_and_only_while_the_run_runs(backend: Backen
     backend.run(body)
 
 
+def test_a_run_keeps_its_callback_url_and_its_ending_writes_the_callback(
+    backend: Backend,
+) -> None:
+    async def body(store: Any) -> None:
+        with_url = attrs.evolve(new_run(), callback_url="https://ci.example.com/hook-result")
+        plain, again = new_run(), attrs.evolve(new_run(), callback_url="https://x.example/cb")
+        # the group-committed path (no key) and the read-first path (a key) both keep it
+        await store.accept(accept_op(runs=(with_url, plain)))
+        await store.accept(accept_op(runs=(again,), key="k-callback"))
+        assert (await store.get_run(with_url.run_id)).callback_url == with_url.callback_url
+        assert (await store.get_run(plain.run_id)).callback_url is None
+        assert (await store.get_run(again.run_id)).callback_url == again.callback_url
+        await store.claim_runs(limit=3, now=NOW)
+
+        def outcome(run_id: str, to: str) -> RunOutcome:
+            callback = attrs.evolve(
+                new_delivery(run_id=run_id, fallback_channel=None),
+                channel="callback:rule-1",
+                to=to,
+                text='{"type": "run.succeeded"}',
+            )
+            return RunOutcome(
+                run_id=run_id,
+                state="succeeded",
+                finished_at=NOW + 5,
+                reply="done",
+                delivery=new_delivery(run_id=run_id),
+                signed=(callback,),
+            )
+
+        assert await store.finish_run(outcome(with_url.run_id, with_url.callback_url)) is True
+        assert await store.finish_run(outcome(again.run_id, "https://x.example/cb"), again=True)
+        for run, to in ((with_url, with_url.callback_url), (again, "https://x.example/cb")):
+            page = await store.list_deliveries(limit=10, cursor=None, run_id=run.run_id)
+            by_channel = {d.channel: d for d in page.items}
+            assert set(by_channel) == {"slack", "callback:rule-1"}
+            d = by_channel["callback:rule-1"]
+            assert (d.state, d.to, d.text) == ("pending", to, '{"type": "run.succeeded"}')
+
+    backend.run(body)
+
+
+def test_an_accepted_notification_is_a_pending_delivery_with_no_run(backend: Backend) -> None:
+    async def body(store: Any) -> None:
+        plain = attrs.evolve(new_delivery(fallback_channel=None), text="disk full")
+        keyed = attrs.evolve(new_delivery(fallback_channel=None), to=None)
+        await store.accept(attrs.evolve(accept_op(), deliveries=(plain,)))
+        await store.accept(attrs.evolve(accept_op(key="k-notify"), deliveries=(keyed,)))
+        # a replay of the key writes nothing more
+        await store.accept(attrs.evolve(accept_op(key="k-notify"), deliveries=(keyed,)))
+        claimed = await store.claim_deliveries(limit=10, now=NOW + 1, lease=60)
+        by_id = {d.delivery_id: d for d in claimed}
+        assert set(by_id) == {plain.delivery_id, keyed.delivery_id}
+        assert (by_id[plain.delivery_id].text, by_id[plain.delivery_id].run_id) == (
+            "disk full",
+            None,
+        )
+        assert by_id[keyed.delivery_id].to is None and by_id[keyed.delivery_id].state == "pending"
+
+    backend.run(body)
+
+
 def test_release_runs_puts_back_running_runs_nobody_executes(backend: Backend) -> None:
     async def body(store: Any) -> None:
         kept, lost, queued = await add_runs(store, 3)

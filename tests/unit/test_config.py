@@ -34,7 +34,7 @@ def test_every_problem_is_reported_with_its_key_path() -> None:
     )
     assert "hooks.enabled: must be true or false, got a string" in issues
     assert "hooks.maxBodyBytes: must be a whole number, got a string" in issues
-    assert "hooks.mappings[1].action: must be one of wake, agent" in issues
+    assert "hooks.mappings[1].action: must be one of wake, agent, notify" in issues
     assert (
         "hooks.mappings[1].messageTemplat: unknown key; did you mean 'messageTemplate'?" in issues
     )
@@ -156,7 +156,7 @@ def test_config_check_prints_every_problem_and_exits_1(tmp_path: Path) -> None:
     )
     r = _cli("config", "check", "--config", str(cfg))
     assert r.returncode == 1
-    assert "hooks.mappings[0].action: must be one of wake, agent" in r.stderr
+    assert "hooks.mappings[0].action: must be one of wake, agent, notify" in r.stderr
     assert "hooks.mappings[0].textTemplat: unknown key; did you mean 'textTemplate'?" in r.stderr
 
 
@@ -174,7 +174,9 @@ def test_a_mistyped_action_is_one_problem_not_a_bogus_missing_template(tmp_path:
     # the default action (agent) that stood in for `wakeup` is not reported as missing a
     # messageTemplate, not even as a warning; the second rule, whose action is valid, still is
     # (a warning: the peer loads such a mapping and refuses its requests)
-    assert problems[-1:] == ["hooks.mappings[0].action: must be one of wake, agent"], r.stderr
+    assert problems[-1:] == ["hooks.mappings[0].action: must be one of wake, agent, notify"], (
+        r.stderr
+    )
     assert "hooks.mappings[0].messageTemplate" not in r.stderr
     assert "rule 'b': hooks.mappings[1].messageTemplate: an agent mapping without" in r.stderr
 

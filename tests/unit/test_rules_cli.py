@@ -256,7 +256,7 @@ def test_rules_test_with_a_broken_config_prints_the_problems_and_exits_1(tmp_pat
 def test_rules_check_accepts_the_examples(tmp_path: Path) -> None:
     r = _cli("rules", "check", "--config", str(_examples(tmp_path, presets=["gmail"])))
     assert r.returncode == 0, r.stderr
-    assert "10 rule(s) compiled without problems" in r.stdout
+    assert "11 rule(s) compiled without problems" in r.stdout
     assert "github-pull-request" in r.stdout and "gmail" in r.stdout
 
 

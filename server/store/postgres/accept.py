@@ -34,7 +34,7 @@ from typing import Any
 import asyncpg
 
 from ..base import Accepted, AcceptOp, RequestLogEntry
-from ..rows import LOG_COLUMNS, event_row, log_row, run_row
+from ..rows import LOG_COLUMNS, delivery_row, event_row, log_row, run_row
 
 log = logging.getLogger("hookwise.store")
 
@@ -96,16 +96,29 @@ _ACCEPT_GROUP = (
     "), new_runs AS ("
     " INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
     " channel, recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe,"
-    " agent_id, created_at, request_id)"
+    " agent_id, created_at, request_id, callback_url)"
     " SELECT r.run_id, r.session_key, r.name, r.message, r.rule_id, r.wake_mode, r.deliver,"
     " r.channel, r.recipient, r.model, r.thinking, r.timeout_seconds, r.fallback_channel,"
-    " r.allow_unsafe, r.agent_id, fresh.at, fresh.request_id"
+    " r.allow_unsafe, r.agent_id, fresh.at, fresh.request_id, r.callback_url"
     " FROM unnest($15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],"
     " $21::text[], $22::bool[], $23::text[], $24::text[], $25::text[], $26::text[],"
-    " $27::float8[], $28::text[], $29::bool[], $30::text[]) WITH ORDINALITY AS r(op, run_id,"
-    " session_key, name, message, rule_id, wake_mode, deliver, channel, recipient, model,"
-    " thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id, n)"
+    " $27::float8[], $28::text[], $29::bool[], $30::text[], $44::text[]) WITH ORDINALITY AS"
+    " r(op, run_id, session_key, name, message, rule_id, wake_mode, deliver, channel,"
+    " recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id,"
+    " callback_url, n)"
     " JOIN fresh USING (op) ORDER BY r.n"
+    "), new_deliveries AS ("
+    " INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
+    " fallback_channel, text, state, last_error, route_session, created_at, updated_at,"
+    " next_attempt_at)"
+    " SELECT d.delivery_id, d.run_id, d.heartbeat_id, d.channel, d.recipient,"
+    " d.fallback_channel, d.text, d.state, d.last_error, d.route_session, fresh.at, fresh.at,"
+    " fresh.at"
+    " FROM unnest($45::int[], $46::text[], $47::text[], $48::text[], $49::text[], $50::text[],"
+    " $51::text[], $52::text[], $53::text[], $54::text[], $55::text[]) WITH ORDINALITY AS"
+    " d(op, delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text,"
+    " state, last_error, route_session, n)"
+    " JOIN fresh USING (op) ORDER BY d.n"
     "), new_log AS ("
     f" INSERT INTO request_log ({LOG_COLUMNS})"
     " SELECT l.at, l.path, l.status, l.client, l.size, l.action, l.rule_id, l.code,"
@@ -145,12 +158,15 @@ def _group_args(ops: list[AcceptOp]) -> list[Any]:
     events = [(i, *event_row(e)) for i, op in enumerate(ops) for e in op.events]
     runs = [(i, *run_row(r)) for i, op in enumerate(ops) for r in op.runs]
     logs = [(i, *log_row(op.log)) for i, op in enumerate(ops)]
+    notes = [(i, *delivery_row(d)) for i, op in enumerate(ops) for d in op.deliveries]
     return [
         *columns(heads, 7),
         *columns(events, 1 + EVENT_FIELDS),
         *columns(runs, 1 + RUN_FIELDS),
         *columns(logs, 1 + LOG_FIELDS),
         [op.log.request_id for op in ops],
+        [r.callback_url for op in ops for r in op.runs],  # $44, beside the runs' columns
+        *columns(notes, 11),  # $45..$55: notifications (`action: notify`)
     ]
 
 

@@ -132,7 +132,8 @@ async def claim_runs(
 
 
 # A run's ending in one statement: its state, its transcript turns (column arrays), the summary
-# event for the main session and the delivery of its reply (each written when its id is given).
+# event for the main session, the delivery of its reply and the signed POST of its outcome to its
+# callback URL (each written when its id is given).
 FINISH_RUN = (
     "WITH done AS ("
     " UPDATE runs SET state = $1, finished_at = $2, reply = $3, error = $4, model_used = $5,"
@@ -154,6 +155,17 @@ FINISH_RUN = (
     " SELECT $19::text, $20::text, $21::text, $22::text, $23::text, $24::text, $25::text,"
     " $26::text, $27::text, $28::text, $2, $2, $2"
     " WHERE $19::text IS NOT NULL AND EXISTS (SELECT 1 FROM done)"
+    "), callback AS ("
+    " INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
+    " fallback_channel, text, state, last_error, route_session, created_at, updated_at,"
+    " next_attempt_at)"
+    " SELECT s.delivery_id, s.run_id, s.heartbeat_id, s.channel, s.recipient,"
+    " s.fallback_channel, s.text, s.state, s.last_error, s.route_session, $2, $2, $2"
+    " FROM unnest($30::text[], $31::text[], $32::text[], $33::text[], $34::text[],"
+    " $35::text[], $36::text[], $37::text[], $38::text[], $39::text[]) WITH ORDINALITY AS"
+    " s(delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text, state,"
+    " last_error, route_session, n)"
+    " WHERE EXISTS (SELECT 1 FROM done) ORDER BY s.n"
     ") SELECT count(*) FROM done"
 )
 
@@ -171,6 +183,7 @@ async def finish_run(conn: asyncpg.Connection, o: RunOutcome, *, again: bool = F
     e, d = o.summary, o.delivery
     summary = (None,) * 6 if e is None else event_row(e)
     delivery = (None,) * 10 if d is None else delivery_row(d)
+    signed = columns([delivery_row(s) for s in o.signed], 10)
     written = await conn.fetchval(
         FINISH_RUN,
         o.state,
@@ -185,6 +198,7 @@ async def finish_run(conn: asyncpg.Connection, o: RunOutcome, *, again: bool = F
         *summary,
         *delivery,
         not again,
+        *signed,
     )
     return bool(written)
 

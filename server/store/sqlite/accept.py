@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from ..base import Accepted, AcceptOp, RequestLogEntry
-from ..rows import LOG_COLUMNS, event_row, log_row, run_row
+from ..rows import LOG_COLUMNS, delivery_row, event_row, log_row, run_row
 from .inserts import InsertInto
 from .writer import Rows
 
@@ -14,9 +14,15 @@ EVENTS = InsertInto("events", "event_id, session, text, source, mode, trusted, c
 RUNS = InsertInto(
     "runs",
     "run_id, session_key, name, message, rule_id, wake_mode, deliver, channel, recipient, model,"
-    " thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id, created_at, request_id",
+    " thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id, created_at, request_id,"
+    " callback_url",
 )
 REQUEST_LOG = InsertInto("request_log", LOG_COLUMNS)
+DELIVERIES = InsertInto(
+    "deliveries",
+    "delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text, state,"
+    " last_error, route_session, created_at, updated_at, next_attempt_at",
+)
 
 
 def log_rows(e: RequestLogEntry) -> Rows:
@@ -28,7 +34,8 @@ def accept_rows(op: AcceptOp) -> Rows:
     """What an accepted request without an idempotency key writes, as rows (nothing to read
     first): its events, its runs and its log line."""
     rows = [(EVENTS, (*event_row(e), op.now)) for e in op.events]
-    rows += [(RUNS, (*run_row(r), op.now, op.log.request_id)) for r in op.runs]
+    rows += [(RUNS, (*run_row(r), op.now, op.log.request_id, r.callback_url)) for r in op.runs]
+    rows += [(DELIVERIES, (*delivery_row(d), op.now, op.now, op.now)) for d in op.deliveries]
     rows.append((REQUEST_LOG, log_row(op.log)))
     return tuple(rows)
 
@@ -56,6 +63,14 @@ def accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
     if op.events:
         cur.executemany(EVENTS.sql(1), [(*event_row(e), op.now) for e in op.events])
     if op.runs:
-        cur.executemany(RUNS.sql(1), [(*run_row(r), op.now, op.log.request_id) for r in op.runs])
+        cur.executemany(
+            RUNS.sql(1),
+            [(*run_row(r), op.now, op.log.request_id, r.callback_url) for r in op.runs],
+        )
+    if op.deliveries:
+        cur.executemany(
+            DELIVERIES.sql(1),
+            [(*delivery_row(d), op.now, op.now, op.now) for d in op.deliveries],
+        )
     insert_log(cur, op.log)
     return Accepted(status=op.status, body=op.body)

@@ -28,16 +28,11 @@ from ..rows import (
     delivery_row,
     event_row,
 )
-from .accept import EVENTS
+from .accept import DELIVERIES, EVENTS
 from .inserts import InsertInto, UpdateWhere
 from .writer import Rows
 
 TURNS = InsertInto("turns", "session_key, role, content, run_id, created_at")
-DELIVERIES = InsertInto(
-    "deliveries",
-    "delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text, state,"
-    " last_error, route_session, created_at, updated_at, next_attempt_at",
-)
 RUN_FINISHED = UpdateWhere(
     "runs",
     "state, finished_at, reply, error, model_used, input_tokens, output_tokens, lease_until",
@@ -144,8 +139,9 @@ def finish_rows(o: RunOutcome) -> Rows:
     rows: list[Any] = [(TURNS, _turn_row(t, now)) for t in o.turns]
     if o.summary is not None:
         rows.append((EVENTS, (*event_row(o.summary), now)))
-    if o.delivery is not None:
-        rows.append((DELIVERIES, (*delivery_row(o.delivery), now, now, now)))
+    for d in (o.delivery, *o.signed):
+        if d is not None:
+            rows.append((DELIVERIES, (*delivery_row(d), now, now, now)))
     # last: the batch statement runs its sinks in order, updates after inserts
     outcome = (o.state, now, o.reply, o.error, o.model_used, o.input_tokens, o.output_tokens)
     rows.append((RUN_FINISHED, (*outcome, None, o.run_id)))
