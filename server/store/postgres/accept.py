@@ -102,7 +102,7 @@ _ACCEPT_GROUP = (
     " r.allow_unsafe, r.agent_id, fresh.at, fresh.request_id, r.callback_url"
     " FROM unnest($15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],"
     " $21::text[], $22::bool[], $23::text[], $24::text[], $25::text[], $26::text[],"
-    " $27::float8[], $28::text[], $29::bool[], $30::text[], $44::text[]) WITH ORDINALITY AS"
+    " $27::float8[], $28::text[], $29::bool[], $30::text[], $46::text[]) WITH ORDINALITY AS"
     " r(op, run_id, session_key, name, message, rule_id, wake_mode, deliver, channel,"
     " recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id,"
     " callback_url, n)"
@@ -114,8 +114,8 @@ _ACCEPT_GROUP = (
     " SELECT d.delivery_id, d.run_id, d.heartbeat_id, d.channel, d.recipient,"
     " d.fallback_channel, d.text, d.state, d.last_error, d.route_session, fresh.at, fresh.at,"
     " fresh.at"
-    " FROM unnest($45::int[], $46::text[], $47::text[], $48::text[], $49::text[], $50::text[],"
-    " $51::text[], $52::text[], $53::text[], $54::text[], $55::text[]) WITH ORDINALITY AS"
+    " FROM unnest($47::int[], $48::text[], $49::text[], $50::text[], $51::text[], $52::text[],"
+    " $53::text[], $54::text[], $55::text[], $56::text[], $57::text[]) WITH ORDINALITY AS"
     " d(op, delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text,"
     " state, last_error, route_session, n)"
     " JOIN fresh USING (op) ORDER BY d.n"
@@ -165,8 +165,8 @@ def _group_args(ops: list[AcceptOp]) -> list[Any]:
         *columns(runs, 1 + RUN_FIELDS),
         *columns(logs, 1 + LOG_FIELDS),
         [op.log.request_id for op in ops],
-        [r.callback_url for op in ops for r in op.runs],  # $44, beside the runs' columns
-        *columns(notes, 11),  # $45..$55: notifications (`action: notify`)
+        [r.callback_url for op in ops for r in op.runs],  # $46, beside the runs' columns
+        *columns(notes, 11),  # $47..$57: notifications (`action: notify`)
     ]
 
 
