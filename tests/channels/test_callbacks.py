@@ -282,8 +282,14 @@ def test_lifecycle_events_go_to_subscribers_signed(start_gateway, receiver) -> N
     )
     channels = {d["channel"] for d in deliveries(gw, bad_id)}
     assert {"event:0", "event:1"} <= channels
-    assert all(
-        d["state"] == "sent" for d in deliveries(gw, bad_id) if d["channel"].startswith("event:")
+    # the receiver has them: their deliveries are marked sent just after its answer
+    eventually(
+        lambda: all(
+            d["state"] == "sent"
+            for d in deliveries(gw, bad_id)
+            if d["channel"].startswith("event:")
+        ),
+        what="the event deliveries marked sent",
     )
 
 

@@ -120,10 +120,12 @@ def test_two_stores_never_run_two_runs_of_one_session_at_once(backend: Backend) 
                     started.setdefault(run.session_key, []).append(run.run_id)
                 await asyncio.sleep(0)
                 for run in claimed:
+                    # forgotten here before the store frees the session: once `finish_run`
+                    # commits, the other lane may rightly claim the session's next run
+                    del running[run.session_key]
                     await store.finish_run(
                         RunOutcome(run_id=run.run_id, state="succeeded", finished_at=t)
                     )
-                    del running[run.session_key]
                 if not claimed and not await store.has_queued_runs():
                     return
 
