@@ -362,7 +362,13 @@ class ToolsConfig:
 
 
 #: the lifecycle events a subscriber may ask for (`events.subscribers[].types`)
-EVENT_TYPES = ("run.finished", "run.succeeded", "run.failed", "run.timed_out")
+EVENT_TYPES = (
+    "run.finished",
+    "run.succeeded",
+    "run.failed",
+    "run.timed_out",
+    "delivery.failed",
+)
 
 
 def _event_types(_: object, __: attrs.Attribute, value: tuple[str, ...]) -> None:

@@ -249,15 +249,47 @@ def _lifecycle_webhooks() -> dict[str, Any]:
                 "data": _RUN_EVENT_DATA,
             },
         }
-        out[kind] = {
-            "post": {
-                "summary": what,
-                "parameters": _SIGNED_HEADERS,
-                "requestBody": {"content": {"application/json": {"schema": body}}},
-                "responses": {"2XX": {"description": "Received; any other answer is retried."}},
-            }
-        }
+        out[kind] = _signed_post(what, body)
+    failed = {
+        "type": "object",
+        "required": ["type", "timestamp", "data"],
+        "properties": {
+            "type": {"const": "delivery.failed"},
+            "timestamp": {"type": "string", "format": "date-time"},
+            "data": _DELIVERY_EVENT_DATA,
+        },
+    }
+    out["delivery.failed"] = _signed_post(
+        "A delivery (a reply, a notification, a callback) failed for good: no attempt or "
+        "fallback left. Never sent about a lifecycle event's own delivery.",
+        failed,
+    )
     return out
+
+
+def _signed_post(what: str, body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": what,
+            "parameters": _SIGNED_HEADERS,
+            "requestBody": {"content": {"application/json": {"schema": body}}},
+            "responses": {"2XX": {"description": "Received; any other answer is retried."}},
+        }
+    }
+
+
+_DELIVERY_EVENT_DATA = {
+    "type": "object",
+    "required": ["deliveryId", "channel", "error"],
+    "properties": {
+        "deliveryId": {"type": "string"},
+        "runId": {"type": ["string", "null"]},
+        "heartbeatId": {"type": ["string", "null"]},
+        "channel": {"type": ["string", "null"]},
+        "attempts": {"type": "integer"},
+        "error": {"type": "string"},
+    },
+}
 
 
 _RUN_EVENT_DATA = {

@@ -254,6 +254,7 @@ class Gateway:
         self.runtime.deliveries.senders = CallbackSenders(
             lambda: self.rules, self.config.events.subscribers
         )
+        self.runtime.deliveries.subscribers = self.config.events.subscribers
         self.dispatcher.on_deliveries = self.runtime.deliveries.notify
         self.runtime.rule_tools = lambda rule_id: (
             self.rules.tools_of(rule_id) if self.rules is not None else ()

@@ -11,6 +11,8 @@ The payload: `{"type": "run.succeeded" | "run.failed" | "run.timed_out", "timest
 
 Lifecycle subscribers (`events.subscribers`) get the same payload, typed `run.finished` (every
 ending) or `run.<state>`, as deliveries named `event:<index>`, committed with the ending too.
+A delivery that fails for good plans `delivery.failed` events the same way, committed with its
+`failed` state (`failed_events`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ...engine.config.models import SubscriberConfig
 from ..channels.webhook import CALLBACK_PREFIX, EVENT_PREFIX, envelope
 from ..ids import new_id
 from ..store.base import RunRecord
-from ..store.records import NewDelivery, RunOutcome
+from ..store.records import DeliveryRecord, NewDelivery, RunOutcome
 
 
 def outcome_data(run: RunRecord, outcome: RunOutcome) -> dict[str, object]:
@@ -78,3 +80,32 @@ class SignedOutcomes:
                         )
                     )
         return tuple(out)
+
+
+def failed_events(
+    subscribers: tuple[SubscriberConfig, ...], d: DeliveryRecord, reason: str, *, now: float
+) -> tuple[NewDelivery, ...]:
+    """The `delivery.failed` events of a delivery that failed for good, one per subscriber that
+    asks for them; none for a lifecycle event's own delivery (no event about an event, so a dead
+    subscriber cannot feed itself)."""
+    if (d.channel or "").startswith(EVENT_PREFIX):
+        return ()
+    data = {
+        "deliveryId": d.delivery_id,
+        "runId": d.run_id,
+        "heartbeatId": d.heartbeat_id,
+        "channel": d.channel,
+        "attempts": d.attempts,
+        "error": reason,
+    }
+    return tuple(
+        NewDelivery(
+            delivery_id=new_id(),
+            text=envelope("delivery.failed", data, now=now),
+            state="pending",
+            channel=f"{EVENT_PREFIX}{i}",
+            to=sub.url,
+        )
+        for i, sub in enumerate(subscribers)
+        if "delivery.failed" in sub.types
+    )

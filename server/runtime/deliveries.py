@@ -22,12 +22,14 @@ from collections.abc import Callable, Mapping
 import attrs
 import httpx
 
+from ...engine.config.models import SubscriberConfig
 from ..channels.base import Channel, DeliveryError
 from ..retry import Backoff
 from ..store.base import Store
 from ..store.records import DeliveryRecord, Route
 from ..version import outbound_client
 from . import report
+from .callbacks import failed_events
 
 log = logging.getLogger("hookwise.deliveries")
 
@@ -55,6 +57,8 @@ class DeliveryWorker:
         self._channels = channels
         #: the senders that are not configured channels: a mapping's callback, by name
         self.senders = senders
+        #: lifecycle subscribers (`events.subscribers`): told of a delivery that failed for good
+        self.subscribers: tuple[SubscriberConfig, ...] = ()
         self._max_attempts = max_attempts
         self._base_delay = base_delay
         self._max_delay = max_delay
@@ -205,7 +209,16 @@ class DeliveryWorker:
             )
             self._wakeup.set()
             return
+        now = self._clock()
+        events = failed_events(self.subscribers, d, reason, now=now)
         await self._store.update_delivery(
-            d.delivery_id, state="failed", now=self._clock(), last_error=reason, message_ids=sent
+            d.delivery_id,
+            state="failed",
+            now=now,
+            last_error=reason,
+            message_ids=sent,
+            then=events,
         )
         report.delivery_failed(d, reason)
+        if events:
+            self._wakeup.set()

@@ -308,3 +308,36 @@ def test_an_unknown_event_type_fails_at_load(tmp_path) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert "events.subscribers[0]" in str(err.value) and "run.started" in str(err.value)
+
+
+def test_a_delivery_that_fails_for_good_is_a_signed_delivery_failed_event(
+    start_gateway, receiver
+) -> None:
+    from tests.fakes.fake_http import Reply
+
+    cfg = config({"url": receiver.url + "/cb"})
+    cfg["events"] = {
+        "subscribers": [
+            {"url": receiver.url + "/failed", "secret": SECRET, "types": ["delivery.failed"]},
+            {"url": receiver.url + "/runs", "secret": SECRET},  # run.finished only
+        ]
+    }
+    # the callback's receiver refuses it for good (a 4xx is not retried)
+    receiver.script(Reply(400, {"error": "no"}), when=lambda r: r.path == "/cb")
+    gw = start_gateway(cfg)
+    run_id = gw.hook("ci", {"build": 7, "status": "green"}).json()["runId"]
+    failed = callback_state(gw, run_id, "failed")
+    event = eventually(
+        lambda: next((s for s in receiver.sends if s.path == "/failed"), None),
+        what="the delivery.failed event",
+    )
+    body = verified(event)
+    assert body["type"] == "delivery.failed"
+    assert body["data"]["deliveryId"] == failed["deliveryId"]
+    assert body["data"]["runId"] == run_id
+    assert body["data"]["channel"] == "callback:ci"
+    assert "400" in body["data"]["error"]
+    # the run.finished subscriber got its run event and nothing about the delivery
+    eventually(lambda: any(s.path == "/runs" for s in receiver.sends), what="the run event")
+    assert {verified(s)["type"] for s in receiver.sends if s.path == "/runs"} == {"run.finished"}
+    assert sum(s.path == "/failed" for s in receiver.sends) == 1

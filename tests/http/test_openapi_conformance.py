@@ -145,7 +145,17 @@ def test_no_answer_contradicts_the_document(gw: GatewayProcess, mode: str) -> No
 def test_the_document_describes_the_signed_webhooks_hookwise_sends(gw: GatewayProcess) -> None:
     assert gw.client is not None
     doc = gw.client.get("/schema/openapi.json").json()
-    assert set(doc["webhooks"]) == {"run.finished", "run.succeeded", "run.failed", "run.timed_out"}
+    assert set(doc["webhooks"]) == {
+        "run.finished",
+        "run.succeeded",
+        "run.failed",
+        "run.timed_out",
+        "delivery.failed",
+    }
+    failed = doc["webhooks"]["delivery.failed"]["post"]["requestBody"]["content"]
+    assert failed["application/json"]["schema"]["properties"]["type"] == {
+        "const": "delivery.failed"
+    }
     post = doc["webhooks"]["run.failed"]["post"]
     assert [p["name"] for p in post["parameters"]] == [
         "webhook-id",

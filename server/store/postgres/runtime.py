@@ -281,11 +281,14 @@ async def update_delivery(
     to: str | None = None,
     fallback_channel: str | None = None,
     reset: bool = False,
+    then: tuple[NewDelivery, ...] = (),
 ) -> None:
     """Record a delivery attempt's outcome (also as a row of `delivery_attempts`). A row already
     `sent` is never changed again.
 
-    `reset` (moving to a fallback channel) clears the attempts and the message ids.
+    `reset` (moving to a fallback channel) clears the attempts and the message ids. `then`:
+    deliveries this outcome plans (the `delivery.failed` lifecycle events), written in the same
+    transaction when the row changed.
     """
     await conn.execute(
         "INSERT INTO delivery_attempts (delivery_id, at, channel, recipient, outcome, error)"
@@ -296,7 +299,7 @@ async def update_delivery(
         last_error,
         delivery_id,
     )
-    await conn.execute(
+    status = await conn.execute(
         "UPDATE deliveries SET state = $1, updated_at = $2, last_error = COALESCE($3, last_error),"
         " lease_until = NULL,"
         " message_ids = CASE WHEN $4 THEN NULL ELSE COALESCE($5, message_ids) END,"
@@ -317,6 +320,9 @@ async def update_delivery(
         fallback_channel or None,
         delivery_id,
     )
+    if then and status != "UPDATE 0":
+        for d in then:
+            await insert_delivery(conn, d, now)
 
 
 async def auth_failure(

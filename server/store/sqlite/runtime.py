@@ -269,11 +269,14 @@ def update_delivery(
     to: str | None = None,
     fallback_channel: str | None = None,
     reset: bool = False,
+    then: tuple[NewDelivery, ...] = (),
 ) -> None:
     """Record a delivery attempt's outcome (also as a row of `delivery_attempts`). A row already
     `sent` is never changed again.
 
-    `reset` (moving to a fallback channel) clears the attempts and the message ids.
+    `reset` (moving to a fallback channel) clears the attempts and the message ids. `then`:
+    deliveries this outcome plans (the `delivery.failed` lifecycle events), written in the same
+    transaction when the row changed.
     """
     cur.execute(
         "INSERT INTO delivery_attempts (delivery_id, at, channel, recipient, outcome, error)"
@@ -304,6 +307,9 @@ def update_delivery(
             delivery_id,
         ),
     )
+    if then and cur.rowcount:
+        for d in then:
+            insert_delivery(cur, d, now)
 
 
 def recover_deliveries(cur: sqlite3.Cursor) -> int:
