@@ -14,6 +14,7 @@ from hookwise.server.store.base import NewEvent
 from hookwise.server.store.records import (
     HeartbeatOutcome,
     HeartbeatRecord,
+    NewDelivery,
     NewTurn,
     Route,
     RunOutcome,
@@ -868,5 +869,31 @@ def test_heartbeats_and_deliveries_keep_their_agent_and_route_session(backend: B
         assert d.route_session == "agent:a:main"
         [claimed] = await store.claim_deliveries(limit=5, now=NOW + 10, lease=30.0)
         assert claimed.route_session == "agent:a:main"
+
+    backend.run(body)
+
+
+def test_a_failed_delivery_writes_the_deliveries_it_plans_once(backend: Backend) -> None:
+    """`then` (the `delivery.failed` events) is written with the failure, and not at all when
+    the update changes nothing (a delivery already sent)."""
+
+    def event(n: int) -> NewDelivery:
+        return NewDelivery(
+            delivery_id=f"ev-{n}", text="{}", state="pending", channel="event:0", to="http://x/e"
+        )
+
+    async def body(store: Any) -> None:
+        first, second = await add_delivery(store), await add_delivery(store)
+        await store.update_delivery(second, state="sent", now=NOW + 1, message_ids=("m1",))
+        await store.update_delivery(
+            first, state="failed", now=NOW + 2, last_error="no", then=(event(1),)
+        )
+        await store.update_delivery(
+            second, state="failed", now=NOW + 3, last_error="late", then=(event(2),)
+        )
+        pending = (await store.list_deliveries(limit=10, cursor=None, state="pending")).items
+        assert [(d.delivery_id, d.channel, d.to) for d in pending] == [
+            ("ev-1", "event:0", "http://x/e")
+        ]
 
     backend.run(body)
