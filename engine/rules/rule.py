@@ -177,6 +177,7 @@ def compile_rule(
         "to": config.to,
         "model": config.model,
         "thinking": config.thinking,
+        "coalesce.key": config.coalesce.key if config.coalesce is not None else None,
     }
     for key, text in sources.items():
         if text is None:

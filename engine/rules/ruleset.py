@@ -140,6 +140,8 @@ class Outcome:
     respond: RespondConfig | None
     extracted: dict[str, Any]
     delivery_id: str | None = None  # the provider's id of this delivery (see `dedupe`)
+    #: the rule's `coalesce.key` rendered for this request (None: the rule does not coalesce)
+    coalesce_key: str | None = None
 
 
 def _merge(kind: ActionKind, fields: dict[str, Any], override: dict[str, Any]) -> ActionSpec:
@@ -380,7 +382,15 @@ class RuleSet:
             if render_body is not None:
                 body = self._guard(rule, "respond.body", lambda: render_body(variables))
             respond = attrs.evolve(rule.config.respond, body=body)
-        return Outcome(rule.id, tuple(actions), not actions, respond, extracted, delivery_id)
+        coalesce_key = None
+        key_template = rule.templates.get("coalesce.key")
+        if key_template is not None and actions:
+            coalesce_key = self._guard(
+                rule, "coalesce.key", partial(key_template.render, variables)
+            )
+        return Outcome(
+            rule.id, tuple(actions), not actions, respond, extracted, delivery_id, coalesce_key
+        )
 
     def _render(self, rule: CompiledRule, scope: Mapping[str, Any]) -> ActionSpec:
         fields = dict(rule.static)

@@ -20,6 +20,7 @@ from ...engine.config.mapping import RespondConfig
 from ..ids import new_id
 from ..store.base import Accepted, AcceptOp, NewEvent, NewRun, RequestLogEntry, Store
 from ..store.bounded import within_store_wait
+from ..store.coalesce import CoalesceSpec
 from .asgi import encode_json
 
 log = logging.getLogger("hookwise.dispatch")
@@ -82,7 +83,11 @@ def respond_body(respond: RespondConfig) -> bytes | None:
 
 
 def _response(
-    events: list[NewEvent], runs: list[NewRun], rule_id: str | None, respond: RespondConfig | None
+    events: list[NewEvent],
+    runs: list[NewRun],
+    rule_id: str | None,
+    respond: RespondConfig | None,
+    coalesced: bool = False,
 ) -> tuple[int, bytes | None]:
     if respond is not None:
         return respond.status, respond_body(respond)
@@ -97,6 +102,8 @@ def _response(
         out["runs"] = [{"runId": r.run_id, "sessionKey": r.session_key} for r in runs]
     if rule_id is not None:
         out["rule"] = rule_id
+    if coalesced:
+        out["coalesced"] = True
     return (202 if runs else 200), encode_json(out)
 
 
@@ -127,12 +134,17 @@ class Dispatcher:
         respond: RespondConfig | None = None,
         idempotency_key: str | None = None,
         fingerprint: str | None = None,
+        coalesce: CoalesceSpec | None = None,
     ) -> Accepted:
         events = [_event(a, rule_id) for a in actions if isinstance(a, WakeAction)]
         runs = [_run(a, rule_id) for a in actions if isinstance(a, AgentAction)]
-        status, body = _response(events, runs, rule_id, respond)
-        kind = "wake" if not runs else "agent" if not events else "mixed"
+        if len(runs) != 1 or events:  # only a request of one run coalesces
+            coalesce = None
         now = self._clock()
+        if coalesce is not None:
+            runs = [attrs.evolve(runs[0], not_before=now + min(coalesce.window, coalesce.max_wait))]
+        status, body = _response(events, runs, rule_id, respond, coalesce is not None)
+        kind = "wake" if not runs else "agent" if not events else "mixed"
         op = AcceptOp(
             status=status,
             body=body if body is not None else b"",
@@ -156,8 +168,15 @@ class Dispatcher:
             fingerprint=fingerprint,
             now=now,
             idempotency_window=self.idempotency_window,
+            coalesce=coalesce,
         )
         accepted = await within_store_wait(self.store.accept(op))
+        if accepted.joined is not None and coalesce is not None:
+            # the waiting run it joined: its window now closes `window` from now (or sooner)
+            runs = [attrs.evolve(runs[0], run_id=accepted.joined, not_before=now + coalesce.window)]
+            log.info(
+                "%s: joined run %s (coalesce key %r)", meta.path, accepted.joined, coalesce.key
+            )
         if not accepted.replayed and not accepted.conflict:
             for listener in self._listeners:
                 try:

@@ -41,6 +41,7 @@ from ...engine.actions import (
     validate_agent,
     validate_wake,
 )
+from ...engine.config.mapping import CoalesceConfig
 from ...engine.config.sessions import mapping_source
 from ...engine.errors import RequestError
 from ...engine.request import BUILT_IN_HOOKS, InboundRequest
@@ -56,6 +57,7 @@ from .. import metrics
 from ..logs import escape_control
 from ..store.base import StoreUnavailable
 from ..store.bounded import retry_after_store, store_unavailable
+from ..store.coalesce import CoalesceSpec, stored_key
 from ..store.records import StoredPayload
 from .asgi import content_length, read_body, send_error, send_json
 from .auth import (
@@ -481,6 +483,7 @@ class HookEndpoint:
             respond=respond,
             idempotency_key=idem_key,
             fingerprint=fingerprint,
+            coalesce=resolved.coalesce,
         )
         if accepted.conflict:
             raise RequestError(
@@ -598,7 +601,12 @@ class HookEndpoint:
                 rule_id=rule_id,
             ) from None
         return Resolved(
-            actions, rule_id, outcome.respond, delivery_id=outcome.delivery_id, batch=batch
+            actions,
+            rule_id,
+            outcome.respond,
+            delivery_id=outcome.delivery_id,
+            batch=batch,
+            coalesce=coalesce_spec(rule.config.coalesce, outcome.coalesce_key),
         )
 
     def _retain(
@@ -653,6 +661,15 @@ class Resolved:
     batch: bool = False
     #: no rule matched, and the path acknowledges such requests (`unmatched: acknowledge`)
     ignored: bool = False
+    #: the rule's `coalesce`, with its key rendered for this request
+    coalesce: CoalesceSpec | None = None
+
+
+def coalesce_spec(config: CoalesceConfig | None, key: str | None) -> CoalesceSpec | None:
+    """A rule's `coalesce` for one request (None: the rule does not coalesce)."""
+    if config is None or key is None:
+        return None
+    return CoalesceSpec(stored_key(key), config.window, config.max_wait, config.keep)
 
 
 def provider_value(value: str | None) -> str | None:

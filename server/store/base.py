@@ -21,6 +21,7 @@ import attrs
 
 from ...engine.names import DEFAULT_AGENT_ID
 from ..ids import new_id
+from .coalesce import CoalesceSpec
 from .lanes import LaneStat, Pause
 from .modelcalls import BreakerPolicy, BreakerRecord, ModelCallRecord
 from .records import (
@@ -62,6 +63,8 @@ class NewRun:
     fallback_channel: str | None
     allow_unsafe_external_content: bool
     agent_id: str = DEFAULT_AGENT_ID
+    #: not claimable before this time (a coalescing run's window; `hookwise.server.store.coalesce`)
+    not_before: float | None = None
 
 
 @attrs.frozen
@@ -102,6 +105,9 @@ class AcceptOp:
     fingerprint: str | None = None
     now: float = 0.0
     idempotency_window: float = 86400.0
+    #: fold the one run of `runs` into a waiting run of the same mapping and key
+    #: (`hookwise.server.store.coalesce`)
+    coalesce: CoalesceSpec | None = None
 
 
 @attrs.frozen
@@ -112,6 +118,8 @@ class Accepted:
     body: bytes
     replayed: bool = False
     conflict: bool = False
+    #: the waiting run this request joined instead of writing its own (coalescing)
+    joined: str | None = None
 
 
 @attrs.frozen
