@@ -26,9 +26,10 @@ MAX_KEY_CHARS = 200
 
 
 def stored_key(rendered: str) -> str:
-    """A rendered coalesce key as the store keeps it: trimmed, and bounded in length."""
+    """A rendered coalesce key as the store keeps it: trimmed, bounded in length, and printable
+    (a key with a control character, which PostgreSQL's text may refuse, is kept as its hash)."""
     key = rendered.strip()
-    if len(key) <= MAX_KEY_CHARS:
+    if len(key) <= MAX_KEY_CHARS and key.isprintable():
         return key
     return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
 

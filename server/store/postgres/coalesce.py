@@ -10,6 +10,8 @@ of `state`, so the request opens a new window rather than joining a run already 
 
 from __future__ import annotations
 
+import json
+
 import asyncpg
 import attrs
 
@@ -39,7 +41,7 @@ async def accept_coalescing(
     """Write `op` (one run, of a coalescing mapping): joined to its key's waiting run, or as the
     run that opens the key's window. Its idempotency key is honoured as on the accept lane."""
     async with conn.transaction():
-        await conn.execute(_LOCK, f"coalesce\0{run.rule_id}\0{spec.key}")
+        await conn.execute(_LOCK, json.dumps(["coalesce", run.rule_id, spec.key]))
         row = await conn.fetchrow(_JOINABLE, run.rule_id, spec.key, op.now)
         if row is None:
             if 0 not in await accept_group(conn, [op]):
