@@ -142,3 +142,18 @@ def test_a_restart_inside_the_window_loses_nothing_and_runs_once(
     assert run["message"] == "PR acme/api#7 event 9"
     assert len(model_server.spans) == 1
     assert logged_runs(gw) == [[run_id]] * 10
+
+
+def test_a_hostile_key_is_bounded_and_still_coalesces(
+    start_gateway, model_server: ModelServer
+) -> None:
+    """Keys chosen by the payload: 50,000 characters, control characters, a NUL."""
+    gw = start_gateway(coalescing(model_server, window="3s", maxWait="2m"))
+    long_repo, odd_repo = "r" * 50_000, "a\x00b\x1b[2J\nc"
+    long = [send(gw, n, repo=long_repo) for n in range(3)]
+    odd = [send(gw, n, repo=odd_repo) for n in range(3)]
+    assert len({a["runId"] for a in long}) == 1 and len({a["runId"] for a in odd}) == 1
+    assert long[0]["runId"] != odd[0]["runId"]
+    for run_id in (long[0]["runId"], odd[0]["runId"]):
+        run = run_state(gw, run_id, "succeeded", "failed", timeout=40)
+        assert run["message"].endswith("event 2")
