@@ -12,6 +12,7 @@ import attrs
 
 from hookwise.engine.config.mapping import COALESCE_DIGEST_MAX_ITEMS
 from hookwise.server.store.coalesce import CoalesceSpec
+from hookwise.server.store.lanes import Pause
 from tests.store.conftest import Backend
 from tests.store.support import NOW, accept_op, new_run
 
@@ -86,5 +87,25 @@ def test_a_retry_of_a_joining_request_replays_its_answer(backend: Backend) -> No
         assert replay.replayed and replay.body == answer.body
         [claimed] = await store.claim_runs(limit=10, now=NOW + 62)
         assert claimed.message == "event 1"
+
+    backend.run(body)
+
+
+def test_a_paused_mappings_coalescing_run_is_held_joined_and_released(backend: Backend) -> None:
+    spec = CoalesceSpec("k", window=10.0, max_wait=600.0)
+
+    async def body(store: Any) -> None:
+        await store.pause(
+            Pause(kind="mapping", name="rule-1", paused_by="ops", paused_at=NOW)  # type: ignore[arg-type]
+        )
+        first, run = _op("event 0", NOW, spec)
+        await store.accept(first)
+        joining, _ = _op("event 1", NOW + 5, spec)
+        assert (await store.accept(joining)).joined == run.run_id
+        assert (await store.get_run(run.run_id)).state == "held"
+        assert await store.claim_runs(limit=10, now=NOW + 20) == []
+        assert await store.resume("mapping", "rule-1") == 1
+        [claimed] = await store.claim_runs(limit=10, now=NOW + 20)
+        assert claimed.run_id == run.run_id and claimed.message == "event 1"
 
     backend.run(body)
