@@ -47,13 +47,13 @@ from hookwise.server.store.rows import RUN_COLUMNS
 from hookwise.server.store.sqlite import SQLiteStore
 from hookwise.server.store.sqlite import runtime as sqlite_runtime
 
-#: the claims before session lanes (hookwise 97677a6), with a no-op condition that takes the
-#: list of full mappings today's claim is given
+#: the claims before session lanes (hookwise 97677a6), with no-op conditions that take the
+#: list of full mappings and the `not_before` time today's claim is given
 BEFORE_SQLITE = (
     "UPDATE runs SET state = 'running', started_at = ?, attempts = attempts + 1,"
     " lease_until = ? + COALESCE(timeout_seconds, ?) + ?"
     " WHERE seq IN (SELECT seq FROM runs WHERE state = 'queued' AND ? IS NOT NULL"
-    " ORDER BY seq LIMIT ?)"
+    " AND ? IS NOT NULL ORDER BY seq LIMIT ?)"
     f" RETURNING {RUN_COLUMNS}"
 )
 BEFORE_PG = (

@@ -217,6 +217,24 @@ class DedupeConfig:
     jsonpath: str | None = None
 
 
+#: the most payloads a `keep: all` digest holds, and its most characters: past either, the
+#: oldest payloads leave it (the digest says how many were left out)
+COALESCE_DIGEST_MAX_ITEMS = 50
+COALESCE_DIGEST_MAX_CHARS = 64_000
+
+
+@attrs.frozen
+class CoalesceConfig:
+    """Requests of a mapping with the same rendered `key` within `window` of each other become
+    one run, started when the window closes, at the latest `max_wait` after the first
+    (`hookwise.server.store.coalesce`). `keep`: the newest message, or a bounded digest of all."""
+
+    key: str
+    window: Duration = attrs.field(default=Duration(30), validator=positive)
+    max_wait: Duration = attrs.field(default=Duration(300), validator=positive)
+    keep: Literal["latest", "all"] = "latest"
+
+
 @attrs.frozen
 class CallbackConfig:
     """`callback`: POST the run's outcome, signed as Standard Webhooks, when the run ends.
@@ -283,6 +301,8 @@ class MappingConfig:
     # Runs of this mapping executing at once per gateway process (besides the agent's own
     # `maxConcurrentRuns`), so that one noisy source cannot take every slot of its agent.
     max_concurrent_runs: int | None = attrs.field(default=None, validator=positive)
+    # Bursts about one entity become one run (`CoalesceConfig`).
+    coalesce: CoalesceConfig | None = None
 
     # What the rule's path answers a request no rule matched (`hookwise.engine.rules.unmatched`):
     # shared by every rule on the path; unsaid, `acknowledge` behind a signature block.

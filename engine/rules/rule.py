@@ -182,6 +182,7 @@ def compile_rule(
         "to": config.to,
         "model": config.model,
         "thinking": config.thinking,
+        "coalesce.key": config.coalesce.key if config.coalesce is not None else None,
     }
     for key, text in sources.items():
         if text is None:
@@ -191,6 +192,17 @@ def compile_rule(
         except TemplateCompileError as exc:
             fail(key, str(exc))
 
+    if config.coalesce is not None and warnings is not None:
+        if config.action != "agent":
+            warnings.append(
+                f"rule {rule_id!r}: {prefix}coalesce: a wake mapping's events are not coalesced"
+                " (only an agent mapping's runs are)"
+            )
+        if config.for_each is not None:
+            warnings.append(
+                f"rule {rule_id!r}: {prefix}coalesce: a forEach batch of several items is not"
+                " coalesced (only a request that makes one run is)"
+            )
     needed = "messageTemplate" if config.action == "agent" else "textTemplate"
     if sources[needed] is None and config.transform is None and warnings is not None:
         # the peer loads it and refuses each request it matches: so do we (400 missing_field)

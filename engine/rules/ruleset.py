@@ -145,6 +145,8 @@ class Outcome:
     delivery_id: str | None = None  # the provider's id of this delivery (see `dedupe`)
     #: where the runs' outcomes are posted when they end (`callback`), already judged
     callback_url: str | None = None
+    #: the rule's `coalesce.key` rendered for this request (None: the rule does not coalesce)
+    coalesce_key: str | None = None
 
 
 def _merge(kind: ActionKind, fields: dict[str, Any], override: dict[str, Any]) -> ActionSpec:
@@ -391,8 +393,21 @@ class RuleSet:
                 body = self._guard(rule, "respond.body", lambda: render_body(variables))
             respond = attrs.evolve(rule.config.respond, body=body)
         callback_url = _callback_url(rule, payload) if actions else None
+        coalesce_key = None
+        key_template = rule.templates.get("coalesce.key")
+        if key_template is not None and actions:
+            coalesce_key = self._guard(
+                rule, "coalesce.key", partial(key_template.render, variables)
+            )
         return Outcome(
-            rule.id, tuple(actions), not actions, respond, extracted, delivery_id, callback_url
+            rule.id,
+            tuple(actions),
+            not actions,
+            respond,
+            extracted,
+            delivery_id,
+            callback_url,
+            coalesce_key,
         )
 
     def _render(self, rule: CompiledRule, scope: Mapping[str, Any]) -> ActionSpec:

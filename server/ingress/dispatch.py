@@ -21,6 +21,7 @@ from ..channels.webhook import CALLBACK_PREFIX, envelope
 from ..ids import new_id
 from ..store.base import Accepted, AcceptOp, NewEvent, NewRun, RequestLogEntry, Store
 from ..store.bounded import within_store_wait
+from ..store.coalesce import CoalesceSpec
 from ..store.records import NewDelivery
 from .asgi import encode_json
 
@@ -119,6 +120,7 @@ def _response(
     rule_id: str | None,
     respond: RespondConfig | None,
     notes: Sequence[NewDelivery] = (),
+    coalesced: bool = False,
 ) -> tuple[int, bytes | None]:
     if respond is not None and respond.wait is None:  # a waited answer is the run's
         return respond.status, respond_body(respond)
@@ -138,6 +140,8 @@ def _response(
         out["runs"] = [{"runId": r.run_id, "sessionKey": r.session_key} for r in runs]
     if rule_id is not None:
         out["rule"] = rule_id
+    if coalesced:
+        out["coalesced"] = True
     return (202 if runs else 200), encode_json(out)
 
 
@@ -171,6 +175,7 @@ class Dispatcher:
         idempotency_key: str | None = None,
         fingerprint: str | None = None,
         callback_url: str | None = None,
+        coalesce: CoalesceSpec | None = None,
     ) -> Accepted:
         events = [_event(a, rule_id) for a in actions if isinstance(a, WakeAction)]
         runs = [_run(a, rule_id, callback_url) for a in actions if isinstance(a, AgentAction)]
@@ -180,11 +185,15 @@ class Dispatcher:
             if isinstance(a, NotifyAction)
             for d in _notes(a, rule_id, callback_url)
         ]
-        status, body = _response(events, runs, rule_id, respond, notes)
+        if len(runs) != 1 or events or notes:  # only a request of one run coalesces
+            coalesce = None
+        now = self._clock()
+        if coalesce is not None:
+            runs = [attrs.evolve(runs[0], not_before=now + min(coalesce.window, coalesce.max_wait))]
+        status, body = _response(events, runs, rule_id, respond, notes, coalesce is not None)
         kind = "wake" if not runs else "agent" if not events else "mixed"
         if notes and not events and not runs:
             kind = "notify"
-        now = self._clock()
         op = AcceptOp(
             status=status,
             body=body if body is not None else b"",
@@ -209,8 +218,15 @@ class Dispatcher:
             now=now,
             idempotency_window=self.idempotency_window,
             deliveries=tuple(notes),
+            coalesce=coalesce,
         )
         accepted = await within_store_wait(self.store.accept(op))
+        if accepted.joined is not None and coalesce is not None:
+            # the waiting run it joined: its window now closes `window` from now (or sooner)
+            runs = [attrs.evolve(runs[0], run_id=accepted.joined, not_before=now + coalesce.window)]
+            log.info(
+                "%s: joined run %s (coalesce key %r)", meta.path, accepted.joined, coalesce.key
+            )
         if not accepted.replayed and not accepted.conflict:
             for listener in self._listeners:
                 try:

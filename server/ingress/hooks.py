@@ -41,6 +41,7 @@ from ...engine.actions import (
     validate_agent,
     validate_wake,
 )
+from ...engine.config.mapping import CoalesceConfig
 from ...engine.config.sessions import mapping_source
 from ...engine.errors import RequestError
 from ...engine.request import BUILT_IN_HOOKS, InboundRequest
@@ -56,6 +57,7 @@ from .. import metrics
 from ..logs import escape_control
 from ..store.base import StoreUnavailable
 from ..store.bounded import retry_after_store, store_unavailable
+from ..store.coalesce import CoalesceSpec, stored_key
 from ..store.records import StoredPayload
 from .answer import STATUS_PREFIX, Answers
 from .asgi import content_length, read_body, send_error, send_json
@@ -500,6 +502,7 @@ class HookEndpoint:
             idempotency_key=idem_key,
             fingerprint=fingerprint,
             callback_url=resolved.callback_url,
+            coalesce=resolved.coalesce,
         )
         if accepted.conflict:
             raise RequestError(
@@ -625,6 +628,7 @@ class HookEndpoint:
             delivery_id=outcome.delivery_id,
             batch=batch,
             callback_url=outcome.callback_url,
+            coalesce=coalesce_spec(rule.config.coalesce, outcome.coalesce_key),
         )
 
     def _retain(
@@ -681,6 +685,15 @@ class Resolved:
     ignored: bool = False
     #: where its runs' outcomes are posted when they end (the rule's `callback`)
     callback_url: str | None = None
+    #: the rule's `coalesce`, with its key rendered for this request
+    coalesce: CoalesceSpec | None = None
+
+
+def coalesce_spec(config: CoalesceConfig | None, key: str | None) -> CoalesceSpec | None:
+    """A rule's `coalesce` for one request (None: the rule does not coalesce)."""
+    if config is None or key is None:
+        return None
+    return CoalesceSpec(stored_key(key), config.window, config.max_wait, config.keep)
 
 
 def provider_value(value: str | None) -> str | None:

@@ -225,6 +225,11 @@ class Runtime:
         for agent_id in {r.agent_id for r in runs}:
             lane = self.lanes.get(agent_id)
             (lane.notify if lane is not None else self._notify_lanes)()
+        for r in runs:  # a coalescing run: claimable when its window closes
+            if r.not_before is not None:
+                lane = self.lanes.get(r.agent_id)
+                for each in [lane] if lane is not None else self.lanes.values():
+                    each.notify_at(r.not_before)
         if runs and self.shared:
             self._signal("runs")
         woken = {e.session for e in events if e.mode == "now"}

@@ -59,6 +59,8 @@ HISTORY_TURNS = 40
 #: what a lane plans at an ending without lifecycle subscribers: the callback only
 _CALLBACK_ONLY = SignedOutcomes()
 POLL_SECONDS = 5.0
+#: a claim woken for a run's `not_before` comes this long after it (clocks compare in floats)
+NOT_BEFORE_SLACK = 0.01
 #: waits (seconds) between tries of a run's final commit after it failed; the last repeats
 FINISH_RETRY = (0.25, 0.5, 1.0, 2.0)
 #: tries of a final commit that fails with an error other than the store being unavailable,
@@ -136,6 +138,11 @@ class RunWorkers:
     def notify(self) -> None:
         """New runs were queued."""
         self._wakeup.set()
+
+    def notify_at(self, when: float) -> None:
+        """A run becomes claimable at `when` (a coalescing window closes): claim then."""
+        delay = max(0.0, when - self._clock()) + NOT_BEFORE_SLACK
+        asyncio.get_running_loop().call_later(delay, self._wakeup.set)
 
     def start(self) -> None:
         self._wakeup.set()

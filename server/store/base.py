@@ -21,6 +21,7 @@ import attrs
 
 from ...engine.names import DEFAULT_AGENT_ID
 from ..ids import new_id
+from .coalesce import CoalesceSpec
 from .lanes import LaneStat, Pause
 from .modelcalls import BreakerPolicy, BreakerRecord, ModelCallRecord
 from .records import (
@@ -65,6 +66,8 @@ class NewRun:
     agent_id: str = DEFAULT_AGENT_ID
     #: where the run's outcome is posted when it ends (its mapping's `callback`)
     callback_url: str | None = None
+    #: not claimable before this time (a coalescing run's window; `hookwise.server.store.coalesce`)
+    not_before: float | None = None
 
 
 @attrs.frozen
@@ -107,6 +110,9 @@ class AcceptOp:
     idempotency_window: float = 86400.0
     #: notifications (`action: notify`): pending deliveries with no run
     deliveries: tuple[NewDelivery, ...] = ()
+    #: fold the one run of `runs` into a waiting run of the same mapping and key
+    #: (`hookwise.server.store.coalesce`)
+    coalesce: CoalesceSpec | None = None
 
 
 @attrs.frozen
@@ -117,6 +123,8 @@ class Accepted:
     body: bytes
     replayed: bool = False
     conflict: bool = False
+    #: the waiting run this request joined instead of writing its own (coalescing)
+    joined: str | None = None
 
 
 @attrs.frozen

@@ -31,7 +31,7 @@ def test_an_agents_claim_uses_its_index_on_sqlite(tmp_path: Path) -> None:
     async def body(store: Any) -> None:
         runs = await _queue_runs(store)
         with sqlite3.connect(backend.path) as conn:
-            args = (NOW, NOW, 600.0, 60.0, "quiet", "[]", 4)
+            args = (NOW, NOW, 600.0, 60.0, "quiet", "[]", NOW, 4)
             plan = " / ".join(
                 row[3]
                 for row in conn.execute(f"EXPLAIN QUERY PLAN {sqlite_runtime.CLAIM_AGENT}", args)

@@ -90,10 +90,11 @@ def _claim_sql(which: str) -> str:
     # run (with stale statistics the planner otherwise filtered them all, then sorted)
     return (
         "WITH picked AS MATERIALIZED (SELECT q.seq FROM"
-        f" (SELECT seq, session_key, agent_id, rule_id FROM runs WHERE {which}"
+        f" (SELECT seq, session_key, agent_id, rule_id, not_before FROM runs WHERE {which}"
         " ORDER BY seq OFFSET 0) q"
         f" WHERE TRUE{SESSION_FREE} AND NOT {run_paused('q')}"
         " AND (q.rule_id IS NULL OR NOT (q.rule_id = ANY($5::text[])))"
+        " AND (q.not_before IS NULL OR q.not_before <= $1::float8)"
         " LIMIT $4 FOR UPDATE SKIP LOCKED)"
         " UPDATE runs SET state = 'running', started_at = $1::float8, attempts = attempts + 1,"
         " lease_until = $1::float8 + COALESCE(timeout_seconds, $2::float8) + $3::float8"

@@ -39,6 +39,7 @@ from ..rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from . import runtime as rt
 from .accept import AcceptLane, insert_log
 from .admin import PostgresAdminReads
+from .coalesce import accept_coalescing
 from .lanes import PostgresLanes
 from .migrate import migrate, quote_ident
 from .modelcalls import PostgresModelCalls
@@ -152,7 +153,11 @@ class PostgresStore(
 
     async def accept(self, op: AcceptOp) -> Accepted:
         """Write a request's key, events, runs and log line with the next group of the accept
-        lane (see `accept`); returns once they are committed."""
+        lane (see `accept`); returns once they are committed. A request of a coalescing
+        mapping is written in a transaction of its own (`coalesce`)."""
+        if op.coalesce is not None and len(op.runs) == 1 and not op.events:
+            async with self._readers.acquire() as conn:
+                return await accept_coalescing(conn, op, op.coalesce, op.runs[0])
         return await self._accepts.submit(op)
 
     def log_request(self, entry: RequestLogEntry) -> None:

@@ -7,6 +7,7 @@ import sqlite3
 
 from ..base import Accepted, AcceptOp, RequestLogEntry
 from ..rows import LOG_COLUMNS, delivery_row, event_row, log_row, run_row
+from .coalesce import accept_coalescing, joined_log, open_window
 from .inserts import InsertInto
 from .writer import Rows
 
@@ -60,6 +61,13 @@ def accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
             " VALUES (?, ?, ?, ?, ?)",
             (op.idempotency_key, op.fingerprint, op.status, op.body, op.now),
         )
+    spec = op.coalesce if len(op.runs) == 1 and not op.events else None
+    if spec is not None:
+        answer = accept_coalescing(op, spec, op.runs[0], cur)
+        if answer is not None and answer.joined is not None:
+            insert_log(cur, joined_log(op, answer.joined).log)
+            _remember(cur, op, answer)
+            return answer
     if op.events:
         cur.executemany(EVENTS.sql(1), [(*event_row(e), op.now) for e in op.events])
     if op.runs:
@@ -72,5 +80,15 @@ def accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
             DELIVERIES.sql(1),
             [(*delivery_row(d), op.now, op.now, op.now) for d in op.deliveries],
         )
+    if spec is not None:
+        open_window(cur, spec, op.runs[0], op.now)
     insert_log(cur, op.log)
     return Accepted(status=op.status, body=op.body)
+
+
+def _remember(cur: sqlite3.Cursor, op: AcceptOp, answer: Accepted) -> None:
+    """A joining request's idempotency record keeps the answer it was given (the joined run)."""
+    if op.idempotency_key is not None:
+        cur.execute(
+            "UPDATE idempotency_keys SET body = ? WHERE key = ?", (answer.body, op.idempotency_key)
+        )

@@ -93,12 +93,16 @@ SESSION_FREE = (
 NOT_FULL = " AND (q.rule_id IS NULL OR q.rule_id NOT IN (SELECT value FROM json_each(?)))"
 
 
+#: not a coalescing run whose window is still open (`not_before`, migration 0019)
+DUE = " AND (q.not_before IS NULL OR q.not_before <= ?)"
+
+
 def _claim_sql(which: str) -> str:
     return (
         "UPDATE runs SET state = 'running', started_at = ?, attempts = attempts + 1,"
         " lease_until = ? + COALESCE(timeout_seconds, ?) + ?"
         f" WHERE seq IN (SELECT q.seq FROM runs q WHERE {which}{SESSION_FREE}"
-        f" AND NOT {run_paused('q')}{NOT_FULL} ORDER BY q.seq LIMIT ?)"
+        f" AND NOT {run_paused('q')}{NOT_FULL}{DUE} ORDER BY q.seq LIMIT ?)"
         f" RETURNING {RUN_COLUMNS}"
     )
 
@@ -128,8 +132,8 @@ def claim_runs(
     lease_args = (now, now, default_timeout, lease)
     full_json = json.dumps(list(full))
     if agent_id is None:
-        return cur.execute(CLAIM_ANY, (*lease_args, full_json, limit)).fetchall()
-    return cur.execute(CLAIM_AGENT, (*lease_args, agent_id, full_json, limit)).fetchall()
+        return cur.execute(CLAIM_ANY, (*lease_args, full_json, now, limit)).fetchall()
+    return cur.execute(CLAIM_AGENT, (*lease_args, agent_id, full_json, now, limit)).fetchall()
 
 
 def finish_rows(o: RunOutcome) -> Rows:

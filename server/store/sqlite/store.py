@@ -227,7 +227,9 @@ class SQLiteStore(
     # the request path -------------------------------------------------------------------------
 
     async def accept(self, op: AcceptOp) -> Accepted:
-        if op.idempotency_key is None:  # nothing to read first: rows the writer can merge
+        if (
+            op.idempotency_key is None and op.coalesce is None
+        ):  # nothing to read first: rows the writer can merge
             return await self._writer.submit_rows(
                 accept_rows(op), Accepted(status=op.status, body=op.body)
             )
