@@ -62,6 +62,9 @@ def _env(text: str) -> dict[str, str]:
         "SVIX_WEBHOOK_SECRET": "whsec_"
         + base64.b64encode(b"docs-standard-webhooks-key-0123").decode(),
         "SVIX_PUBLIC_KEY": "whpk_" + base64.b64encode(bytes(range(32))).decode(),
+        # Standard Webhooks secrets of callbacks and lifecycle subscribers (docs/answers-back.md)
+        "CALLBACK_SECRET": "whsec_" + base64.b64encode(b"docs-callback-secret-0123").decode(),
+        "EVENTS_SECRET": "whsec_" + base64.b64encode(b"docs-events-secret-01234").decode(),
     }
     return {
         name: values.get(name, f"docs-{name.lower()}-0123456789") for name in ENV_REF.findall(text)
