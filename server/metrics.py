@@ -132,6 +132,11 @@ class _Metrics:
             "Cost of model calls from models.prices (calls of unpriced models count nothing)",
             ("agent", "mapping", "model"),
         )
+        self.budget_breaches = counter(
+            "hookwise_budget_breaches",
+            "Budgets found spent (their lane held), once per window, by scope and name",
+            ("scope", "name"),
+        )
         #: label values seen per label, bounded (`MAX_LABEL_VALUES`, then `other`)
         self._seen: dict[str, set[str]] = {}
         from prometheus_client import Gauge
@@ -321,6 +326,12 @@ def model_call(call: Any) -> None:
             m.model_tokens.labels(call.agent_id, mapping, model, kind).inc(n)
     if call.cost:
         m.model_cost.labels(call.agent_id, mapping, model).inc(call.cost)
+
+
+def budget_breach(scope: str, name: str) -> None:
+    """A budget was found spent and its lane held (`hookwise.server.runtime.budgets`)."""
+    if _metrics is not None:
+        _metrics.budget_breaches.labels(scope, _metrics.bounded("budget", name)).inc()
 
 
 def heartbeat(agent: str, outcome: str) -> None:

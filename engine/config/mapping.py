@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import attrs
 
+from .budgets import BudgetConfig
 from .convert import converter
 from .durations import Duration
 from .limits import RateLimitConfig, RouteLimitsConfig, positive
@@ -264,6 +265,9 @@ class MappingConfig:
     # Runs of this mapping executing at once per gateway process (besides the agent's own
     # `maxConcurrentRuns`), so that one noisy source cannot take every slot of its agent.
     max_concurrent_runs: int | None = attrs.field(default=None, validator=positive)
+    # What its runs may spend per window; past it, its runs are held (`reason: budget`) until
+    # the window allows (see hookwise.engine.config.budgets, hookwise.server.runtime.budgets).
+    budget: BudgetConfig | None = None
 
     # What the rule's path answers a request no rule matched (`hookwise.engine.rules.unmatched`):
     # shared by every rule on the path; unsaid, `acknowledge` behind a signature block.

@@ -26,9 +26,10 @@ from typing import Any
 
 from ...engine.config.agents import Agent, Roster
 from ...engine.config.models import Config
-from ..store.base import NewEvent, NewRun, Store
+from ..store.base import NewEvent, NewRun, RunRecord, Store
 from ..store.modelcalls import BreakerPolicy
 from ..store.records import Route
+from .budgets import Budgets
 from .chain import Accounting
 from .deliveries import DeliveryWorker
 from .heartbeat import Heartbeats
@@ -96,6 +97,8 @@ class Runtime:
         self.rule_tools: Callable[[str], Sequence[str]] = lambda rule_id: ()
         #: each mapping's `maxConcurrentRuns` by rule id (the gateway points it at its rules)
         self.mapping_caps: Callable[[], Mapping[str, int]] = dict
+        #: the budget check of claimed runs (the gateway sets it when a budget is configured)
+        self.budgets: Budgets | None = None
         several = len(self.roster.agents) > 1
         retention = config.hooks.payload_retention
         # tool results are kept where payloads of every kind are (a written retainPayloads)
@@ -148,6 +151,7 @@ class Runtime:
                 mapping_caps=lambda: self.mapping_caps(),
                 accounting=self.accounting,
                 fallbacks=agent.models.fallbacks,
+                admit=self._admit,
             )
         self._topics = {
             a.id: "heartbeat" if a.default else f"heartbeat_{i}"
@@ -214,6 +218,10 @@ class Runtime:
         for session in woken:
             agent = self.roster.by_main_session.get(session, self.roster.default)
             self.request_heartbeat("wake", agent.id)
+
+    async def _admit(self, runs: list[RunRecord]) -> list[RunRecord]:
+        """Claimed runs that may start: all of them unless budgets are configured."""
+        return runs if self.budgets is None else await self.budgets.admit(runs)
 
     def released(self) -> None:
         """Held work was released (a pause lifted): every lane claims, in every process, and

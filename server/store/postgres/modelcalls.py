@@ -17,6 +17,7 @@ from ..modelcalls import (
     BreakerRecord,
     ModelCallRecord,
     after_failure,
+    spend_sql,
 )
 from .parts import PostgresParts
 
@@ -51,6 +52,10 @@ class PostgresModelCalls(PostgresParts):
             list(owner_ids),
         )
         return [ModelCallRecord.from_row(tuple(r)) for r in rows]
+
+    async def spend(self, column: str, name: str, *, since: float) -> tuple[int, float]:
+        row = await self._readers.fetchrow(spend_sql(column, "$1", "$2"), name, since)
+        return int(row[0]), float(row[1])
 
     async def breakers(self) -> list[BreakerRecord]:
         rows = await self._readers.fetch(
