@@ -396,6 +396,7 @@ def render(
     pending_events: Mapping[str, int] | None = None,
     lanes: Sequence[tuple[str, str, int, float | None]] = (),
     breakers: Mapping[str, str] | None = None,
+    budgets: Sequence[tuple[str, str, str, float, float]] = (),
 ) -> bytes:
     """The scrape's body: every process's metrics plus the gauges read from the store: `queues`
     (name -> (depth, age in seconds of the oldest item or None)), `running` (agent -> (running
@@ -472,6 +473,21 @@ def render(
         for model, state in sorted(breakers.items()):
             gauge.add_metric([model], BREAKER_VALUES.get(state, 0))
         families.append(gauge)
+    if budgets:
+        spend = GaugeMetricFamily(
+            "hookwise_budget_spend",
+            "Spend in each budget's current window, from the store (tokens or cost)",
+            labels=["scope", "name", "kind"],
+        )
+        limit = GaugeMetricFamily(
+            "hookwise_budget_limit",
+            "Each budget's limit per window (tokens or cost), from the configuration",
+            labels=["scope", "name", "kind"],
+        )
+        for scope, name, kind, spent, ceiling in budgets:
+            spend.add_metric([scope, name, kind], spent)
+            limit.add_metric([scope, name, kind], ceiling)
+        families += [spend, limit]
     build = GaugeMetricFamily(
         "hookwise_build_info",
         "The running build (always 1): hookwise's version and Python's",

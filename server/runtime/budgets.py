@@ -141,6 +141,22 @@ class Budgets:
         )
         metrics.budget_breach(scope.kind, scope.name)
 
+    async def gauges(self) -> list[tuple[str, str, str, float, float]]:
+        """Each configured budget's spend in its current window against its limit, per limit:
+        (scope, name, `tokens` or `cost`, spent, limit). Bounded by the configuration."""
+        found: list[tuple[str, str, str, float, float]] = []
+        for kind, budgets in (
+            ("mapping", self._mapping_budgets()),
+            ("agent", self._agent_budgets()),
+        ):
+            for name, budget in sorted(budgets.items()):
+                spent = await self.spend(Scope(kind, name, budget))
+                if budget.tokens is not None:
+                    found.append((kind, name, "tokens", float(spent.tokens), float(budget.tokens)))
+                if budget.cost is not None:
+                    found.append((kind, name, "cost", spent.cost, float(budget.cost)))
+        return found
+
     async def waive(self, kind: str, name: str, *, by: str) -> float | None:
         """An operator released a lane its budget held: the budget is not checked again until
         the spend that filled it has left the window. Until when (None: no such budget)."""

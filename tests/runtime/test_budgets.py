@@ -6,6 +6,7 @@ budget for the window). Spend is read from the store, so a restart forgets nothi
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -48,14 +49,15 @@ def resume(gw: GatewayProcess, kind: str, name: str) -> httpx.Response:
     )
 
 
-def breaches(gw: GatewayProcess) -> float:
+def scrape(gw: GatewayProcess, name: str) -> dict[str, float]:
+    """The samples of `name` in a scrape, by their labels as written."""
     assert gw.client is not None
     body = gw.client.get("/metrics", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).text
-    return sum(
-        float(line.rsplit(" ", 1)[1])
+    return {
+        line.rsplit(" ", 1)[0][len(name) :]: float(line.rsplit(" ", 1)[1])
         for line in body.splitlines()
-        if line.startswith("hookwise_budget_breaches_total{")
-    )
+        if line.startswith(name + "{")
+    }
 
 
 def test_runs_past_the_budget_are_held_in_order_then_released_after_the_window(
@@ -75,7 +77,12 @@ def test_runs_past_the_budget_are_held_in_order_then_released_after_the_window(
     [pause] = pauses(gw)
     assert pause["kind"] == "agent" and pause["name"] == "main" and pause["by"] == "budget"
     assert pause["reason"].startswith("budget: ")
-    assert breaches(gw) == 1
+    assert sum(scrape(gw, "hookwise_budget_breaches_total").values()) == 1
+    labels = '{kind="tokens",name="main",scope="agent"}'
+    assert scrape(gw, "hookwise_budget_limit")[labels] == 1500
+    spent = scrape(gw, "hookwise_budget_spend")[labels]
+    m = re.match(r"budget: (\d+) tokens", pause["reason"])
+    assert m is not None and spent == int(m.group(1)) >= 1500
     # the window slides past the first two runs' calls: both go, in their order
     third = run_state(gw, ids[2], "succeeded", "failed", timeout=60)
     fourth = run_state(gw, ids[3], "succeeded", "failed", timeout=60)
