@@ -28,6 +28,7 @@ from ...engine.config.budgets import BudgetConfig
 from .. import metrics
 from ..store.base import RunRecord, Store
 from ..store.lanes import BY_BUDGET, PAUSED_COLUMN, Pause
+from .providers.base import Usage
 
 log = logging.getLogger("hookwise.budgets")
 
@@ -156,6 +157,32 @@ class Budgets:
                 if budget.cost is not None:
                     found.append((kind, name, "cost", spent.cost, float(budget.cost)))
         return found
+
+    async def crossed(self, run: RunRecord, usage: Usage | None) -> str | None:
+        """Why a run in progress must stop calling tools: a budget of it is reached by what was
+        spent without it plus what it spent so far (`usage`, its own calls not yet recorded
+        counted once); None: it may go on."""
+        own = 0 if usage is None else (usage.input_tokens or 0) + (usage.output_tokens or 0)
+        for scope in self.scopes_of(run):
+            now = self._clock()
+            waived = await self._store.budget_waiver(scope.kind, scope.name)
+            if waived is not None and waived > now:
+                continue
+            since = scope.budget.window_start(now)
+            column = PAUSED_COLUMN[scope.kind]
+            tokens, cost = await self._store.spend(
+                column, scope.name, since=since, exclude=run.run_id
+            )
+            if scope.budget.exceeded(tokens + own, cost):
+                log.warning(
+                    "run %s crossed the budget of %s %s (%d tokens): no more tool calls",
+                    run.run_id,
+                    scope.kind,
+                    scope.name,
+                    tokens + own,
+                )
+                return f"the budget of {scope.kind} {scope.name} is spent ({tokens + own} tokens)"
+        return None
 
     async def waive(self, kind: str, name: str, *, by: str) -> float | None:
         """An operator released a lane its budget held: the budget is not checked again until

@@ -33,6 +33,7 @@ from .budgets import Budgets
 from .chain import Accounting
 from .deliveries import DeliveryWorker
 from .heartbeat import Heartbeats
+from .providers.base import Usage
 from .providers.registry import Providers
 from .routing import Router
 from .runs import RunWorkers
@@ -146,6 +147,7 @@ class Runtime:
                     agent_tools=agent.tools,
                     rule_tools=lambda rule_id: self.rule_tools(rule_id),
                     keep_payloads=keep_payloads,
+                    over_budget=self._crossed,
                 ),
                 alone=not shared,
                 mapping_caps=lambda: self.mapping_caps(),
@@ -222,6 +224,10 @@ class Runtime:
     async def _admit(self, runs: list[RunRecord]) -> list[RunRecord]:
         """Claimed runs that may start: all of them unless budgets are configured."""
         return runs if self.budgets is None else await self.budgets.admit(runs)
+
+    async def _crossed(self, run: RunRecord, usage: Usage | None) -> str | None:
+        """Why a run in progress must stop calling tools (a budget crossed); None: go on."""
+        return None if self.budgets is None else await self.budgets.crossed(run, usage)
 
     def released(self) -> None:
         """Held work was released (a pause lifted): every lane claims, in every process, and

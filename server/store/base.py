@@ -307,9 +307,12 @@ class Store(Protocol):
         """The model calls of several runs or heartbeats (by id), each one's in order."""
         ...
 
-    async def spend(self, column: str, name: str, *, since: float) -> tuple[int, float]:
+    async def spend(
+        self, column: str, name: str, *, since: float, exclude: str = ""
+    ) -> tuple[int, float]:
         """Tokens (in and out) and cost of the model calls whose `column` (`rule_id` or
-        `agent_id`) is `name`, started at `since` or later: what a budget counts."""
+        `agent_id`) is `name`, started at `since` or later, but those of run `exclude`: what a
+        budget counts."""
         ...
 
     async def breakers(self) -> list[BreakerRecord]:

@@ -32,14 +32,15 @@ SPEND_COLUMNS = ("rule_id", "agent_id")
 SPEND = (
     "SELECT COALESCE(SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0),"
     " COALESCE(SUM(cost), 0) FROM model_calls WHERE {column} = {name} AND started_at >= {since}"
+    " AND owner_id <> {exclude}"
 )
 
 
-def spend_sql(column: str, name: str, since: str) -> str:
+def spend_sql(column: str, name: str, since: str, exclude: str) -> str:
     """The spend query over `column` (one of `SPEND_COLUMNS`) with the store's placeholders."""
     if column not in SPEND_COLUMNS:
         raise ValueError(f"no budget counts by {column!r}")
-    return SPEND.format(column=column, name=name, since=since)
+    return SPEND.format(column=column, name=name, since=since, exclude=exclude)
 
 
 BREAKER_COLUMNS = (

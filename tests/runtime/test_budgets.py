@@ -171,3 +171,37 @@ def test_a_mapping_budget_holds_only_its_own_lane(start_gateway, model_server: M
     [pause] = pauses(gw)
     assert (pause["kind"], pause["name"], pause["by"]) == ("mapping", "metered", "budget")
     eventually(lambda: gw.admin(f"/api/runs/{second}")["run"]["state"] == "held", what="held")
+
+
+def test_a_run_that_crosses_its_budget_stops_calling_tools_and_says_so(
+    start_gateway, model_server: ModelServer
+) -> None:
+    from tests.fakes.mcp_server import stdio_command
+    from tests.fakes.model_server import Reply, ToolCalls
+
+    cfg = config(model_server, model="fake/m")
+    cfg["tools"] = {"mcpServers": {"t": stdio_command()}, "callTimeoutSeconds": 30}
+    cfg["hooks"]["mappings"] = [
+        {
+            "id": "tooled",
+            "match": {"path": "tooled"},
+            "action": "agent",
+            "messageTemplate": "check {{ n }}",
+            "deliver": False,
+            "wakeMode": "next-heartbeat",
+            "tools": ["t.*"],
+            "budget": {"tokens": 20, "per": "1h"},
+        }
+    ]
+    gw = start_gateway(cfg)
+    # the first answer (the prompt's words in, 5 out) asks for a tool and crosses the budget
+    model_server.enqueue(ToolCalls((("t__echo", {"text": "x"}),), "looking"), Reply("never sent"))
+    run_id = gw.hook("tooled", {"n": 1}).json()["runId"]
+    run = run_state(gw, run_id, "succeeded", "failed", timeout=60)
+    assert run["state"] == "succeeded", run
+    assert "stopped this run before calling tools" in run["reply"]
+    assert "the budget of mapping tooled is spent" in run["reply"]
+    assert run["toolCalls"] == []
+    assert len([q for q in model_server.requests if "check 1" in str(q.body)]) == 1
+    assert run["usage"]["inputTokens"] + run["usage"]["outputTokens"] >= 20
+    assert "crossed the budget of mapping tooled" in gw.stderr()

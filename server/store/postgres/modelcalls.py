@@ -53,8 +53,11 @@ class PostgresModelCalls(PostgresParts):
         )
         return [ModelCallRecord.from_row(tuple(r)) for r in rows]
 
-    async def spend(self, column: str, name: str, *, since: float) -> tuple[int, float]:
-        row = await self._readers.fetchrow(spend_sql(column, "$1", "$2"), name, since)
+    async def spend(
+        self, column: str, name: str, *, since: float, exclude: str = ""
+    ) -> tuple[int, float]:
+        sql = spend_sql(column, "$1", "$2", "$3")
+        row = await self._readers.fetchrow(sql, name, since, exclude)
         return int(row[0]), float(row[1])
 
     async def breakers(self) -> list[BreakerRecord]:

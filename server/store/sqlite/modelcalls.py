@@ -87,9 +87,11 @@ class SQLiteModelCalls(SQLiteParts):
         )
         return [ModelCallRecord.from_row(r) for r in rows]
 
-    async def spend(self, column: str, name: str, *, since: float) -> tuple[int, float]:
-        sql = spend_sql(column, "?", "?")
-        row = await self._read(lambda conn: conn.execute(sql, (name, since)).fetchone())
+    async def spend(
+        self, column: str, name: str, *, since: float, exclude: str = ""
+    ) -> tuple[int, float]:
+        sql = spend_sql(column, "?", "?", "?")
+        row = await self._read(lambda conn: conn.execute(sql, (name, since, exclude)).fetchone())
         return int(row[0]), float(row[1])
 
     async def breakers(self) -> list[BreakerRecord]:
