@@ -129,6 +129,16 @@ class Budgets:
             f"budget: {spent.tokens} tokens, cost {spent.cost:g} since {spent.since:.0f}"
             f" (budget tokens {b.tokens}, cost {b.cost}, per {b.per:g}s {b.window})"
         )
+        found = [
+            p for p in await self._store.pauses() if (p.kind, p.name) == (scope.kind, scope.name)
+        ]
+        if found:
+            # held meanwhile (by another process's budget check, an operator, the configuration):
+            # that pause is applied again as it is, so that it holds this run too; one the
+            # budget would lift on its own never replaces an operator's
+            await self._store.pause(found[0])
+            log.info("run %s held by the pause of %s %s", run.run_id, scope.kind, scope.name)
+            return
         held = await self._store.pause(
             Pause(scope.kind, scope.name, BY_BUDGET, self._clock(), reason)  # type: ignore[arg-type]
         )
