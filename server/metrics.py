@@ -132,6 +132,11 @@ class _Metrics:
             "Cost of model calls from models.prices (calls of unpriced models count nothing)",
             ("agent", "mapping", "model"),
         )
+        self.budget_breaches = counter(
+            "hookwise_budget_breaches",
+            "Budgets found spent (their lane held), once per window, by scope and name",
+            ("scope", "name"),
+        )
         #: label values seen per label, bounded (`MAX_LABEL_VALUES`, then `other`)
         self._seen: dict[str, set[str]] = {}
         from prometheus_client import Gauge
@@ -345,6 +350,12 @@ def model_call(call: Any) -> None:
         m.model_cost.labels(call.agent_id, mapping, model).inc(call.cost)
 
 
+def budget_breach(scope: str, name: str) -> None:
+    """A budget was found spent and its lane held (`hookwise.server.runtime.budgets`)."""
+    if _metrics is not None:
+        _metrics.budget_breaches.labels(scope, _metrics.bounded("budget", name)).inc()
+
+
 def heartbeat(agent: str, outcome: str) -> None:
     if _metrics is not None:
         _metrics.heartbeats.labels(agent, outcome).inc()
@@ -407,6 +418,7 @@ def render(
     pending_events: Mapping[str, int] | None = None,
     lanes: Sequence[tuple[str, str, int, float | None]] = (),
     breakers: Mapping[str, str] | None = None,
+    budgets: Sequence[tuple[str, str, str, float, float]] = (),
 ) -> bytes:
     """The scrape's body: every process's metrics plus the gauges read from the store: `queues`
     (name -> (depth, age in seconds of the oldest item or None)), `running` (agent -> (running
@@ -483,6 +495,21 @@ def render(
         for model, state in sorted(breakers.items()):
             gauge.add_metric([model], BREAKER_VALUES.get(state, 0))
         families.append(gauge)
+    if budgets:
+        spend = GaugeMetricFamily(
+            "hookwise_budget_spend",
+            "Spend in each budget's current window, from the store (tokens or cost)",
+            labels=["scope", "name", "kind"],
+        )
+        limit = GaugeMetricFamily(
+            "hookwise_budget_limit",
+            "Each budget's limit per window (tokens or cost), from the configuration",
+            labels=["scope", "name", "kind"],
+        )
+        for scope, name, kind, spent, ceiling in budgets:
+            spend.add_metric([scope, name, kind], spent)
+            limit.add_metric([scope, name, kind], ceiling)
+        families += [spend, limit]
     build = GaugeMetricFamily(
         "hookwise_build_info",
         "The running build (always 1): hookwise's version and Python's",

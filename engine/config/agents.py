@@ -19,6 +19,7 @@ import attrs
 
 from ..errors import ConfigError, ConfigIssue
 from ..names import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
+from .budgets import BudgetConfig
 from .model_policy import ModelPolicy
 from .models import AgentDefaults, Config, HeartbeatConfig
 
@@ -45,6 +46,8 @@ class Agent:
     max_concurrent_runs: int
     #: the tools of its `/agent` runs and heartbeats (`server.tool`, `server.*`)
     tools: tuple[str, ...] = ()
+    #: what its runs may spend per window (`hookwise.engine.config.budgets`); None: no ceiling
+    budget: BudgetConfig | None = None
 
     @property
     def default_model(self) -> str:
@@ -176,6 +179,7 @@ class Roster:
                     timeout_seconds=entry.timeout_seconds or agent.timeout_seconds,
                     max_concurrent_runs=entry.max_concurrent_runs or agent.max_concurrent_runs,
                     tools=entry.tools if entry.tools is not None else agent.tools,
+                    budget=entry.budget if entry.budget is not None else agent.budget,
                 )
             )
         if issues:
@@ -197,4 +201,5 @@ def _agent(
         timeout_seconds=defaults.timeout_seconds,
         max_concurrent_runs=defaults.max_concurrent_runs,
         tools=defaults.tools,
+        budget=defaults.budget,
     )

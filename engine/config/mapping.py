@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import attrs
 
+from .budgets import BudgetConfig
 from .convert import converter
 from .durations import Duration
 from .limits import RateLimitConfig, RouteLimitsConfig, positive
@@ -303,6 +304,9 @@ class MappingConfig:
     max_concurrent_runs: int | None = attrs.field(default=None, validator=positive)
     # Bursts about one entity become one run (`CoalesceConfig`).
     coalesce: CoalesceConfig | None = None
+    # What its runs may spend per window; past it, its runs are held (`reason: budget`) until
+    # the window allows (see hookwise.engine.config.budgets, hookwise.server.runtime.budgets).
+    budget: BudgetConfig | None = None
 
     # What the rule's path answers a request no rule matched (`hookwise.engine.rules.unmatched`):
     # shared by every rule on the path; unsaid, `acknowledge` behind a signature block.

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import attrs
 
 from ..errors import ConfigIssue
+from .budgets import BudgetConfig
 from .convert import converter, structure
 from .durations import Duration
 from .gmail import GmailConfig
@@ -175,6 +176,8 @@ class AgentDefaults:
     fallback_channel: str | None = None
     #: the tools (`server.tool`, `server.*`) of an `/agent` run and of heartbeats; none if unset
     tools: tuple[str, ...] = ()
+    #: each agent's own budget unless it sets one (see `hookwise.engine.config.budgets`)
+    budget: BudgetConfig | None = None
 
 
 @attrs.frozen
@@ -192,6 +195,7 @@ class AgentEntry:
     timeout_seconds: float | None = None
     max_concurrent_runs: int | None = None
     tools: tuple[str, ...] | None = None
+    budget: BudgetConfig | None = None
 
 
 @attrs.frozen

@@ -106,6 +106,7 @@ async def _scrape(request: Request) -> Response[bytes]:
         now_running.pending_events,
         await lane_gauges(gateway),
         breakers,
+        await gateway.budgets.gauges(),
     )
     return Response(body, media_type=metrics.CONTENT_TYPE)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ...engine.actions import ValidationPolicy
+from ...engine.config.budgets import BudgetConfig
 from ...engine.config.load import load_config
 from ...engine.config.models import Config, LoadedConfig, RetainPayloadsConfig
 from ...engine.config.sessions import SessionPolicy
@@ -243,7 +244,19 @@ class Gateway:
             main_sessions={a.id: a.main_session for a in self.runtime.roster.agents},
             on_released=self.runtime.released,
         )
-        self._caps_of: tuple[RuleSet, dict[str, int]] | None = None
+        self._per_rule_of: dict[str, tuple[RuleSet, dict[str, Any]]] = {}
+        from ..runtime.budgets import Budgets
+
+        agent_budgets = {a.id: a.budget for a in self.runtime.roster.agents if a.budget is not None}
+        #: budgets of mappings and agents: runs over them are held (`reason: budget`)
+        self.budgets = Budgets(
+            self.store,
+            mapping_budgets=self._mapping_budgets,
+            agent_budgets=lambda: agent_budgets,
+            on_released=self.runtime.released,
+        )
+        self.runtime.budgets = self.budgets
+        self.lanes.waive_budget = self.budgets.waive
         self.runtime.mapping_caps = self._mapping_caps
         from ..sources.manager import Sources
 
@@ -260,20 +273,25 @@ class Gateway:
             self.rules.tools_of(rule_id) if self.rules is not None else ()
         )
 
-    def _mapping_caps(self) -> dict[str, int]:
-        """Each loaded mapping's `maxConcurrentRuns` (worked out once per set of rules)."""
+    def _per_rule(self, field: str) -> dict[str, Any]:
+        """Each loaded mapping's `field` of its config by rule id, where set (worked out once
+        per set of rules)."""
         rules = self.rules
         if rules is None:
             return {}
-        cached = self._caps_of
+        cached = self._per_rule_of.get(field)
         if cached is None or cached[0] is not rules:
-            caps = {
-                r.id: r.config.max_concurrent_runs
-                for r in rules.rules
-                if r.config.max_concurrent_runs is not None
-            }
-            cached = self._caps_of = (rules, caps)
+            found = {r.id: v for r in rules.rules if (v := getattr(r.config, field)) is not None}
+            cached = self._per_rule_of[field] = (rules, found)
         return cached[1]
+
+    def _mapping_caps(self) -> dict[str, int]:
+        """Each loaded mapping's `maxConcurrentRuns`."""
+        return self._per_rule("max_concurrent_runs")
+
+    def _mapping_budgets(self) -> dict[str, BudgetConfig]:
+        """Each loaded mapping's `budget`."""
+        return self._per_rule("budget")
 
     @property
     def admin_token(self) -> str | None:
@@ -402,6 +420,7 @@ class Gateway:
             asyncio.create_task(self._prune_payloads_forever(), name="hookwise-prune-payloads")
         )
         await self.lanes.follow_config(self.rules)
+        self._tasks.append(asyncio.create_task(self.budgets.run_forever(), name="hookwise-budgets"))
         await self.runtime.start()
         self._start_mail_watcher()
         self.sources.start()

@@ -29,10 +29,12 @@ from ...engine.config.models import Config
 from ..store.base import NewEvent, NewRun, RunRecord, Store
 from ..store.modelcalls import BreakerPolicy
 from ..store.records import Route, RunOutcome
+from .budgets import Budgets
 from .callbacks import SignedOutcomes
 from .chain import Accounting
 from .deliveries import DeliveryWorker
 from .heartbeat import Heartbeats
+from .providers.base import Usage
 from .providers.registry import Providers
 from .routing import Router
 from .runs import RunWorkers
@@ -104,6 +106,8 @@ class Runtime:
         self.rule_tools: Callable[[str], Sequence[str]] = lambda rule_id: ()
         #: each mapping's `maxConcurrentRuns` by rule id (the gateway points it at its rules)
         self.mapping_caps: Callable[[], Mapping[str, int]] = dict
+        #: the budget check of claimed runs (the gateway sets it when a budget is configured)
+        self.budgets: Budgets | None = None
         several = len(self.roster.agents) > 1
         retention = config.hooks.payload_retention
         # tool results are kept where payloads of every kind are (a written retainPayloads)
@@ -153,11 +157,13 @@ class Runtime:
                     agent_tools=agent.tools,
                     rule_tools=lambda rule_id: self.rule_tools(rule_id),
                     keep_payloads=keep_payloads,
+                    over_budget=self._crossed,
                 ),
                 alone=not shared,
                 mapping_caps=lambda: self.mapping_caps(),
                 accounting=self.accounting,
                 fallbacks=agent.models.fallbacks,
+                admit=self._admit,
             )
         self._topics = {
             a.id: "heartbeat" if a.default else f"heartbeat_{i}"
@@ -236,6 +242,14 @@ class Runtime:
         for session in woken:
             agent = self.roster.by_main_session.get(session, self.roster.default)
             self.request_heartbeat("wake", agent.id)
+
+    async def _admit(self, runs: list[RunRecord]) -> list[RunRecord]:
+        """Claimed runs that may start: all of them unless budgets are configured."""
+        return runs if self.budgets is None else await self.budgets.admit(runs)
+
+    async def _crossed(self, run: RunRecord, usage: Usage | None) -> str | None:
+        """Why a run in progress must stop calling tools (a budget crossed); None: go on."""
+        return None if self.budgets is None else await self.budgets.crossed(run, usage)
 
     def released(self) -> None:
         """Held work was released (a pause lifted): every lane claims, in every process, and

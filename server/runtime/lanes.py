@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import attrs
 
 from ...engine.rules.ruleset import RuleSet
 from ..store.base import Store
-from ..store.lanes import BY_CONFIG, Pause
+from ..store.lanes import BY_BUDGET, BY_CONFIG, Pause
 
 log = logging.getLogger("hookwise.lanes")
 
@@ -60,6 +60,9 @@ class Lanes:
         self._main_sessions = main_sessions
         self._on_released = on_released
         self._clock = clock
+        #: waives the budget of a lane its budget held, when an operator resumes it (set by
+        #: the gateway: `hookwise.server.runtime.budgets.Budgets.waive`)
+        self.waive_budget: Callable[..., Awaitable[float | None]] | None = None
 
     def _mappings(self, target: Target) -> list[str]:
         """The rule ids a mapping or path target names (UnknownTarget when none)."""
@@ -119,7 +122,12 @@ class Lanes:
                 found = [target.name]  # a mapping gone from the rules may still be paused
             names = [("mapping", rule_id) for rule_id in found]
         resumed, released = [], 0
+        by_budget = {
+            (p.kind, p.name) for p in await self._store.pauses() if p.paused_by == BY_BUDGET
+        }
         for kind, name in names:
+            if (kind, name) in by_budget and self.waive_budget is not None:
+                await self.waive_budget(kind, name, by=by)
             count = await self._store.resume(kind, name)
             if count is None:
                 continue

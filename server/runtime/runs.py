@@ -32,7 +32,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import attrs
 
@@ -95,7 +95,10 @@ class RunWorkers:
         mapping_caps: Callable[[], Mapping[str, int]] = dict,
         accounting: Accounting | None = None,
         fallbacks: tuple[str, ...] = (),
+        admit: Callable[[list[RunRecord]], Awaitable[list[RunRecord]]] | None = None,
     ) -> None:
+        #: the budget check of claimed runs (`hookwise.server.runtime.budgets`); None: no budgets
+        self._admit = admit
         #: each mapping's `maxConcurrentRuns` (rule id -> cap), read at every claim (reloads)
         self._mapping_caps = mapping_caps
         #: runs executing here, per mapping (rule id)
@@ -189,6 +192,10 @@ class RunWorkers:
                     await self._release_lost()
                     break
                 runs = await self._within_caps(runs, caps)
+                if self._admit is not None and runs:
+                    claimed = len(runs)
+                    runs = await self._admit(runs)
+                    self._slots.give(claimed - len(runs))
                 self._slots.give((grant.taken or 0) - len(runs))
                 if not runs:
                     break

@@ -28,6 +28,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, Protocol
 
 import attrs
@@ -76,6 +77,9 @@ class RunTools:
     recorder: ToolRecorder
     run_id: str
     keep_payloads: bool = False
+    #: why the run must stop calling tools (its budget was crossed), asked after each model
+    #: answer that asks for tools, with the run's usage so far; None: go on
+    over_budget: Callable[[Usage | None], Awaitable[str | None]] | None = None
 
 
 def wire_names(tools: Sequence[ToolInfo]) -> dict[str, ToolInfo]:
@@ -149,6 +153,12 @@ async def converse(
         usage = _usage_sum(usage, completion.usage)
         if not completion.tool_calls:
             return attrs.evolve(completion, usage=usage), records
+        stop = await tools.over_budget(usage) if tools.over_budget is not None else None
+        if stop is not None:
+            # the call that crossed the budget is finished and counted; no tool is called
+            note = f"[hookwise stopped this run before calling tools: {stop}]"
+            text = f"{completion.text}\n\n{note}" if completion.text else note
+            return attrs.evolve(completion, text=text, tool_calls=(), usage=usage), records
         if choice == "none":
             refused_rounds += 1
             if refused_rounds > EXTRA_ROUNDS:
@@ -300,7 +310,9 @@ class LaneTools:
         agent_tools: Sequence[str],
         rule_tools: Callable[[str], Sequence[str]],
         keep_payloads: bool,
+        over_budget: Callable[[RunRecord, Usage | None], Awaitable[str | None]] | None = None,
     ) -> None:
+        self._over_budget = over_budget
         self._host = host
         self._recorder = recorder
         self._agent_grant = Grant.parse(agent_tools)
@@ -314,7 +326,9 @@ class LaneTools:
         grant = Grant.parse(self._rule_tools(rule_id)) if rule_id is not None else self._agent_grant
         if not grant:
             return None
-        return RunTools(self._host, grant, self._recorder, run.run_id, self._keep)
+        check = self._over_budget
+        over = None if check is None else partial(check, run)
+        return RunTools(self._host, grant, self._recorder, run.run_id, self._keep, over)
 
 
 class BeatRecorder:

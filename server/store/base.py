@@ -321,6 +321,14 @@ class Store(Protocol):
         """The model calls of several runs or heartbeats (by id), each one's in order."""
         ...
 
+    async def spend(
+        self, column: str, name: str, *, since: float, exclude: str = ""
+    ) -> tuple[int, float]:
+        """Tokens (in and out) and cost of the model calls whose `column` (`rule_id` or
+        `agent_id`) is `name`, started at `since` or later, but those of run `exclude`: what a
+        budget counts."""
+        ...
+
     async def breakers(self) -> list[BreakerRecord]:
         """Every model's breaker that is not closed and clean, by model."""
         ...
@@ -421,6 +429,14 @@ class Store(Protocol):
 
     async def pauses(self) -> list[Pause]:
         """Every pause in force, oldest first."""
+        ...
+
+    async def waive_budget(self, kind: str, name: str, *, until: float, by: str) -> None:
+        """An operator released the budget of a mapping or agent: unchecked until `until`."""
+        ...
+
+    async def budget_waiver(self, kind: str, name: str) -> float | None:
+        """Until when the budget of a mapping or agent is waived (None: it is not)."""
         ...
 
     async def lanes(self) -> list[LaneStat]:

@@ -20,6 +20,8 @@ PAUSE_KINDS: tuple[PauseKind, ...] = ("mapping", "agent")
 PAUSED_COLUMN: dict[str, str] = {"mapping": "rule_id", "agent": "agent_id"}
 #: who paused a mapping whose configuration says `paused: true`
 BY_CONFIG = "config"
+#: who paused a mapping or an agent whose budget is spent (`hookwise.server.runtime.budgets`)
+BY_BUDGET = "budget"
 
 
 @attrs.frozen

@@ -27,6 +27,22 @@ COLUMNS = (
     " duration_ms, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost"
 )
 WIDTH = COLUMNS.count(",") + 1
+#: a budget's spend (`Store.spend`): tokens in and out, and cost, since a window's start
+SPEND_COLUMNS = ("rule_id", "agent_id")
+SPEND = (
+    "SELECT COALESCE(SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0),"
+    " COALESCE(SUM(cost), 0) FROM model_calls WHERE {column} = {name} AND started_at >= {since}"
+    " AND owner_id <> {exclude}"
+)
+
+
+def spend_sql(column: str, name: str, since: str, exclude: str) -> str:
+    """The spend query over `column` (one of `SPEND_COLUMNS`) with the store's placeholders."""
+    if column not in SPEND_COLUMNS:
+        raise ValueError(f"no budget counts by {column!r}")
+    return SPEND.format(column=column, name=name, since=since, exclude=exclude)
+
+
 BREAKER_COLUMNS = (
     "model, state, failures, window_start, open_until, probe_until, last_error_class, updated_at"
 )

@@ -61,6 +61,25 @@ class PostgresLanes(PostgresParts):
         rows = await self._readers.fetch(f"SELECT {_PAUSE_COLUMNS} FROM pauses ORDER BY paused_at")
         return [Pause(*row) for row in rows]
 
+    async def waive_budget(self, kind: str, name: str, *, until: float, by: str) -> None:
+        await self.write(
+            lambda conn: conn.execute(
+                "INSERT INTO budget_waivers (kind, name, until, waived_by) VALUES ($1, $2, $3, $4)"
+                " ON CONFLICT (kind, name) DO UPDATE SET until = excluded.until,"
+                " waived_by = excluded.waived_by",
+                kind,
+                name,
+                until,
+                by,
+            )
+        )
+
+    async def budget_waiver(self, kind: str, name: str) -> float | None:
+        until = await self._readers.fetchval(
+            "SELECT until FROM budget_waivers WHERE kind = $1 AND name = $2", kind, name
+        )
+        return None if until is None else float(until)
+
     async def lanes(self) -> list[LaneStat]:
         rows = await self._readers.fetch(
             "SELECT agent_id, rule_id, count(*) FILTER (WHERE state = 'queued'),"

@@ -17,6 +17,7 @@ from ..modelcalls import (
     BreakerRecord,
     ModelCallRecord,
     after_failure,
+    spend_sql,
 )
 from .parts import PostgresParts
 
@@ -51,6 +52,13 @@ class PostgresModelCalls(PostgresParts):
             list(owner_ids),
         )
         return [ModelCallRecord.from_row(tuple(r)) for r in rows]
+
+    async def spend(
+        self, column: str, name: str, *, since: float, exclude: str = ""
+    ) -> tuple[int, float]:
+        sql = spend_sql(column, "$1", "$2", "$3")
+        row = await self._readers.fetchrow(sql, name, since, exclude)
+        return int(row[0]), float(row[1])
 
     async def breakers(self) -> list[BreakerRecord]:
         rows = await self._readers.fetch(

@@ -40,6 +40,15 @@ def resume(cur: sqlite3.Cursor, kind: str, name: str) -> int | None:
     ).rowcount
 
 
+def waive_budget(cur: sqlite3.Cursor, kind: str, name: str, until: float, by: str) -> None:
+    cur.execute(
+        "INSERT INTO budget_waivers (kind, name, until, waived_by) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (kind, name) DO UPDATE SET until = excluded.until,"
+        " waived_by = excluded.waived_by",
+        (kind, name, until, by),
+    )
+
+
 class SQLiteLanes(SQLiteParts):
     """Pause, resume, the pauses and each lane's queue."""
 
@@ -55,6 +64,17 @@ class SQLiteLanes(SQLiteParts):
             return [Pause(*row) for row in rows]
 
         return await self._read(fn)
+
+    async def waive_budget(self, kind: str, name: str, *, until: float, by: str) -> None:
+        await self.write(partial(waive_budget, kind=kind, name=name, until=until, by=by))
+
+    async def budget_waiver(self, kind: str, name: str) -> float | None:
+        row = await self._read(
+            lambda conn: conn.execute(
+                "SELECT until FROM budget_waivers WHERE kind = ? AND name = ?", (kind, name)
+            ).fetchone()
+        )
+        return None if row is None else float(row[0])
 
     async def lanes(self) -> list[LaneStat]:
         def fn(conn: sqlite3.Connection) -> list[LaneStat]:

@@ -19,6 +19,7 @@ from ..modelcalls import (
     BreakerRecord,
     ModelCallRecord,
     after_failure,
+    spend_sql,
 )
 from .parts import SQLiteParts
 
@@ -85,6 +86,13 @@ class SQLiteModelCalls(SQLiteParts):
             ).fetchall()
         )
         return [ModelCallRecord.from_row(r) for r in rows]
+
+    async def spend(
+        self, column: str, name: str, *, since: float, exclude: str = ""
+    ) -> tuple[int, float]:
+        sql = spend_sql(column, "?", "?", "?")
+        row = await self._read(lambda conn: conn.execute(sql, (name, since, exclude)).fetchone())
+        return int(row[0]), float(row[1])
 
     async def breakers(self) -> list[BreakerRecord]:
         rows = await self._read(

@@ -1,0 +1,242 @@
+"""Budgets that hold, not fail: a run whose mapping or agent has spent its budget in the current
+window is not started; its lane is held (`reason: budget`) until the window allows.
+
+What a budget covers is counted from the store's `model_calls` records (`Store.spend`), so
+every process sees the same sum, and a restart forgets nothing. The check runs on each claimed
+run before it executes (`admit`): a run over budget goes back to the queue at its place, without
+using up an attempt, and a pause by `budget` (a row of `pauses`, see `hookwise.server.store.lanes`)
+holds it and every later run of the mapping or agent, in order, in every process. `release_due`
+(called every few seconds by each process) lifts a budget pause once the window has room again,
+or once the budget is raised or removed (a reload). An operator's release (`hookwise resume`
+of the mapping or agent, the admin API, the console) lifts it at once and waives the budget
+until the end of the window (a row of `budget_waivers`, seen by every process).
+
+A breach is logged once per window and counted (`hookwise_budget_breaches`) by the process that
+holds the lane: the pause row is written once, whoever sees the breach first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+import attrs
+
+from ...engine.config.budgets import BudgetConfig
+from .. import metrics
+from ..store.base import RunRecord, Store
+from ..store.lanes import BY_BUDGET, PAUSED_COLUMN, Pause
+from .providers.base import Usage
+
+log = logging.getLogger("hookwise.budgets")
+
+#: how often each process looks whether a held budget's window has room again
+RELEASE_EVERY = 2.0
+
+
+@attrs.frozen
+class Scope:
+    """One budget and what it covers: a mapping (`rule_id`) or an agent, by name."""
+
+    kind: str
+    name: str
+    budget: BudgetConfig
+
+
+@attrs.frozen
+class Spend:
+    """What a scope spent in its current window, and where that window starts."""
+
+    tokens: int
+    cost: float
+    since: float
+
+
+class Budgets:
+    """The budget check of one process, over the store."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        mapping_budgets: Callable[[], dict[str, BudgetConfig]],
+        agent_budgets: Callable[[], dict[str, BudgetConfig]],
+        on_released: Callable[[], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._mapping_budgets = mapping_budgets
+        self._agent_budgets = agent_budgets
+        self._on_released = on_released
+        self._clock = clock
+
+    def scopes_of(self, run: RunRecord) -> list[Scope]:
+        """The budgets a run counts against: its mapping's, then its agent's."""
+        scopes = []
+        if run.rule_id is not None:
+            budget = self._mapping_budgets().get(run.rule_id)
+            if budget is not None:
+                scopes.append(Scope("mapping", run.rule_id, budget))
+        budget = self._agent_budgets().get(run.agent_id)
+        if budget is not None:
+            scopes.append(Scope("agent", run.agent_id, budget))
+        return scopes
+
+    async def spend(self, scope: Scope) -> Spend:
+        since = scope.budget.window_start(self._clock())
+        tokens, cost = await self._store.spend(PAUSED_COLUMN[scope.kind], scope.name, since=since)
+        return Spend(tokens, cost, since)
+
+    async def over(self, run: RunRecord) -> tuple[Scope, Spend] | None:
+        """The first budget of `run` that is spent, with what was spent; None: it may start."""
+        for scope in self.scopes_of(run):
+            waived = await self._store.budget_waiver(scope.kind, scope.name)
+            if waived is not None and waived > self._clock():
+                continue
+            spent = await self.spend(scope)
+            if scope.budget.exceeded(spent.tokens, spent.cost):
+                return scope, spent
+        return None
+
+    async def admit(self, runs: list[RunRecord]) -> list[RunRecord]:
+        """`runs` (just claimed) without those over budget: those go back to the queue and
+        their lane is held. A failed check lets the run start (logged): a budget never loses
+        a run."""
+        keep: list[RunRecord] = []
+        for run in runs:
+            try:
+                found = await self.over(run)
+            except Exception as e:
+                log.error("budget check of run %s failed, run starts: %s", run.run_id, e)
+                keep.append(run)
+                continue
+            if found is None:
+                keep.append(run)
+                continue
+            scope, spent = found
+            try:
+                await self._store.requeue_runs([run.run_id])
+                await self._hold(scope, spent, run)
+            except Exception as e:  # the run's lease brings it back; it is checked again then
+                log.error("holding run %s over budget failed: %s", run.run_id, e)
+        return keep
+
+    async def _hold(self, scope: Scope, spent: Spend, run: RunRecord) -> None:
+        b = scope.budget
+        reason = (
+            f"budget: {spent.tokens} tokens, cost {spent.cost:g} since {spent.since:.0f}"
+            f" (budget tokens {b.tokens}, cost {b.cost}, per {b.per:g}s {b.window})"
+        )
+        found = [
+            p for p in await self._store.pauses() if (p.kind, p.name) == (scope.kind, scope.name)
+        ]
+        if found:
+            # held meanwhile (by another process's budget check, an operator, the configuration):
+            # that pause is applied again as it is, so that it holds this run too; one the
+            # budget would lift on its own never replaces an operator's
+            await self._store.pause(found[0])
+            log.info("run %s held by the pause of %s %s", run.run_id, scope.kind, scope.name)
+            return
+        held = await self._store.pause(
+            Pause(scope.kind, scope.name, BY_BUDGET, self._clock(), reason)  # type: ignore[arg-type]
+        )
+        log.warning(
+            "budget of %s %s spent: run %s and %d queued run(s) held (%s)",
+            scope.kind,
+            scope.name,
+            run.run_id,
+            held,
+            reason,
+        )
+        metrics.budget_breach(scope.kind, scope.name)
+
+    async def gauges(self) -> list[tuple[str, str, str, float, float]]:
+        """Each configured budget's spend in its current window against its limit, per limit:
+        (scope, name, `tokens` or `cost`, spent, limit). Bounded by the configuration."""
+        found: list[tuple[str, str, str, float, float]] = []
+        for kind, budgets in (
+            ("mapping", self._mapping_budgets()),
+            ("agent", self._agent_budgets()),
+        ):
+            for name, budget in sorted(budgets.items()):
+                spent = await self.spend(Scope(kind, name, budget))
+                if budget.tokens is not None:
+                    found.append((kind, name, "tokens", float(spent.tokens), float(budget.tokens)))
+                if budget.cost is not None:
+                    found.append((kind, name, "cost", spent.cost, float(budget.cost)))
+        return found
+
+    async def crossed(self, run: RunRecord, usage: Usage | None) -> str | None:
+        """Why a run in progress must stop calling tools: a budget of it is reached by what was
+        spent without it plus what it spent so far (`usage`, its own calls not yet recorded
+        counted once); None: it may go on."""
+        own = 0 if usage is None else (usage.input_tokens or 0) + (usage.output_tokens or 0)
+        for scope in self.scopes_of(run):
+            now = self._clock()
+            waived = await self._store.budget_waiver(scope.kind, scope.name)
+            if waived is not None and waived > now:
+                continue
+            since = scope.budget.window_start(now)
+            column = PAUSED_COLUMN[scope.kind]
+            tokens, cost = await self._store.spend(
+                column, scope.name, since=since, exclude=run.run_id
+            )
+            if scope.budget.exceeded(tokens + own, cost):
+                log.warning(
+                    "run %s crossed the budget of %s %s (%d tokens): no more tool calls",
+                    run.run_id,
+                    scope.kind,
+                    scope.name,
+                    tokens + own,
+                )
+                return f"the budget of {scope.kind} {scope.name} is spent ({tokens + own} tokens)"
+        return None
+
+    async def waive(self, kind: str, name: str, *, by: str) -> float | None:
+        """An operator released a lane its budget held: the budget is not checked again until
+        the spend that filled it has left the window. Until when (None: no such budget)."""
+        budgets = {"mapping": self._mapping_budgets(), "agent": self._agent_budgets()}
+        budget = budgets.get(kind, {}).get(name)
+        if budget is None:
+            return None
+        until = budget.window_end(self._clock())
+        await self._store.waive_budget(kind, name, until=until, by=by)
+        log.warning("budget of %s %s released by %s until %.0f", kind, name, by, until)
+        return until
+
+    async def release_due(self) -> list[str]:
+        """Lift the budget pauses whose window has room again, or whose budget went; the
+        names lifted."""
+        lifted = []
+        budgets = {"mapping": self._mapping_budgets(), "agent": self._agent_budgets()}
+        for p in await self._store.pauses():
+            if p.paused_by != BY_BUDGET:
+                continue
+            budget = budgets.get(p.kind, {}).get(p.name)
+            if budget is not None:
+                spent = await self.spend(Scope(p.kind, p.name, budget))
+                if budget.exceeded(spent.tokens, spent.cost):
+                    continue
+            released = await self._store.resume(p.kind, p.name)
+            if released is None:
+                continue  # another process lifted it first
+            lifted.append(p.name)
+            log.warning(
+                "budget of %s %s has room again: %d run(s) back in the queue",
+                p.kind,
+                p.name,
+                released,
+            )
+        if lifted:
+            self._on_released()
+        return lifted
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await self.release_due()
+            except Exception as e:
+                log.error("releasing held budgets failed: %s: %s", type(e).__name__, e)
+            await asyncio.sleep(RELEASE_EVERY)
