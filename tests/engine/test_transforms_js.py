@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from hookwise.engine.errors import ConfigError, RequestError
@@ -257,7 +258,8 @@ def test_failures_are_500_transform_failed_without_the_payload(
     rules: Rules, write_transform: Any, body: str, reason: str
 ) -> None:
     write_transform("t.js", f"export default function (ctx) {{ {body} }}")
-    ruleset = rules.compile([mapping("t.js")], limits=FAST)
+    # time enough on a loaded machine: these fail by what they do, never by the clock
+    ruleset = rules.compile([mapping("t.js")], limits=attrs.evolve(FAST, timeout_ms=3000))
     error = failure(rules, ruleset, {"secret": "s3cr3t-payload"})
     assert (error.status, error.code) == (500, "transform_failed")
     assert reason in error.message and "'js'" in error.message
