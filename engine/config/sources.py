@@ -104,6 +104,9 @@ class SourceConfig:
     enabled: bool = True
     #: messages handled at once (read per batch, held unacknowledged); pulling waits past it
     max_in_flight: int = 64
+    #: pulling waits while the store holds more queued runs than this (the lanes are saturated:
+    #: the runs of every source and of the HTTP door count); null: never waits
+    max_queued_runs: int | None = 10000
     #: the wait before reconnecting grows from this ...
     reconnect_min_seconds: Duration = Duration(0.5)
     #: ... to this
@@ -131,6 +134,8 @@ def _problems(c: SourceConfig) -> list[str]:
         out.append("path must name one hook: wake, agent or a mapped hook such as github")
     if c.max_in_flight < 1:
         out.append("maxInFlight must be at least 1")
+    if c.max_queued_runs is not None and c.max_queued_runs < 1:
+        out.append("maxQueuedRuns must be at least 1 (or null: never wait for the lanes)")
     if c.reconnect_min_seconds <= 0 or c.reconnect_max_seconds < c.reconnect_min_seconds:
         out.append("reconnectMinSeconds must be positive and at most reconnectMaxSeconds")
     if c.sqs is not None:

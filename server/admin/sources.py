@@ -30,6 +30,8 @@ class Source(Model, kw_only=True):
     duplicates: int
     refused: int
     retried: int
+    #: pulling waits while the store holds more queued runs than the source's `maxQueuedRuns`
+    waiting_for_lanes: bool
 
     @classmethod
     def of(cls, s: SourceState) -> Source:
@@ -47,6 +49,7 @@ class Source(Model, kw_only=True):
             duplicates=s.duplicates,
             refused=s.refused,
             retried=s.retried,
+            waiting_for_lanes=s.waiting_for_lanes,
         )
 
 

@@ -13,8 +13,11 @@ drives it:
    refuse what the rules refuse (acknowledged, or dead-lettered where the broker has one),
    release the rest for redelivery;
 3. fetch the next batch only then: at most `maxInFlight` messages are held unacknowledged, so a
-   slow store or a saturated lane slows pulling instead of filling memory. After a batch that
-   could not be stored the loop waits (the same backoff) before pulling again.
+   slow store slows pulling instead of filling memory. After a batch that could not be stored
+   the loop waits (the same backoff) before pulling again;
+4. before each fetch, while the store holds more queued runs than `maxQueuedRuns` (the lanes
+   are saturated), wait: the messages stay in the broker, where they are durable and where the
+   broker's lag shows them, instead of becoming an ever longer queue of runs.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ log = logging.getLogger("hookwise.sources")
 
 #: how often the lag is asked of the broker while consuming
 LAG_EVERY = 2.0
+#: how often the queued runs are counted again while pulling waits for the lanes
+LANES_EVERY = 0.5
 
 
 @attrs.frozen
@@ -92,6 +97,8 @@ class SourceState:
     duplicates: int = 0
     refused: int = 0
     retried: int = 0
+    #: pulling waits: the store holds more queued runs than `maxQueuedRuns`
+    waiting_for_lanes: bool = False
 
     def failed(self, error: str) -> None:
         self.last_error = error
@@ -148,6 +155,7 @@ class Consumer:
         stalled = 0
         while True:
             await self._refresh_lag()
+            await self._room_in_lanes()
             batch = await self.broker.fetch(self.config.max_in_flight)
             if not batch:
                 continue
@@ -158,6 +166,36 @@ class Consumer:
             # nothing of the batch could be stored: wait before pulling it again
             await asyncio.sleep(self._backoff.delay(stalled, rand=random.random()))
             stalled += 1
+
+    async def _room_in_lanes(self) -> None:
+        """Return once the store holds at most `maxQueuedRuns` queued runs (checked again every
+        `LANES_EVERY` seconds while it holds more)."""
+        limit = self.config.max_queued_runs
+        if limit is None:
+            return
+        name = self.config.name
+        while True:
+            try:
+                queued = await self.entry.queued_runs()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the store's own trouble shows when the batch is entered
+                log.debug("source %s: queued runs unknown: %s", name, e)
+                return
+            if queued <= limit:
+                if self.state.waiting_for_lanes:
+                    self.state.waiting_for_lanes = False
+                    log.info("source %s: the lanes have room again; pulling", name)
+                return
+            if not self.state.waiting_for_lanes:
+                self.state.waiting_for_lanes = True
+                log.warning(
+                    "source %s: %d queued runs, over maxQueuedRuns %d: pulling waits",
+                    name,
+                    queued,
+                    limit,
+                )
+            await asyncio.sleep(LANES_EVERY)
 
     async def _settle(self, batch: Sequence[Pulled]) -> bool:
         """Enter a batch and settle each message by its outcome; False when none was stored."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -90,6 +91,11 @@ class Entry:
         self._endpoint = endpoint
         self._dispatcher = dispatcher
         self._path = escape_control(endpoint.settings.hook_path + "/" + self.sub)
+
+    async def queued_runs(self) -> int:
+        """Runs queued in the store now (every lane's, whoever accepted them)."""
+        stats = await self._dispatcher.store.queue_stats(now=time.time())
+        return stats.get("runs", (0, None))[0]
 
     async def enter(self, message: Message) -> Entered:
         """Judge and store `message`; never raises (but for cancellation)."""

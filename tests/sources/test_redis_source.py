@@ -215,3 +215,66 @@ def test_two_gateways_on_postgresql_share_one_group(r: Any, tmp_path: Path) -> N
             assert len(consumers) == 2
     finally:
         r.delete(stream)
+
+
+def test_pulling_waits_while_the_lanes_are_saturated(
+    r: Any, start_gateway: Callable[..., GatewayProcess]
+) -> None:
+    """Runs pile up (one lane slot, a model that never answers within the run's 1 s): past
+    `maxQueuedRuns` queued runs the source stops reading, its messages wait in the stream, and
+    it reads on as the runs drain; nothing is lost."""
+    import socket
+
+    hole = socket.socket()  # accepts connections, never answers: each run times out
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(64)
+    stream = unique("saturated")
+    config = source_config(
+        [{**_source("sat", stream, "slow"), "maxInFlight": 1, "maxQueuedRuns": 2}]
+    )
+    slow = {
+        "id": "slow",
+        "match": {"path": "slow"},
+        "action": "agent",
+        "messageTemplate": "{{text}}",
+        "model": "hole/m",
+        "timeoutSeconds": 1,
+        "wakeMode": "next-heartbeat",
+    }
+    config["hooks"]["mappings"] = [*config["hooks"]["mappings"], slow]
+    port = hole.getsockname()[1]
+    config["models"] = {
+        "providers": {
+            "hole": {
+                "api": "openai",
+                "baseUrl": f"http://127.0.0.1:{port}",
+                "apiKey": "k",
+                "maxRetries": 0,
+            }
+        }
+    }
+    config["agents"] = {"defaults": {"maxConcurrentRuns": 1, "heartbeat": {"every": 0}}}
+    try:
+        for i in range(8):
+            _add(r, stream, plain(f"s{i}"))
+        gw = start_gateway(config, name="saturated", env=GITHUB_ENV)
+        eventually(
+            lambda: source_state(gw, "sat")["waitingForLanes"], what="pulling waiting for lanes"
+        )
+        # at most the running run, maxQueuedRuns queued and the batch read before the count
+        assert source_state(gw, "sat")["acked"] <= 1 + 2 + 1
+        assert "over maxQueuedRuns 2: pulling waits" in gw.stderr()
+        # the runs time out one by one; the source reads on until every message is a run
+        runs = eventually(
+            lambda: len(x := gw.admin("/api/runs", limit=100)["items"]) >= 8 and x,
+            timeout=90,
+            what="every message a run",
+        )
+        assert sorted(x["message"] for x in runs if x["rule"] == "slow") == sorted(
+            f"s{i}" for i in range(8)
+        )
+        eventually(lambda: _pending(r, stream) == 0, what="every entry acknowledged")
+        assert source_state(gw, "sat")["acked"] == 8
+    finally:
+        hole.close()
+        r.delete(stream)
