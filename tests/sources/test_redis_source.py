@@ -180,15 +180,22 @@ def test_a_killed_gateway_loses_nothing_and_runs_nothing_twice(
     stream = unique("killed")
     source = _source("k", stream, "plain", claimIdle="1s", consumer="first")
     config = source_config([{**source, "maxInFlight": 8}])
-    texts = [f"m{i}" for i in range(600)]
+    texts = [f"m{i}" for i in range(3000)]
     try:
-        for t in texts:  # a backlog: the kill lands mid-stream
-            _add(r, stream, plain(t))
+        with r.pipeline(transaction=False) as pipe:  # a backlog: the kill lands mid-stream
+            for t in texts:
+                pipe.xadd(stream, {"body": plain(t)})
+            pipe.execute()
         gw = start_gateway(config, name="killed", env=GITHUB_ENV)
-        eventually(lambda: len(event_texts(gw, "plain")) >= 40, what="some entries stored")
-        gw.kill()  # mid-stream: some entries stored and unacked, some read and not stored
+        # mid-stream, and while the consumer holds a batch (read, perhaps stored, not acked)
+        eventually(
+            lambda: source_state(gw, "k")["acked"] >= 8 and _pending(r, stream) > 0,
+            what="some entries stored and a batch held",
+        )
+        gw.kill()
         left = _pending(r, stream)
-        assert left > 0, "the kill came after every entry was settled: nothing was tested"
+        # the group had entries still to read: the kill came before the last one
+        assert r.xinfo_groups(stream)[0]["lag"] > 0
         # the same store, another consumer name: the first one's pending entries are claimed
         config["sources"][0]["redis"]["consumer"] = "second"
         gw.config = config
