@@ -17,6 +17,7 @@ import pytest
 from tests.support.gateway import GatewayProcess
 from tests.support.sources import (
     GITHUB_ENV,
+    acked_by_all,
     event_texts,
     github_message,
     plain,
@@ -165,4 +166,4 @@ def test_two_gateways_on_postgresql_share_one_durable_consumer(stream: str, tmp_
     with two_gateways(config, tmp_path, GITHUB_ENV) as gws:
         publish(name, [(plain(t), {}) for t in texts])
         stored_once(gws[0], texts)
-        assert sum(source_state(gw, name)["acked"] for gw in gws) == len(texts)
+        acked_by_all(gws, name, len(texts))

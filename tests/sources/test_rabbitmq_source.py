@@ -16,6 +16,7 @@ import pytest
 from tests.support.gateway import GatewayProcess
 from tests.support.sources import (
     GITHUB_ENV,
+    acked_by_all,
     event_texts,
     github_message,
     plain,
@@ -185,7 +186,6 @@ def test_two_gateways_on_postgresql_share_one_queue(broker: None, tmp_path: Path
             eventually(lambda: depth(queue)[1] == 2, what="two consumers")
             publish(queue, [(plain(t), {}) for t in texts])
             stored_once(gws[0], texts)
-            acked = [source_state(gw, "shared")["acked"] for gw in gws]
-            assert sum(acked) == len(texts) and all(acked)  # both took a share
+            assert all(acked_by_all(gws, "shared", len(texts)))  # both took a share
     finally:
         delete(queue)

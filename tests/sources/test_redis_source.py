@@ -15,6 +15,7 @@ import pytest
 from tests.support.gateway import GatewayProcess
 from tests.support.sources import (
     GITHUB_ENV,
+    acked_by_all,
     event_texts,
     github_message,
     plain,
@@ -217,7 +218,7 @@ def test_two_gateways_on_postgresql_share_one_group(r: Any, tmp_path: Path) -> N
             for t in texts:
                 _add(r, stream, plain(t))
             stored_once(gws[0], texts)
-            assert sum(source_state(gw, "shared")["acked"] for gw in gws) == len(texts)
+            acked_by_all(gws, "shared", len(texts))
             consumers = {c["name"] for c in r.xinfo_consumers(stream, "hookwise")}
             assert len(consumers) == 2
     finally:

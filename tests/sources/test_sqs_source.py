@@ -24,6 +24,7 @@ from tests.support.documents import serving
 from tests.support.gateway import GatewayProcess
 from tests.support.sources import (
     GITHUB_ENV,
+    acked_by_all,
     event_texts,
     github_message,
     plain,
@@ -301,4 +302,4 @@ def test_two_gateways_on_postgresql_share_one_queue(
         for t in texts:
             send(sqs, url, plain(t))
         stored_once(gws[0], texts)
-        assert sum(source_state(gw, "shared")["acked"] for gw in gws) == len(texts)
+        acked_by_all(gws, "shared", len(texts))

@@ -126,3 +126,18 @@ def stored_once(gw: GatewayProcess, texts: list[str], rule: str = "plain") -> No
         what="every message stored",
     )
     assert sorted(stored) == sorted(texts)  # none lost, none twice
+
+
+def acked_by_all(gws: list[GatewayProcess], name: str, count: int) -> list[int]:
+    """Wait until the gateways' `acked` counts of source `name` add up to `count`.
+
+    A message is acknowledged after its store commit, so its event can be seen a moment
+    before the count moves; more than `count` (a message acknowledged twice) fails at once.
+    """
+
+    def total() -> list[int] | None:
+        acked = [source_state(gw, name)["acked"] for gw in gws]
+        assert sum(acked) <= count, acked
+        return acked if sum(acked) == count else None
+
+    return eventually(total, what=f"{count} messages acknowledged")
