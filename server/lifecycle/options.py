@@ -62,7 +62,10 @@ class ServeOptions:
     def from_json(cls, text: str) -> ServeOptions:
         """The options `to_json` wrote; `ValueError` for anything else (an unknown key, a
         missing one, not JSON)."""
-        data: Any = json.loads(text)
+        try:
+            data: Any = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"serve options: not JSON ({e})") from None
         if not isinstance(data, dict):
             raise ValueError("serve options: not a JSON object")
         names = {f.name for f in attrs.fields(cls)}
