@@ -14,12 +14,15 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...engine.config.models import LoadedConfig
 from ...engine.errors import ConfigError
 from ..version import VERSION
 from .args import EXIT_FAILURE, EXIT_USAGE, add_common_options
+
+if TYPE_CHECKING:
+    from ..lifecycle.gateway import Gateway
 
 log = logging.getLogger("hookwise")
 
@@ -32,20 +35,26 @@ def _load(path: str) -> LoadedConfig | None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """`hookwise serve`: its options, typed once, and the application's factory, to `serve`."""
-    from ..app import create_app
     from ..lifecycle.options import ServeOptions
     from ..lifecycle.serve import serve
 
     if args.workers < 1:
         print("hookwise: --workers must be at least 1", file=sys.stderr)
         return EXIT_USAGE
-    return serve(ServeOptions.from_namespace(args), create_app)
+    return serve(ServeOptions.from_namespace(args), _create_app)
+
+
+def _create_app(gateway: Gateway) -> Any:
+    """`hookwise.server.app.create_app`, imported when a process serves (a supervisor of
+    workers never imports the application: it would only delay the workers' start)."""
+    from ..app import create_app
+
+    return create_app(gateway)
 
 
 def serve_worker() -> int:
     """A gateway worker's entry (`serve --workers N`): its `ServeOptions` come whole from the
     supervisor, in the environment (see `hookwise.server.lifecycle.options`)."""
-    from ..app import create_app
     from ..lifecycle.options import ServeOptions
     from ..lifecycle.serve import serve
 
@@ -54,7 +63,7 @@ def serve_worker() -> int:
     except ValueError as e:
         print(f"hookwise: {e}", file=sys.stderr)
         return EXIT_FAILURE
-    return _run("serve", options.debug, lambda: serve(options, create_app))
+    return _run("serve", options.debug, lambda: serve(options, _create_app))
 
 
 def cmd_init(args: argparse.Namespace) -> int:

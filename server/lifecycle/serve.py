@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ...engine.config.load import load_config
 from ...engine.config.models import LoadedConfig
@@ -43,8 +43,10 @@ from ...plumbing.children import PIPE, Child, NotReady, describe_exit, forward, 
 from ..logs import say
 from ..options import missing_config_hint
 from ..version import VERSION
-from .gateway import Gateway
 from .options import ServeOptions
+
+if TYPE_CHECKING:
+    from .gateway import Gateway
 
 log = logging.getLogger("hookwise")
 
@@ -60,7 +62,7 @@ _WORKER_ENTRY = (
     "import sys; from hookwise.server.cli.main import serve_worker; sys.exit(serve_worker())"
 )
 
-AppFactory = Callable[[Gateway], Any]
+AppFactory = Callable[["Gateway"], Any]
 """Makes the ASGI application for a gateway (`hookwise.server.app.create_app`)."""
 
 
@@ -171,6 +173,7 @@ def _run_process(args: ServeOptions, make_app: AppFactory) -> int:
     import uvloop
 
     from ..store.sqlite import StoreInUse
+    from .gateway import Gateway
 
     loaded = load(args.config, args)
     if loaded is None:
