@@ -1,6 +1,6 @@
 """Installs the repository's top-level folders under the one `hookwise` namespace.
 
-`engine/` becomes `hookwise.engine`, `server/` `hookwise.server`; the data folders (`rules/`,
+`engine/` becomes `hookwise.engine`, `server/` `hookwise.server`, `plumbing/` `hookwise.plumbing`; the data folders (`rules/`,
 `schemas/`, `transforms/`) ship beside them as `hookwise/rules`, ... Nothing named `engine` or
 `server` lands in site-packages. Everything else about the distribution is in `pyproject.toml`.
 """
@@ -13,6 +13,7 @@ ROOTS = {
     "hookwise": "hookwise",
     "hookwise.engine": "engine",
     "hookwise.server": "server",
+    "hookwise.plumbing": "plumbing",
     "hookwise.rules": "rules",
     "hookwise.schemas": "schemas",
     "hookwise.transforms": "transforms",

@@ -57,7 +57,7 @@ from bench.ingest import (  # noqa: E402
 #: the issue's target: durable `/wake` at least this share of the no-durability floor
 FLOOR_SHARE = 0.6
 #: the top-level folders installed under the `hookwise` namespace (see `setup.py`)
-ROOTS = ("engine", "server", "rules", "schemas", "transforms")
+ROOTS = ("plumbing", "engine", "server", "rules", "schemas", "transforms")
 
 
 @contextmanager

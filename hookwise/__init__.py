@@ -1,7 +1,7 @@
 """hookwise: a webhook gateway for AI agents.
 
-The installed namespace. The repository keeps its top-level folders (`engine/`, `server/`,
-`rules/`, `schemas/`, `transforms/`); installed, they live here as `hookwise.engine`,
+The installed namespace. The repository keeps its top-level folders (`plumbing/`, `engine/`,
+`server/`, `rules/`, `schemas/`, `transforms/`); installed, they live here as `hookwise.engine`,
 `hookwise.server`, ... (see `setup.py`). Channel plugins import `hookwise.channels`.
 """
 

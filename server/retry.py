@@ -1,14 +1,11 @@
-"""Backoff with jitter and `Retry-After`, for every retry loop in hookwise.
+"""`Retry-After`, and the one back-off policy as the server's retry loops use it.
 
-One policy, three users: the provider calls (retried in-process with tenacity, inside a
-deadline), the delivery worker (which stores the next attempt's time in its row, so a restart
-keeps it) and the mail watcher (reconnects and posts to the gateway). Each asks `Backoff.delay`
-for the wait before the next try:
-
-- exponential: `base * 2**n` for the n-th retry (0-based), capped at `cap`;
-- "equal jitter": a uniform draw between half and all of that step, so clients that failed
-  together do not come back together;
-- never shorter than what the server asked for in `Retry-After` (which may exceed `cap`).
+The policy itself is `hookwise.plumbing.backoff.Backoff` (exponential, capped, with a jitter
+share, `Retry-After` as a floor), re-exported here; every retry loop asks it for its wait: the
+provider calls (retried in-process with tenacity, inside a deadline), the delivery worker (which
+stores the next attempt's time in its row, so a restart keeps it), the mail watcher and poster,
+the pull sources, the MCP reconnects, the PostgreSQL LISTEN reconnects, the run recorder, the
+SQLite writer's restarts, the sandbox workers' restarts and the gateway workers' restarts.
 
 `retry_after_seconds` reads a `Retry-After` value: delta-seconds, or an HTTP date. A date with
 the zone `-0000` (RFC 5322's "UTC, origin unknown") or none is UTC, not the machine's local time.
@@ -24,31 +21,7 @@ from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import attrs
-
-MAX_RETRY_AFTER = 86400.0
-"""The longest `Retry-After` honoured (a day): a server cannot park a retry for ever."""
-
-
-@attrs.frozen
-class Backoff:
-    """Exponential backoff with equal jitter, capped; `Retry-After` is a floor."""
-
-    base: float = 0.5
-    cap: float = 20.0
-
-    def step(self, retry: int) -> float:
-        """The un-jittered wait before retry number `retry` (0-based), capped."""
-        exponent = min(max(0, retry), 62)
-        return min(self.cap, self.base * (2**exponent))
-
-    def delay(self, retry: int, *, rand: float, retry_after: float | None = None) -> float:
-        """The wait before retry `retry`; `rand` is a uniform draw in [0, 1)."""
-        full = self.step(retry)
-        wait = full / 2 + min(max(rand, 0.0), 1.0) * full / 2
-        if retry_after is not None and math.isfinite(retry_after):
-            wait = max(wait, min(retry_after, MAX_RETRY_AFTER))
-        return wait
+from ..plumbing.backoff import MAX_RETRY_AFTER, Backoff, Retries
 
 
 def retry_after_seconds(value: str | None, *, now: float) -> float | None:
@@ -90,4 +63,10 @@ def retry_after_from_headers(
     return retry_after_seconds(get("retry-after"), now=clock() if now is None else now)
 
 
-__all__ = ["Backoff", "retry_after_from_headers", "retry_after_seconds"]
+__all__ = [
+    "MAX_RETRY_AFTER",
+    "Backoff",
+    "Retries",
+    "retry_after_from_headers",
+    "retry_after_seconds",
+]

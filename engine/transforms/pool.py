@@ -47,6 +47,8 @@ import time
 from collections import deque
 from typing import Any
 
+from ...plumbing.backoff import Backoff
+from ...plumbing.children import restart
 from .base import (
     TransformBusy,
     TransformFailed,
@@ -70,6 +72,8 @@ DEPTH = 2
 PIPELINE_MAX = 256 * 1024
 """A larger request is only sent to an idle worker (it must not wait in a full pipe)."""
 LOAD_TIMEOUT_S = 60.0
+RESTART = Backoff(base=0.1, cap=5.0, jitter=0.0)
+"""Waits between attempts to start a replacement worker: 0.1 s, doubling, at most 5 s."""
 _WATCH_S = 0.02
 _RSS_EVERY = 1000
 _READ_SIZE = 256 * 1024
@@ -372,16 +376,16 @@ class WorkerPool:
     def _replace(self, old: WorkerProcess | None = None) -> None:
         """Start a replacement worker (on its own thread), then let it serve on the loop; with
         `old`, a worn worker that is retired once the new one serves."""
-        delay = 0.1
-        while not self._closed:
-            try:
-                worker = self._spawn()
-                break
-            except WireClosed as exc:
-                log.error("a sandbox worker did not start: %s; retrying", exc)
-                time.sleep(delay)
-                delay = min(5.0, delay * 2)
-        else:
+        worker = restart(
+            self._spawn,
+            policy=RESTART,
+            retry_on=(WireClosed,),
+            stopped=lambda: self._closed,
+            on_failure=lambda _n, exc: log.error(
+                "a sandbox worker did not start: %s; retrying", exc
+            ),
+        )
+        if worker is None:
             return
         loop = self._loop
         if loop is not None and not loop.is_closed():

@@ -8,12 +8,10 @@ import asyncio
 import contextlib
 import os
 import select
-import signal
-import subprocess
-import sys
 from collections import deque
 from typing import Any
 
+from ...plumbing.children import DEVNULL, PIPE, Child, NotReady
 from .wire import WireClosed, read_reply, write_all
 
 START_TIMEOUT_S = 30.0
@@ -38,14 +36,14 @@ class WorkerProcess:
     """One worker process and its pipes."""
 
     def __init__(self, memory_mb: int) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hookwise.engine.transforms.worker", str(memory_mb)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-            start_new_session=True,  # a Ctrl-C to the gateway's group is the gateway's to handle
+        self.child = Child(
+            Child.python("-m", "hookwise.engine.transforms.worker", str(memory_mb)),
+            stdin=PIPE,
+            stdout=PIPE,
+            stderr=DEVNULL,
+            new_session=True,  # a Ctrl-C to the gateway's group is the gateway's to handle
         )
+        self.proc = self.child.proc
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.wfd = self.proc.stdin.fileno()
         self.rfd = self.proc.stdout.fileno()
@@ -73,10 +71,10 @@ class WorkerProcess:
             return 0
 
     def wait_ready(self) -> None:
-        ready, _, _ = select.select([self.rfd], [], [], START_TIMEOUT_S)
-        if not ready:
-            raise WireClosed("the worker did not start in time")
-        reply = read_reply(self.rfd)
+        try:
+            reply = self.child.handshake(lambda out: read_reply(out.fileno()), START_TIMEOUT_S)
+        except NotReady:
+            raise WireClosed("the worker did not start in time") from None
         if reply[0] != "ready":
             raise WireClosed("the worker did not start")
 
@@ -89,19 +87,8 @@ class WorkerProcess:
         return read_reply(self.rfd)
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(signal.SIGKILL)
+        self.child.kill()
 
     def reap(self) -> str:
-        self.kill()
-        code = self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            with contextlib.suppress(OSError):
-                assert stream is not None
-                stream.close()
-        if code < 0:
-            try:
-                return f"signal {signal.Signals(-code).name}"
-            except ValueError:
-                return f"signal {-code}"
-        return f"exit code {code}"
+        """Kill it (if it still runs), wait for it, close its pipes; how it ended."""
+        return self.child.reap()

@@ -12,13 +12,17 @@ import argparse
 import logging
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...engine.config.models import LoadedConfig
 from ...engine.errors import ConfigError
 from ..version import VERSION
 from .args import EXIT_FAILURE, EXIT_USAGE, add_common_options
+
+if TYPE_CHECKING:
+    from ..lifecycle.gateway import Gateway
 
 log = logging.getLogger("hookwise")
 
@@ -30,12 +34,36 @@ def _load(path: str) -> LoadedConfig | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """`hookwise serve`: its options, typed once, and the application's factory, to `serve`."""
+    from ..lifecycle.options import ServeOptions
     from ..lifecycle.serve import serve
 
     if args.workers < 1:
         print("hookwise: --workers must be at least 1", file=sys.stderr)
         return EXIT_USAGE
-    return serve(args)
+    return serve(ServeOptions.from_namespace(args), _create_app)
+
+
+def _create_app(gateway: Gateway) -> Any:
+    """`hookwise.server.app.create_app`, imported when a process serves (a supervisor of
+    workers never imports the application: it would only delay the workers' start)."""
+    from ..app import create_app
+
+    return create_app(gateway)
+
+
+def serve_worker() -> int:
+    """A gateway worker's entry (`serve --workers N`): its `ServeOptions` come whole from the
+    supervisor, in the environment (see `hookwise.server.lifecycle.options`)."""
+    from ..lifecycle.options import ServeOptions
+    from ..lifecycle.serve import serve
+
+    try:
+        options = ServeOptions.take_from_env()
+    except ValueError as e:
+        print(f"hookwise: {e}", file=sys.stderr)
+        return EXIT_FAILURE
+    return _run("serve", options.debug, lambda: serve(options, _create_app))
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -199,7 +227,6 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         help="number of worker processes sharing the port and the store (default 1)",
     )
-    serve.add_argument("--socket-fd", type=int, default=None, help=argparse.SUPPRESS)
     serve.set_defaults(func=cmd_serve)
 
     config = sub.add_parser(
@@ -256,18 +283,23 @@ def _default_config() -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit status (argparse exits 2 itself on a usage error)."""
     args = _parser().parse_args(argv)
+    return _run(args.command, getattr(args, "debug", False), lambda: args.func(args))
+
+
+def _run(command: str, debug: bool, run: Callable[[], int | None]) -> int:
+    """Run a command; an unexpected error is one line (the traceback with `--debug`)."""
     try:
-        return int(args.func(args) or 0)
+        return int(run() or 0)
     except KeyboardInterrupt:
         return 130
     except Exception as e:
-        if getattr(args, "debug", False):
+        if debug:
             traceback.print_exc()
         else:
             log.debug("unexpected error", exc_info=True)
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             print(
-                f"hookwise: {args.command} failed: {reason} (--debug shows the traceback)",
+                f"hookwise: {command} failed: {reason} (--debug shows the traceback)",
                 file=sys.stderr,
             )
         return EXIT_FAILURE

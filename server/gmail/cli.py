@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ...engine.config.gmail import GMAIL_IMAP_HOST
-from ..cli.args import add_common_options
+from ..options import add_common_options
 
 DEFAULT_PORT = 8787
 DEFAULT_STATE_DIR = ".hookwise"  # as `hookwise serve --state-dir`

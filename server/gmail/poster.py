@@ -23,8 +23,7 @@ from typing import Any, Literal
 
 import httpx
 
-from ..retry import Backoff as RetryBackoff
-from ..retry import retry_after_seconds
+from ..retry import Backoff, Retries, retry_after_seconds
 from ..version import USER_AGENT, outbound_client
 
 log = logging.getLogger("hookwise.gmail")
@@ -37,23 +36,10 @@ class Stopped(Exception):
     """The watcher was asked to stop while a message was still being retried."""
 
 
-class Backoff:
-    """Successive waits of `hookwise.server.retry.Backoff`: from `minimum`, doubling, capped at
-    `maximum`, jittered; `next(retry_after)` never waits less than the server asked for."""
-
-    def __init__(self, minimum: float, maximum: float) -> None:
-        self.minimum = minimum
-        self.maximum = maximum
-        self._policy = RetryBackoff(base=minimum, cap=maximum)
-        self._retry = 0
-
-    def next(self, retry_after: float | None = None) -> float:
-        delay = self._policy.delay(self._retry, rand=random.random(), retry_after=retry_after)
-        self._retry += 1
-        return delay
-
-    def reset(self) -> None:
-        self._retry = 0
+def reconnect_retries(minimum: float, maximum: float) -> Retries:
+    """Successive waits of the one back-off policy: from `minimum`, doubling, capped at
+    `maximum`, equal jitter; `next(retry_after)` never waits less than the server asked for."""
+    return Retries(Backoff(base=minimum, cap=maximum), random.random)
 
 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> bool:
@@ -99,7 +85,7 @@ class Poster:
             "Idempotency-Key": key,
             "User-Agent": f"{USER_AGENT} gmail-watcher",
         }
-        backoff = Backoff(self._retry_min, self._retry_max)
+        backoff = reconnect_retries(self._retry_min, self._retry_max)
         attempt = 0
         while True:
             if stop.is_set():
@@ -152,4 +138,4 @@ def _error_code(resp: httpx.Response) -> str:
     return f" ({code})" if isinstance(code, str) else ""
 
 
-__all__ = ["Backoff", "PostOutcome", "Poster", "Stopped", "sleep_or_stop"]
+__all__ = ["PostOutcome", "Poster", "Stopped", "reconnect_retries", "sleep_or_stop"]

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ...engine.config.gmail import GmailConfig
+from ..retry import Retries
 from .checkpoint import Checkpoint, CheckpointError, CheckpointStore, utcnow
 from .imap import (
     FetchedMessage,
@@ -44,7 +45,7 @@ from .imap import (
     Mailbox,
 )
 from .parse import idempotency_key, message_id_of, parse_message
-from .poster import Backoff, Poster, Stopped, sleep_or_stop
+from .poster import Poster, Stopped, reconnect_retries, sleep_or_stop
 from .secrets import SecretError, resolve_credential
 
 log = logging.getLogger("hookwise.gmail")
@@ -116,7 +117,7 @@ class _Watcher:
             self.config.port,
             self.config.label,
         )
-        backoff = Backoff(
+        backoff = reconnect_retries(
             float(self.config.reconnect_min_seconds), float(self.config.reconnect_max_seconds)
         )
         try:
@@ -143,7 +144,7 @@ class _Watcher:
             self.executor.shutdown(wait=False)
             log.info("gmail: watcher stopped; %d messages posted", self.posted)
 
-    async def _session(self, backoff: Backoff) -> None:
+    async def _session(self, backoff: Retries) -> None:
         credential = await asyncio.to_thread(
             resolve_credential, self.config, base_dir=self.base_dir
         )

@@ -6,6 +6,12 @@ accepting on the same port), forwards SIGTERM/SIGINT/SIGHUP to them, and restart
 dies (giving up when workers keep dying). Workers share the store; see `hookwise.server.runtime.core` for
 how they divide the work.
 
+The supervisor hands each worker its `ServeOptions` whole (`options`: in the environment, with
+the inherited socket's descriptor added), starts and reaps it with the one child-process helper
+(`hookwise.plumbing.children`) and restarts it after the one back-off. The application itself is
+made by a factory the caller passes in (the CLI passes `hookwise.server.app.create_app`): this
+module sits below the application and imports neither it nor the CLI.
+
 One shared listening socket rather than one per worker (SO_REUSEPORT): while a worker restarts,
 connections wait in the shared queue for the others instead of being reset. The price is that
 the kernel does not spread long-lived keep-alive connections evenly (a benchmark's 32 persistent
@@ -14,34 +20,50 @@ connections may cluster on one worker); many short connections from many senders
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import errno
 import gc
 import logging
 import os
-import select
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ...engine.config.load import load_config
 from ...engine.config.models import LoadedConfig
 from ...engine.errors import ConfigError
+from ...plumbing.backoff import Backoff
+from ...plumbing.children import PIPE, Child, NotReady, describe_exit, forward, on_signals, stop_all
 from ..logs import say
+from ..options import missing_config_hint
 from ..version import VERSION
+from .options import ServeOptions
+
+if TYPE_CHECKING:
+    from .gateway import Gateway
 
 log = logging.getLogger("hookwise")
 
 READY = "hookwise: listening on"
 WORKER_READY = "hookwise: worker ready"
 MAX_RESTARTS_PER_MINUTE = 5
+#: the wait before restarting a worker that died, by how many died in the last minute
+RESTART = Backoff(base=0.25, cap=4.0, jitter=0.0)
+#: how long the supervisor gives its workers to stop, in all, before it kills them
+STOP_TIMEOUT = 20.0
+#: a worker's program: the CLI's worker entry, which reads its `ServeOptions` from the environment
+_WORKER_ENTRY = (
+    "import sys; from hookwise.server.cli.main import serve_worker; sys.exit(serve_worker())"
+)
+
+AppFactory = Callable[["Gateway"], Any]
+"""Makes the ASGI application for a gateway (`hookwise.server.app.create_app`)."""
 
 
 def print_problems(what: str, error: ConfigError) -> None:
@@ -50,10 +72,9 @@ def print_problems(what: str, error: ConfigError) -> None:
         say(f"  {issue}", stream=sys.stderr, level="ERROR")
 
 
-def load(path: str) -> LoadedConfig | None:
-    """Load and validate a config file, printing every problem (None when invalid)."""
-    from ..cli.args import missing_config_hint
-
+def load(path: str, options: ServeOptions | None = None) -> LoadedConfig | None:
+    """Load and validate a config file, printing every problem (None when invalid); for `serve`
+    (`options`), the log format comes from the config unless `--log-format` was given."""
     hint = missing_config_hint(path)
     if hint:
         say(hint, stream=sys.stderr, level="ERROR")
@@ -63,22 +84,13 @@ def load(path: str) -> LoadedConfig | None:
     except ConfigError as e:
         print_problems(f"{path}: the configuration", e)
         return None
-    _apply_log_format(loaded)
+    if options is not None and options.log_format is None:
+        from .. import logs
+
+        logs.configure(options.log_level, loaded.config.logging.format)
     for warning in loaded.warnings:
         say(f"hookwise: warning: {warning}", stream=sys.stderr, level="WARNING")
     return loaded
-
-
-_args: argparse.Namespace | None = None  # the `serve` arguments, once `serve` has begun
-
-
-def _apply_log_format(loaded: LoadedConfig) -> None:
-    """`logging.format` from the config, unless `--log-format` was given (serve only)."""
-    from .. import logs
-
-    if _args is not None and _args.log_format is None:
-        _args.log_format = loaded.config.logging.format
-        logs.configure(_args.log_level, _args.log_format)
 
 
 class StartupError(Exception):
@@ -119,17 +131,16 @@ def _shown(sock: socket.socket) -> tuple[str, int]:
     return (f"[{host}]" if ":" in host else host), port
 
 
-def serve(args: argparse.Namespace) -> int:
-    """`hookwise serve`."""
+def serve(options: ServeOptions, make_app: AppFactory) -> int:
+    """`hookwise serve`: one process, or a supervisor of `options.workers` workers (a worker
+    is `serve` with `options.socket_fd` set)."""
     from .. import logs
 
-    global _args
-    _args = args
-    logs.configure(args.log_level, args.log_format or "text")
+    logs.configure(options.log_level, options.log_format or "text")
     try:
-        if args.workers > 1 and args.socket_fd is None:
-            return _supervise(args)
-        return _run_process(args)
+        if options.workers > 1 and not options.is_worker:
+            return _supervise(options)
+        return _run_process(options, make_app)
     except StartupError as e:
         say(f"hookwise: {e}", stream=sys.stderr, level="ERROR")
         return 1
@@ -157,15 +168,14 @@ def uvicorn_options(gw: Any) -> dict[str, Any]:
     }
 
 
-def _run_process(args: argparse.Namespace) -> int:
+def _run_process(args: ServeOptions, make_app: AppFactory) -> int:
     import uvicorn
     import uvloop
 
-    from ..app import create_app
     from ..store.sqlite import StoreInUse
     from .gateway import Gateway
 
-    loaded = load(args.config)
+    loaded = load(args.config, args)
     if loaded is None:
         return 1
     from ..ingress.proxies import TrustedProxies, parse_networks
@@ -193,7 +203,7 @@ def _run_process(args: argparse.Namespace) -> int:
         sock.close()
         say(f"hookwise: {e}", stream=sys.stderr, level="ERROR")
         return 1
-    app: Any = create_app(gateway)
+    app: Any = make_app(gateway)
     if networks:
         app = TrustedProxies(app, networks)
     host, port = _shown(sock)
@@ -225,7 +235,7 @@ def _run_process(args: argparse.Namespace) -> int:
         if watcher is not None:
             watcher.cancel()
 
-    quiet = None if getattr(args, "debug", False) else _QuietStartup(server)
+    quiet = None if args.debug else _QuietStartup(server)
     try:
         uvloop.run(main())
     except SystemExit:  # uvicorn's own exit when the application's start-up failed
@@ -306,55 +316,45 @@ def _reason(error: BaseException | None) -> str:
 
 
 class _Worker:
-    def __init__(self, args: argparse.Namespace, sock: socket.socket, index: int) -> None:
+    """One gateway worker: a child started with the supervisor's `ServeOptions` whole."""
+
+    def __init__(self, options: ServeOptions, sock: socket.socket, index: int) -> None:
         self.index = index
-        cmd = [
-            sys.executable,
-            "-m",
-            "hookwise.server.cli.main",
-            "serve",
-            "--config",
-            args.config,
-            "--state-dir",
-            args.state_dir,
-            "--log-level",
-            args.log_level,
-            "--log-format",
-            args.log_format or "text",
-            "--workers",
-            str(args.workers),
-            "--socket-fd",
-            str(sock.fileno()),
-        ]
-        if args.store:
-            cmd += ["--store", args.store]
-        if args.watch:
-            cmd.append("--watch")
-        self.proc = subprocess.Popen(cmd, pass_fds=(sock.fileno(),), stdout=subprocess.PIPE)
-        self.started_at = time.monotonic()
+        self.child = Child(
+            Child.python("-c", _WORKER_ENTRY),
+            stdout=PIPE,
+            pass_fds=(sock.fileno(),),
+            env=options.worker_env(sock.fileno()),
+        )
 
     def wait_ready(self, timeout: float) -> bool:
-        assert self.proc.stdout is not None
+        """Its ready handshake: the line `WORKER_READY` on its stdout (other lines are read
+        past); False when it ends or stays silent past `timeout`."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.1)
-            if ready:
-                line = self.proc.stdout.readline().decode(errors="replace")
-                if line.startswith(WORKER_READY):
-                    threading.Thread(target=self._drain, daemon=True).start()
-                    return True
-                if not line:
-                    return False
+        while self.child.alive:
+            try:
+                line = self.child.handshake(_readline, deadline - time.monotonic())
+            except NotReady:
+                return False
+            if line.startswith(WORKER_READY):
+                threading.Thread(target=self._drain, daemon=True).start()
+                return True
+            if not line:
+                return False
         return False
 
     def _drain(self) -> None:
-        assert self.proc.stdout is not None
-        for _ in iter(self.proc.stdout.readline, b""):
+        assert self.child.proc.stdout is not None
+        for _ in iter(self.child.proc.stdout.readline, b""):
             pass
 
 
-def _supervise(args: argparse.Namespace) -> int:
-    loaded = load(args.config)
+def _readline(out: IO[bytes]) -> str:
+    return out.readline().decode(errors="replace")
+
+
+def _supervise(args: ServeOptions) -> int:
+    loaded = load(args.config, args)
     if loaded is None:
         return 1
     if loaded.config.hooks.enabled:
@@ -379,12 +379,16 @@ def _supervise(args: argparse.Namespace) -> int:
             shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
-def _supervise_workers(args: argparse.Namespace, loaded: LoadedConfig, sock: socket.socket) -> int:
+def _supervise_workers(args: ServeOptions, loaded: LoadedConfig, sock: socket.socket) -> int:
     host, port = _shown(sock)
     workers = [_Worker(args, sock, i) for i in range(args.workers)]
+
+    def children() -> list[Child]:
+        return [w.child for w in workers]
+
     if not all(w.wait_ready(60) for w in workers):
         say("hookwise: a worker did not start; see the log above", stream=sys.stderr, level="ERROR")
-        _stop_all(workers, signal.SIGTERM)
+        stop_all(children(), signal.SIGTERM, STOP_TIMEOUT)
         return 1
     hooks = (
         f"hooks at {loaded.config.hooks.path}" if loaded.config.hooks.enabled else "hooks disabled"
@@ -393,19 +397,20 @@ def _supervise_workers(args: argparse.Namespace, loaded: LoadedConfig, sock: soc
 
     stopping = threading.Event()
 
-    def on_stop(signum: int, _frame: object) -> None:
+    def on_signal(signum: int) -> None:
+        if signum == signal.SIGHUP:  # reload: every worker reloads its rules
+            forward(children(), signal.SIGHUP)
+            return
         stopping.set()
-        _signal_all(workers, signal.SIGTERM)
+        forward(children(), signal.SIGTERM)
 
-    signal.signal(signal.SIGTERM, on_stop)
-    signal.signal(signal.SIGINT, on_stop)
-    signal.signal(signal.SIGHUP, lambda *_: _signal_all(workers, signal.SIGHUP))
+    on_signals((signal.SIGTERM, signal.SIGINT, signal.SIGHUP), on_signal)
 
     restarts: list[float] = []
     while not stopping.is_set():
-        time.sleep(0.2)
+        stopping.wait(0.2)
         for i, w in enumerate(workers):
-            code = w.proc.poll()
+            code = w.child.proc.poll()
             if code is None or stopping.is_set():
                 continue
             now = time.monotonic()
@@ -413,28 +418,19 @@ def _supervise_workers(args: argparse.Namespace, loaded: LoadedConfig, sock: soc
             if len(restarts) > MAX_RESTARTS_PER_MINUTE:
                 log.error("workers keep dying; stopping")
                 stopping.set()
-                _stop_all(workers, signal.SIGTERM)
+                stop_all(children(), signal.SIGTERM, STOP_TIMEOUT)
                 return 1
-            log.error("worker %d (pid %d) exited with %s; restarting it", i, w.proc.pid, code)
+            wait = RESTART.step(len(restarts) - 1)
+            log.error(
+                "worker %d (pid %d) exited with %s; restarting it in %g s",
+                i,
+                w.child.pid,
+                describe_exit(code),
+                wait,
+            )
+            if stopping.wait(wait):
+                break
             workers[i] = _Worker(args, sock, i)
             workers[i].wait_ready(60)
-    _stop_all(workers, None)
+    stop_all(children(), None, STOP_TIMEOUT)
     return 0
-
-
-def _signal_all(workers: list[_Worker], signum: int) -> None:
-    for w in workers:
-        if w.proc.poll() is None:
-            w.proc.send_signal(signum)
-
-
-def _stop_all(workers: list[_Worker], signum: int | None) -> None:
-    if signum is not None:
-        _signal_all(workers, signum)
-    deadline = time.monotonic() + 20
-    for w in workers:
-        try:
-            w.proc.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            w.proc.kill()
-            w.proc.wait()

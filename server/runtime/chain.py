@@ -35,6 +35,7 @@ import attrs
 
 from ...engine.config.prices import PriceConfig
 from .. import metrics
+from ..retry import Backoff
 from ..store.base import Store, StoreUnavailable
 from ..store.modelcalls import BreakerPolicy, BreakerRecord, ModelCallRecord
 from .providers.base import ChatMessage, Completion, ProviderError, ProviderTimeout
@@ -45,8 +46,8 @@ log = logging.getLogger("hookwise.models")
 
 #: the longest error text kept on a call's record
 ERROR_CHARS = 300
-#: waits (seconds) between tries of a record's write; the last repeats
-RECORD_RETRY = (0.25, 0.5, 1.0, 2.0)
+#: waits between tries of a record's write: 0.25 s, doubling, at most 2 s
+RECORD_RETRY = Backoff(base=0.25, cap=2.0, jitter=0.0)
 #: tries of a record the store refuses (not merely unavailable) before it is given up
 RECORD_TRIES = 5
 
@@ -142,7 +143,7 @@ class Accounting:
                     )
                 if gave_up:
                     return
-                await asyncio.sleep(RECORD_RETRY[min(attempt, len(RECORD_RETRY) - 1)])
+                await asyncio.sleep(RECORD_RETRY.step(attempt))
 
     async def drain(self, timeout: float) -> int:
         """Wait (at most `timeout` seconds) for the records still being written; how many were

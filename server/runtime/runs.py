@@ -38,6 +38,7 @@ import attrs
 
 from ...engine.config.agents import DEFAULT_MAIN_SESSION
 from ..ids import new_id
+from ..retry import Backoff
 from ..store.base import NewEvent, RunRecord, Store, StoreUnavailable
 from ..store.modelcalls import BreakerPolicy
 from ..store.records import NewDelivery, NewTurn, RunOutcome
@@ -61,8 +62,8 @@ _CALLBACK_ONLY = SignedOutcomes()
 POLL_SECONDS = 5.0
 #: a claim woken for a run's `not_before` comes this long after it (clocks compare in floats)
 NOT_BEFORE_SLACK = 0.01
-#: waits (seconds) between tries of a run's final commit after it failed; the last repeats
-FINISH_RETRY = (0.25, 0.5, 1.0, 2.0)
+#: waits between tries of a run's final commit after it failed: 0.25 s, doubling, at most 2 s
+FINISH_RETRY = Backoff(base=0.25, cap=2.0, jitter=0.0)
 #: tries of a final commit that fails with an error other than the store being unavailable,
 #: before the run is recorded `failed` without its result
 FINISH_TRIES = 5
@@ -245,7 +246,7 @@ class RunWorkers:
                 raise
             except Exception as e:
                 log.warning("putting back runs of a failed claim failed: %s", e)
-                await asyncio.sleep(FINISH_RETRY[min(attempt, len(FINISH_RETRY) - 1)])
+                await asyncio.sleep(FINISH_RETRY.step(attempt))
                 continue
             if released:
                 log.warning("%d run(s) of a failed claim went back to the queue", released)
@@ -267,7 +268,7 @@ class RunWorkers:
         refused = 0
         attempt = 0
         while True:
-            await asyncio.sleep(FINISH_RETRY[min(attempt, len(FINISH_RETRY) - 1)])
+            await asyncio.sleep(FINISH_RETRY.step(attempt))
             attempt += 1
             try:
                 written = await self._store.finish_run(outcome, again=True)

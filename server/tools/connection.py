@@ -33,12 +33,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ...engine.config.models import McpServerConfig
+from ..retry import Backoff, Retries
 from .stdio import StderrTail, bounded_stdio_client, start_stderr_thread
 
 log = logging.getLogger("hookwise.tools")
 
-BACKOFF_FIRST = 1.0
-BACKOFF_MAX = 30.0
+#: waits between reconnects: 1 s, doubling, at most 30 s
+RECONNECT = Backoff(base=1.0, cap=30.0, jitter=0.0)
 CONNECT_TIMEOUT = 10.0
 MAX_PAGES = 100
 #: the smallest cap on one stdout message of a stdio server (a tool list may be large)
@@ -149,14 +150,14 @@ class McpConnection:
     # the supervisor ----------------------------------------------------------------------------
 
     async def _supervise(self) -> None:
-        delay = BACKOFF_FIRST
+        retries = Retries(RECONNECT)
         while not self._closing:
             try:
                 async with self._session() as client:
                     self._client, self._tools, self.error = client, None, None
                     self.connects += 1
                     self._attempted.set()
-                    delay = BACKOFF_FIRST
+                    retries.reset()
                     log.info("MCP server %s connected (%s)", self.name, client.protocol_version)
                     await self._watch(client)
                     self.error = "the session ended"
@@ -170,9 +171,9 @@ class McpConnection:
             self._attempted.set()
             if self._closing:
                 break
+            delay = retries.next()
             log.warning("MCP server %s: %s; reconnecting in %.0f s", self.name, self.error, delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, BACKOFF_MAX)
 
     async def _with_stderr(self, error: str | None) -> str | None:
         """`error` with the last stderr lines of a stdio server, once it closed its stderr."""

@@ -1,6 +1,8 @@
 """The tree as checked out is the tree as imported: every import inside the package is relative
-and resolves to a file of the tree, `engine/` never imports `server/`, and the import graph drawn
-from the files has no cycle (every import statement counts: top-level, inside a function, under
+and resolves to a file of the tree, the floors are kept (`plumbing/` imports neither `engine/`
+nor `server/`, `engine/` never imports `server/`, and inside `server/` no import runs back up to
+the command line, the application or the process runner), and the import graph drawn from the
+files has no cycle (every import statement counts: top-level, inside a function, under
 TYPE_CHECKING)."""
 
 from __future__ import annotations
@@ -8,8 +10,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
-TOPS = ("engine", "server")
+TOPS = ("plumbing", "engine", "server")
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -83,6 +87,62 @@ def test_engine_never_imports_server():
         if t.startswith("server")
     )
     assert back == []
+
+
+def test_plumbing_imports_neither_engine_nor_server():
+    graph = _graph()
+    assert {m for m in graph if m.startswith("plumbing")} >= {
+        "plumbing.backoff",
+        "plumbing.children",
+    }
+    up = sorted(
+        f"{m} -> {t}"
+        for m in graph
+        if m.startswith("plumbing")
+        for t in graph[m]
+        if not t.startswith("plumbing")
+    )
+    assert up == []
+
+
+#: the top floors of `server/`, each with the only modules that may import it: the command line
+#: (nothing outside it), the application (the command line), the process runner (the command
+#: line; it is handed the application's factory rather than importing it)
+TOP_FLOORS = {
+    "server.cli": ("server.cli",),
+    "server.app": ("server.cli",),
+    "server.lifecycle.serve": ("server.cli",),
+}
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def test_no_import_runs_back_up_to_the_top_floors_of_server():
+    graph = _graph()
+    back = sorted(
+        f"{m} -> {t}"
+        for m in graph
+        for t in graph[m]
+        for floor, allowed in TOP_FLOORS.items()
+        if _within(t, floor) and not _within(m, floor) and not any(_within(m, a) for a in allowed)
+    )
+    assert back == []
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported"),
+    [
+        ("server.lifecycle.serve", "server.app"),
+        ("server.lifecycle.serve", "server.cli.args"),
+        ("server.gmail.cli", "server.cli.args"),
+    ],
+)
+def test_the_arrows_that_once_ran_back_up_are_gone(importer: str, imported: str):
+    graph = _graph()
+    assert importer in graph and imported in MODULES  # still there to be checked
+    assert imported not in graph[importer]
 
 
 def test_the_import_graph_has_no_cycle():

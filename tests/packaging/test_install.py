@@ -102,7 +102,7 @@ import hookwise, hookwise.channels, hookwise.server.cli.main, hookwise_mattermos
 from hookwise.engine.rules.ruleset import RuleSet
 from hookwise.server.store.sqlite.migrate import migrate
 assert hookwise.__file__.startswith(sys.path[0]), hookwise.__file__
-for name in ("engine", "server", "rules", "schemas", "transforms"):
+for name in ("plumbing", "engine", "server", "rules", "schemas", "transforms"):
     assert importlib.util.find_spec(name) is None, name
 RuleSet.compile([], presets=["gmail"]).close()
 assert migrate(sqlite3.connect(":memory:")) >= 4

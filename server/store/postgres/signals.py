@@ -12,8 +12,9 @@ from typing import Any
 
 import asyncpg
 
+from ...retry import Retries
 from .accept import CONNECTION_LOST
-from .writer import RECONNECT_DELAY
+from .writer import RECONNECT
 
 log = logging.getLogger("hookwise.store")
 
@@ -117,7 +118,7 @@ class Notifier:
                 raise
 
     async def _keep_listening(self) -> None:
-        delay = RECONNECT_DELAY[0]
+        retries = Retries(RECONNECT)
         while True:
             await self._watch(self._listen_conn, self._listen_lost)
             log.warning("the LISTEN connection was lost; reconnecting")
@@ -126,9 +127,8 @@ class Notifier:
                     await self._listen()
                     break
                 except Exception:
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, RECONNECT_DELAY[1])
-            delay = RECONNECT_DELAY[0]
+                    await asyncio.sleep(retries.next())
+            retries.reset()
             for channel in list(self._callbacks):
                 self._dispatch(None, 0, channel, "")
 

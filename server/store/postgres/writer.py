@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 
 import asyncpg
 
+from ...retry import Backoff
 from .accept import CONNECTION_LOST, MAX_RETRIES, RETRYABLE
 
 T = TypeVar("T")
@@ -19,7 +20,8 @@ log = logging.getLogger("hookwise.store")
 Job = Callable[[asyncpg.Connection], Awaitable[T]]
 
 MAX_BATCH = 1024
-RECONNECT_DELAY = (0.1, 5.0)
+#: waits between reconnects of a lost connection: 0.1 s, doubling, at most 5 s
+RECONNECT = Backoff(base=0.1, cap=5.0, jitter=0.0)
 
 
 class _Job(Generic[T]):
@@ -107,7 +109,7 @@ class GroupCommitWriter:
         except _Uncommitted as e:
             log.warning("the write connection was lost before the commit: %r", e.__cause__)
             results = [(job, None, e) for job in batch]
-            await asyncio.sleep(RECONNECT_DELAY[0])
+            await asyncio.sleep(RECONNECT.step(0))
         except Exception as e:
             log.exception("commit failed; %d writes refused", len(batch))
             results = [(job, None, e) for job in batch]

@@ -21,14 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ....plumbing.backoff import Backoff
+from ....plumbing.children import PIPE, Child, arestart
 from .writer import Rows
 from .writer_wire import NO_FRAME, WriterGone, frame, pickle_call, read_frame, take_frame
 
@@ -43,8 +43,10 @@ _ENTRY = (
 )
 #: how long the gateway waits for the writer to commit what it has and exit, on the way out
 STOP_TIMEOUT = 30.0
-#: waits between attempts to start a new writer after one died (seconds, growing)
-RESTART_DELAYS = (0.0, 0.5, 1.0, 2.0, 5.0)
+#: after a writer died: a new one at once, then waits of 0.5 s, doubling, at most 5 s
+RESTART = Backoff(base=0.5, cap=5.0, jitter=0.0)
+#: attempts to start a new writer after one died, before writes fail
+RESTART_ATTEMPTS = 5
 
 
 class _FromWriter(asyncio.Protocol):
@@ -105,17 +107,14 @@ class ProcessWriter:
 
     async def _spawn(self) -> None:
         assert self._loop is not None
-        cmd = [
-            sys.executable,
+        argv = Child.python(
             "-c",
             _ENTRY,
             str(self._path),
             self._synchronous,
             "shared" if self._shared() else "alone",
-        ]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        )
+        proc = Child(argv, stdin=PIPE, stdout=PIPE, python_path=True).proc
         assert proc.stdout is not None and proc.stdin is not None
         try:
             first = await self._loop.run_in_executor(None, _first_answer, proc.stdout.fileno())
@@ -137,6 +136,10 @@ class ProcessWriter:
         self.last_batch_at = time.monotonic()
         if self._unsent:
             self._schedule_flush()
+
+    async def _spawn_started(self) -> bool:
+        await self._spawn()
+        return True
 
     async def close(self) -> None:
         """Send what is waiting, let the writer commit it and exit, and wait for it."""
@@ -295,13 +298,14 @@ class ProcessWriter:
             code,
             failed,
         )
-        for attempt, delay in enumerate(RESTART_DELAYS, 1):
-            await asyncio.sleep(delay)
-            try:
-                await self._spawn()
-            except Exception as e:
-                log.error("starting the SQLite writer process failed (attempt %d): %s", attempt, e)
-                continue
+
+        def not_started(attempt: int, e: BaseException) -> None:
+            log.error("starting the SQLite writer process failed (attempt %d): %s", attempt, e)
+
+        started = await arestart(
+            self._spawn_started, policy=RESTART, attempts=RESTART_ATTEMPTS, on_failure=not_started
+        )
+        if started:
             log.warning("the SQLite writer process %s is running again", self.pid)
             self._restarting = None
             return
