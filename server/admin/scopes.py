@@ -107,7 +107,11 @@ def required_scope(opt: Mapping[str, Any], methods: Collection[Any]) -> str:
     declared = opt.get("scope")
     if isinstance(declared, str):
         return declared
-    return "read" if methods and {str(getattr(m, "value", m)) for m in methods} <= READ_METHODS else "admin"
+    return (
+        "read"
+        if methods and {str(getattr(m, "value", m)) for m in methods} <= READ_METHODS
+        else "admin"
+    )
 
 
 def check_scope(principal: Principal, needed: str) -> None:

@@ -45,6 +45,7 @@ from ..admin.scopes import requires
 from ..store.records import Filters
 from . import STATIC
 from .activity import overview_activity
+from .audit import audit_page
 from .common import (
     PAGE,
     Form,
@@ -473,6 +474,7 @@ def console_router() -> Router:
             queues_page,
             pause_page,
             resume_page,
+            audit_page,
             static,
         ],
         before_request=check_request,
