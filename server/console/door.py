@@ -91,7 +91,7 @@ async def check_request(request: Request[Any, Any, Any]) -> Response[Any] | None
     return None
 
 
-async def refused_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+def refused_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """A refusal from the shared admin functions (404, 409, 422...) as a console page."""
     assert isinstance(exc, RequestError)
     note_code(request.scope, exc.code)

@@ -53,11 +53,20 @@ OPERATE = {
     ("POST", "/api/requests/{request_id:str}/replay"),
     ("POST", "/api/pause"),
     ("POST", "/api/resume"),
+    ("POST", "/ui/requests/{request_id:str}/replay"),
+    ("POST", "/ui/runs/{run_id:str}/retry"),
+    ("POST", "/ui/deliveries/{delivery_id:str}/retry"),
+    ("POST", "/ui/deliveries/retry"),
+    ("POST", "/ui/queues/pause"),
+    ("POST", "/ui/queues/resume"),
 }
 ADMIN = {
     ("POST", "/api/reload"),
     ("DELETE", "/api/requests/{request_id:str}/payload"),
+    ("POST", "/ui/requests/{request_id:str}/payload/delete"),
 }
+#: console routes that only read though they are POSTs
+READ = {("POST", "/ui/rules/test"), ("POST", "/ui/logout")}
 
 
 def config() -> dict[str, Any]:
@@ -99,11 +108,14 @@ def expected_scope(method: str, path: str) -> str:
         return "operate"
     if (method, path) in ADMIN:
         return "admin"
+    if (method, path) in READ:
+        return "read"
     return "read" if method in ("GET", "HEAD") else "admin"
 
 
 def admin_routes(tmp_path: Path) -> list[tuple[str, str]]:
-    """(method, path template) of every route of the app behind the admin guard."""
+    """(method, path template) of every route of the app behind the admin guard, and of every
+    console route but its login form and static files (the console takes a bearer token too)."""
     cfg = tmp_path / "hookwise.yaml"
     cfg.write_text(yaml.safe_dump(config()), encoding="utf-8")
     gateway = Gateway(load_config(cfg, env=ENV), state_dir=tmp_path / "state")
@@ -112,8 +124,12 @@ def admin_routes(tmp_path: Path) -> list[tuple[str, str]]:
     for route in app.routes:
         if not isinstance(route, HTTPRoute):
             continue
+        console = (route.path == "/ui" or route.path.startswith("/ui/")) and not (
+            route.path == "/ui/login" or route.path.startswith("/ui/static/")
+        )
         for handler in route.route_handlers:
-            if admin_guard not in handler.resolve_guards():
+            guards = [getattr(g, "func", g) for g in handler.resolve_guards()]
+            if admin_guard not in guards and not console:
                 continue
             for method in handler.http_methods:
                 if str(method) not in ("OPTIONS", "HEAD"):
@@ -128,6 +144,9 @@ def _concrete(path: str) -> str:
 def _ask(gw: GatewayProcess, method: str, path: str, token: str | None) -> httpx.Response:
     assert gw.client is not None
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    if path.startswith("/ui"):
+        data = {"kind": "mapping", "name": "no-such"} if method == "POST" else None
+        return gw.client.request(method, _concrete(path), data=data, headers=headers)
     body = {} if method in ("POST", "PUT", "PATCH") else None
     return gw.client.request(method, _concrete(path), json=body, headers=headers)
 
@@ -136,6 +155,8 @@ def test_the_route_table_has_the_admin_routes_this_test_expects(tmp_path: Path) 
     routes = admin_routes(tmp_path)
     assert ("GET", "/api/runs") in routes
     assert ("GET", "/api/audit") in routes
+    assert ("GET", "/ui/audit") in routes
+    assert len(routes) > 40
     assert set(routes) >= OPERATE | ADMIN
 
 
@@ -149,15 +170,22 @@ def test_every_admin_route_with_each_scope_and_none(gw: GatewayProcess, tmp_path
             body = (
                 r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
             )
+            console = path.startswith("/ui")
             if token is None or not scopes:
-                ok = r.status_code == 401 and body.get("code") == "unauthorized"
+                if console and method == "GET" and token is None:  # a browser: to the login
+                    ok = r.status_code == 303 and "/ui/login" in r.headers["location"]
+                else:
+                    ok = r.status_code == 401 and body.get("code") == "unauthorized"
             elif needed not in scopes:
-                ok = (
-                    r.status_code == 403
-                    and body.get("code") == "insufficient_scope"
-                    and body.get("scope") == needed
-                    and who in body.get("error", "")
-                )
+                if console:  # a refusal page, naming the code
+                    ok = r.status_code == 403 and "insufficient_scope" in r.text
+                else:
+                    ok = (
+                        r.status_code == 403
+                        and body.get("code") == "insufficient_scope"
+                        and body.get("scope") == needed
+                        and who in body.get("error", "")
+                    )
             else:
                 ok = r.status_code not in (401, 403)
             if not ok:
