@@ -122,14 +122,17 @@ async def login(request: Request[Any, Any, Any], data: Form) -> Response[Any] | 
     origin = request.headers.get("origin")
     if origin is not None and urlsplit(origin).netloc != request.headers.get("host", ""):
         error = "This form must be sent from the console itself."
+        note_code(request.scope, "cross_origin")
         return render_page(request, "login.html", status=403, next=target, error=error)
     if await throttle.locked_for(client) is not None:
         error = "Too many wrong tokens: wait a minute and try again."
+        note_code(request.scope, "locked_out")
         return render_page(request, "login.html", status=429, next=target, error=error)
     principal = auth.match(data.get("token", ""))
     if principal is None:
         await throttle.record_failure(client)
         error = "That is not an admin token of this gateway."
+        note_code(request.scope, "unauthorized")
         return render_page(request, "login.html", status=401, next=target, error=error)
     await throttle.record_success(client)
     set_principal(request.scope, principal)  # type: ignore[arg-type]

@@ -298,7 +298,21 @@ def test_no_token_reaches_the_audit_log_or_the_log(gw: GatewayProcess) -> None:
     for token in (READ_TOKEN, OPERATE_TOKEN, BOSS_TOKEN, ADMIN_TOKEN, HOOK_TOKEN, WRONG_TOKEN):
         assert token not in text
     logins = _audit(gw, action="login", limit=2)
-    assert [(e["actor"], e["outcome"], e["via"]) for e in logins] == [
-        ("-", "refused", "console"),
-        ("oncall", "ok", "console"),
+    assert [(e["actor"], e["outcome"], e["via"], e["code"]) for e in logins] == [
+        ("-", "refused", "console", "unauthorized"),
+        ("oncall", "ok", "console", None),
     ]
+
+
+def test_audited_actions_are_counted_in_the_metrics(gw: GatewayProcess) -> None:
+    assert _post(gw, "/api/reload", READ_TOKEN).status_code == 403
+    assert gw.client is not None
+    scrape = gw.client.get("/metrics", headers={"Authorization": f"Bearer {READ_TOKEN}"}).text
+    line = next(
+        x
+        for x in scrape.splitlines()
+        if x.startswith("hookwise_audit_entries_total{")
+        and 'action="reload"' in x
+        and 'outcome="refused"' in x
+    )
+    assert float(line.rsplit(" ", 1)[1]) >= 1
