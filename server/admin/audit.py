@@ -8,7 +8,8 @@ before the end of the response reaches the client, who (the principal's token na
 console's login's), when, the client address (`scope["client"]`, as the trusted proxies resolved
 it), the action, what it touched (`targets`: the route's path parameters, plus what the
 handler noted with `note()`, e.g. a pause's mapping), and the outcome: `ok` (below 400),
-`refused` (401, 403: no or a wrong token, a scope lacked, a CSRF check) or `failed` (the action
+`refused` (401, 403, 429: no or a wrong token, a scope lacked, a CSRF check, a locked-out
+login) or `failed` (the action
 answered an error), with the error's stable code. Never a payload, a header or a token.
 
 A write that fails is logged (with the action, actor and client) and counted
@@ -73,7 +74,7 @@ def _targets(scope: Scope) -> dict[str, str]:
 def _outcome(status: int) -> str:
     if status < 400:
         return "ok"
-    return "refused" if status in (401, 403) else "failed"
+    return "refused" if status in (401, 403, 429) else "failed"
 
 
 def _code(scope: Scope, status: int, body: bytes) -> str | None:
