@@ -9,8 +9,8 @@ console's login's), when, the client address (`scope["client"]`, as the trusted 
 it), the action, what it touched (`targets`: the route's path parameters, plus what the
 handler noted with `note()`, e.g. a pause's mapping), and the outcome: `ok` (below 400),
 `refused` (401, 403, 429: no or a wrong token, a scope lacked, a CSRF check, a locked-out
-login) or `failed` (the action
-answered an error), with the error's stable code. Never a payload, a header or a token.
+login) or `failed` (the action answered an error), with the error's stable code. Never a
+payload, a header or a token.
 
 A write that fails is logged (with the action, actor and client) and counted
 (`hookwise_audit_entries{outcome="lost"}`); it never fails the action, which already happened.
