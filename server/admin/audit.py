@@ -14,6 +14,9 @@ payload, a header or a token.
 
 A write that fails is logged (with the action, actor and client) and counted
 (`hookwise_audit_entries{outcome="lost"}`); it never fails the action, which already happened.
+Refusals without a known token cost a store write each, so that a flood of guesses cannot turn
+into a flood of writes, at most `ANONYMOUS_PER_MINUTE` of them are recorded per client address
+and minute; the rest are counted (`outcome="suppressed"`) and the first of them logged.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import datetime as dt
 import json
 import logging
 import time
+from collections import OrderedDict
 from typing import Any
 
 from litestar import Controller, Request, get
@@ -48,6 +52,28 @@ CODE = "hookwise_audit_code"
 MAX_TARGET = 200
 MAX_TARGETS = 8
 _MAX_ERROR_BODY = 4096
+#: refusals without a known token recorded per client address and minute (the rest counted)
+ANONYMOUS_PER_MINUTE = 20
+
+
+class _AnonymousBudget:
+    """How many refusals without a known token each client address may still have recorded in
+    the current minute (memory bounded: the least recently seen addresses are forgotten)."""
+
+    def __init__(self, per_minute: int, max_clients: int = 10_000) -> None:
+        self._per_minute = per_minute
+        self._max_clients = max_clients
+        self._seen: OrderedDict[str, tuple[float, int]] = OrderedDict()
+
+    def take(self, client: str, now: float) -> int:
+        """Count one refusal of `client`; how many it had in this minute, this one included."""
+        start, count = self._seen.pop(client, (now, 0))
+        if now - start >= 60.0:
+            start, count = now, 0
+        self._seen[client] = (start, count + 1)
+        if len(self._seen) > self._max_clients:
+            self._seen.popitem(last=False)
+        return count + 1
 
 
 def note(request: Request[Any, Any, Any], **targets: object) -> None:
@@ -111,6 +137,10 @@ class AuditMiddleware(ASGIMiddleware):
 
     scopes = (ScopeType.HTTP,)
 
+    def __init__(self, anonymous_per_minute: int = ANONYMOUS_PER_MINUTE) -> None:
+        self._anonymous = _AnonymousBudget(anonymous_per_minute)
+        self._anonymous_limit = anonymous_per_minute
+
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         action = action_of(scope)
         if action is None:
@@ -160,6 +190,19 @@ class AuditMiddleware(ASGIMiddleware):
             code=entry.code,
             targets=dict(entry.targets),
         )
+        if principal is None and entry.outcome == "refused":
+            n = self._anonymous.take(entry.client, entry.at)
+            if n > self._anonymous_limit:
+                metrics.audited(action, "suppressed")
+                if n == self._anonymous_limit + 1:
+                    log.warning(
+                        "audit: more than %d refusals without a known token from %s this minute;"
+                        " the rest of the minute's are counted, not recorded",
+                        self._anonymous_limit,
+                        entry.client,
+                        extra=ids,
+                    )
+                return
         level = logging.INFO if entry.outcome == "ok" else logging.WARNING
         log.log(
             level,

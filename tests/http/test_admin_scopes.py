@@ -23,6 +23,7 @@ from litestar.routes import HTTPRoute
 
 from hookwise.engine.config.load import load_config
 from hookwise.server.admin.api import admin_guard
+from hookwise.server.admin.audit import ANONYMOUS_PER_MINUTE
 from hookwise.server.app import create_app
 from hookwise.server.lifecycle.gateway import Gateway
 from tests.cli.support import run as hookwise
@@ -221,7 +222,13 @@ def test_each_action_is_audited_with_who_from_where_what_and_the_outcome(
     )
     assert _post(gw, "/api/reload", READ_TOKEN).status_code == 403
     assert _post(gw, "/api/reload", BOSS_TOKEN).status_code == 200
-    assert _post(gw, "/api/pause", WRONG_TOKEN, github).status_code == 401
+    # from an address of its own: the table test's guesses used up 127.0.0.1's minute
+    assert (
+        _post(
+            gw, "/api/pause", WRONG_TOKEN, github, **{"X-Forwarded-For": "198.51.100.1"}
+        ).status_code
+        == 401
+    )
 
     entries = _audit(gw, limit=8)
     got = [(e["actor"], e["action"], e["outcome"], e["code"]) for e in reversed(entries)]
@@ -243,7 +250,8 @@ def test_each_action_is_audited_with_who_from_where_what_and_the_outcome(
     assert replay["targets"] == {"requestId": "req-nope"}
     assert bulk["targets"] == {"kind": "run", "rule": "github", "dryRun": "True"}
     assert all(e["via"] == "api" for e in entries)
-    assert entries[0]["client"] == "127.0.0.1"
+    assert entries[0]["client"] == "198.51.100.1"
+    assert entries[1]["client"] == "127.0.0.1"  # no proxy header: the socket's peer
 
 
 def test_the_audit_log_filters_and_pages_like_the_other_lists(gw: GatewayProcess) -> None:
@@ -279,12 +287,20 @@ def test_hookwise_audit_prints_the_log_with_a_read_token(gw: GatewayProcess) -> 
 
 def test_no_token_reaches_the_audit_log_or_the_log(gw: GatewayProcess) -> None:
     assert (
-        _post(gw, "/api/pause", WRONG_TOKEN, {"kind": "mapping", "name": WRONG_TOKEN}).status_code
+        _post(
+            gw,
+            "/api/pause",
+            WRONG_TOKEN,
+            {"kind": "mapping", "name": WRONG_TOKEN},
+            **{"X-Forwarded-For": "198.51.100.2"},
+        ).status_code
         == 401
     )
     assert gw.client is not None
     gw.client.post("/ui/login", data={"token": OPERATE_TOKEN})
-    gw.client.post("/ui/login", data={"token": WRONG_TOKEN})
+    gw.client.post(
+        "/ui/login", data={"token": WRONG_TOKEN}, headers={"X-Forwarded-For": "198.51.100.2"}
+    )
     assert (
         _post(gw, "/api/pause", OPERATE_TOKEN, {"kind": "mapping", "name": "github"}).status_code
         == 200
@@ -316,3 +332,20 @@ def test_audited_actions_are_counted_in_the_metrics(gw: GatewayProcess) -> None:
         and 'outcome="refused"' in x
     )
     assert float(line.rsplit(" ", 1)[1]) >= 1
+
+
+def test_a_flood_of_guesses_is_recorded_up_to_a_limit_and_counted_beyond(
+    gw: GatewayProcess,
+) -> None:
+    guesser = {"X-Forwarded-For": "198.51.100.99"}
+    for _ in range(ANONYMOUS_PER_MINUTE + 5):
+        assert _post(gw, "/api/reload", WRONG_TOKEN, **guesser).status_code == 401
+    recorded = [e for e in _audit(gw, actor="-", limit=500) if e["client"] == "198.51.100.99"]
+    assert len(recorded) == ANONYMOUS_PER_MINUTE
+    assert gw.client is not None
+    scrape = gw.client.get("/metrics", headers={"Authorization": f"Bearer {READ_TOKEN}"}).text
+    assert 'hookwise_audit_entries_total{action="reload",outcome="suppressed"}' in scrape
+    assert gw.stderr().count("refusals without a known token from 198.51.100.99") == 1
+    # a known token from the same address is always recorded
+    assert _post(gw, "/api/reload", READ_TOKEN, **guesser).status_code == 403
+    assert _audit(gw, limit=1)[0]["actor"] == "grafana"
