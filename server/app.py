@@ -23,17 +23,20 @@ from litestar.types import Receive, Scope, Send
 
 from . import metrics
 from .admin.api import AdminController
+from .admin.audit import AuditController, AuditMiddleware
+from .admin.control import ControlController
 from .admin.lanes import LanesController
 from .admin.openapi import assets_router, openapi_config
 from .admin.operate import metrics_handler, readyz
 from .admin.recover import RecoverController
 from .admin.replay import ReplayController
+from .admin.scopes import TokenTable
 from .admin.sources import SourcesController
 from .console import template_config
 from .console.auth import ConsoleAuth
 from .console.pages import console_router
 from .errors import EXCEPTION_HANDLERS
-from .ingress.auth import AuthThrottle, SharedAuthThrottle, TokenCheck, lockout_throttle
+from .ingress.auth import AuthThrottle, SharedAuthThrottle, lockout_throttle
 from .ingress.hooks import HookEndpoint
 from .lifecycle.gateway import Gateway
 
@@ -76,6 +79,8 @@ def create_app(gateway: Gateway) -> Litestar:
         LanesController,
         ReplayController,
         SourcesController,
+        AuditController,
+        ControlController,
         console_router(),
         assets_router(),
     ]
@@ -103,16 +108,17 @@ def create_app(gateway: Gateway) -> Litestar:
                 gateway.startup_error = e
             raise
 
-    token = gateway.admin_token
+    tokens = TokenTable.of(gateway.config.gateway.auth)
     app = _HooksFirst(
         route_handlers=handlers,
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        middleware=[AuditMiddleware()],
         lifespan=[lifespan],
         state=State(
             {
                 "gateway": gateway,
-                "admin_token": TokenCheck(token) if token else None,
-                "console_auth": ConsoleAuth(token) if token else None,
+                "admin_tokens": tokens,
+                "console_auth": ConsoleAuth(tokens) if tokens else None,
                 "console_throttle": _console_throttle(gateway),
             }
         ),

@@ -185,6 +185,12 @@ class _Metrics:
             " once: hooks.limits.maxWaiting), cancelled (the caller went away), gone",
             ("outcome",),
         )
+        self.audit = counter(
+            "hookwise_audit_entries",
+            "Operator actions audited, by action and outcome (ok, refused, failed; lost: the"
+            " audit log could not be written)",
+            ("action", "outcome"),
+        )
         self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def bounded(self, label: str, value: str) -> str:
@@ -348,6 +354,12 @@ def model_call(call: Any) -> None:
             m.model_tokens.labels(call.agent_id, mapping, model, kind).inc(n)
     if call.cost:
         m.model_cost.labels(call.agent_id, mapping, model).inc(call.cost)
+
+
+def audited(action: str, outcome: str) -> None:
+    """An operator action recorded in the audit log (`lost`: it could not be written)."""
+    if _metrics is not None:
+        _metrics.audit.labels(_metrics.bounded("audit_action", action), outcome).inc()
 
 
 def budget_breach(scope: str, name: str) -> None:

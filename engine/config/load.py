@@ -31,6 +31,7 @@ from .models import (
     LoadedConfig,
 )
 from .store_url import store_url_problem
+from .tokens import check_tokens
 
 # ---------------------------------------------------------------------------------------------
 # reading
@@ -176,6 +177,14 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
                 )
             seen_ids[m.id] = i
 
+    check_tokens(
+        config.gateway.auth.tokens,
+        gateway_token=gateway_token,
+        hook_token=token if hooks.enabled else None,
+        min_length=MIN_TOKEN_LENGTH,
+        issues=issues,
+        warnings=warnings,
+    )
     _check_tools(config, issues, warnings)
     _check_sources(config, issues)
     warnings.extend(unpriced_models(config))

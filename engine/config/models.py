@@ -22,6 +22,7 @@ from .limits import HookLimitsConfig
 from .mapping import MappingConfig, VerifyConfig
 from .prices import BreakerConfig, PriceConfig
 from .sources import SourceConfig
+from .tokens import ScopedToken
 
 MIN_TOKEN_LENGTH = 24
 
@@ -242,10 +243,13 @@ class ModelsConfig:
 
 @attrs.frozen
 class GatewayAuthConfig:
-    """`gateway.auth`: the gateway's own token (protects the admin API)."""
+    """`gateway.auth`: the gateway's own token (protects the admin API and the console), and
+    named tokens with scopes (`tokens`, see `hookwise.engine.config.tokens`); the single `token`
+    is the `admin` scope."""
 
     token: str | None = None
     token_file: str | None = None
+    tokens: tuple[ScopedToken, ...] = ()
 
 
 @attrs.frozen
@@ -322,6 +326,8 @@ class RetentionConfig:
     heartbeats: Duration = Duration(30 * _DAY)
     transcripts: Duration = Duration(90 * _DAY)
     requests: Duration = Duration(30 * _DAY)
+    #: the audit log of operator actions (`GET /api/audit`)
+    audit: Duration = Duration(365 * _DAY)
     interval: Duration = Duration(300)
     batch_size: int = 500
 

@@ -1,6 +1,7 @@
 """The admin API: what the gateway received, queued, ran and delivered, behind the gateway token.
 
-`Authorization: Bearer <gateway.auth.token>`; without a configured gateway token the admin API is
+`Authorization: Bearer <token>`, one of `gateway.auth.tokens` (or the single `gateway.auth.token`),
+whose scopes allow the route (`admin.scopes`); without a configured admin token the admin API is
 disabled (403). Listings are newest first, paginated with an opaque `cursor`, filtered by the
 parameters each route documents (a bad value is `400 invalid_query`), and each walks an index,
 so a page costs the same on a store of millions of rows (`store.listing`). Answers are the typed
@@ -20,7 +21,6 @@ from litestar.handlers import BaseRouteHandler
 from litestar.params import Parameter
 
 from ...engine.errors import RequestError
-from ..ingress.auth import TokenCheck
 from ..store.base import Store
 from ..store.records import Filters
 from .models import (
@@ -63,20 +63,25 @@ from .query import (
     state_parameter,
     text_parameter,
 )
+from .scopes import TokenTable, check_scope, required_scope, set_principal
 
 
-def admin_guard(connection: ASGIConnection, _handler: BaseRouteHandler) -> None:
-    check: TokenCheck | None = connection.app.state.admin_token
-    if check is None:
+def admin_guard(connection: ASGIConnection, handler: BaseRouteHandler) -> None:
+    """The bearer token names a principal (`admin.scopes`) whose scopes allow the route."""
+    table: TokenTable | None = connection.app.state.admin_tokens
+    if table is None:
         raise RequestError(
             403, "admin_disabled", "the admin API is disabled: set gateway.auth.token"
         )
     header = connection.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token or not check.matches(token.strip()):
+    principal = table.match(token.strip()) if scheme.lower() == "bearer" and token else None
+    if principal is None:
         raise RequestError(
             401, "unauthorized", "the admin API needs 'Authorization: Bearer <gateway token>'"
         )
+    set_principal(connection.scope, principal)  # type: ignore[arg-type]
+    check_scope(principal, required_scope(handler.opt, handler.http_methods))  # type: ignore[attr-defined]
     refuse_nul(connection.path_params, connection.query_params)
 
 

@@ -24,8 +24,10 @@ from ...engine.errors import RequestError
 from ..lifecycle.gateway import Gateway
 from ..runtime.lanes import Target, UnknownTarget
 from .api import admin_guard
+from .audit import note
 from .models import Answer, Model, iso
 from .recover import ACTOR, actor
+from .scopes import requires
 
 MAX_NAME = 200
 MAX_REASON = 500
@@ -158,14 +160,26 @@ class LanesController(Controller):
     async def queues(self, request: Request) -> QueuesAnswer:
         return await queues(request.app.state.gateway)
 
-    @post("/pause", status_code=200, summary="Hold the runs and wakes of a mapping, path or agent")
+    @post(
+        "/pause",
+        status_code=200,
+        summary="Hold the runs and wakes of a mapping, path or agent",
+        opt=requires("operate", audit="pause"),
+    )
     async def pause(
         self, request: Request, data: PauseRequest, by: str | None = ACTOR
     ) -> PauseAnswer:
+        note(request, kind=data.kind, name=data.name)
         return await pause(request.app.state.gateway, data, actor(request, by))
 
-    @post("/resume", status_code=200, summary="Release what a pause held, in order")
+    @post(
+        "/resume",
+        status_code=200,
+        summary="Release what a pause held, in order",
+        opt=requires("operate", audit="resume"),
+    )
     async def resume(
         self, request: Request, data: PauseRequest, by: str | None = ACTOR
     ) -> ResumeAnswer:
+        note(request, kind=data.kind, name=data.name)
         return await resume(request.app.state.gateway, data, actor(request, by))

@@ -34,6 +34,9 @@ FILTER_COLUMNS = {
     "runId": "run_id",
     "path": "path",
     "source": "source",
+    "actor": "actor",
+    "action": "action",
+    "outcome": "outcome",
 }
 
 MAX_LIMIT = 500

@@ -22,6 +22,7 @@ from ..lifecycle.gateway import Gateway
 from ..store.bounded import within_store_wait
 from ..store.records import RetryRequest
 from .api import admin_guard
+from .audit import note
 from .models import RetriedDelivery, RetriedRun, RetryCount
 from .query import (
     MAX_FILTER_LENGTH,
@@ -30,6 +31,7 @@ from .query import (
     check_choice,
     filters,
 )
+from .scopes import principal_of, requires
 
 MAX_BULK = 100_000
 _ACTOR_UNSAFE = re.compile(r"[^\w .@:+-]")
@@ -56,8 +58,11 @@ class RetryFilter(msgspec.Struct, rename="camel", kw_only=True, forbid_unknown_f
 
 
 def actor(request: Request, name: str | None) -> str:
-    """`name@client`, with anything but plain characters replaced (it is shown, never run)."""
-    who = _ACTOR_UNSAFE.sub("_", (name or "admin").strip())[:100] or "admin"
+    """`name@client`, with anything but plain characters replaced (it is shown, never run);
+    without a name, the name of the token used (`admin.scopes`)."""
+    principal = principal_of(request.scope)
+    default = principal.name if principal else "admin"
+    who = _ACTOR_UNSAFE.sub("_", (name or default).strip())[:100] or default
     client = request.client.host if request.client else "unknown"
     return f"{who}@{client}"
 
@@ -68,7 +73,12 @@ class RecoverController(Controller):
     tags = ["recover"]
     security = [{"bearer": []}]
 
-    @post("/runs/{run_id:str}/retry", status_code=202, summary="Send a failed run back")
+    @post(
+        "/runs/{run_id:str}/retry",
+        status_code=202,
+        summary="Send a failed run back",
+        opt=requires("operate", audit="retry"),
+    )
     async def retry_run(self, request: Request, run_id: str, by: str | None = ACTOR) -> RetriedRun:
         await retry_one(request.app.state.gateway, "run", run_id, actor(request, by))
         return RetriedRun(run_id=run_id)
@@ -77,6 +87,7 @@ class RecoverController(Controller):
         "/deliveries/{delivery_id:str}/retry",
         status_code=202,
         summary="Send a failed delivery back",
+        opt=requires("operate", audit="retry"),
     )
     async def retry_delivery(
         self, request: Request, delivery_id: str, by: str | None = ACTOR
@@ -84,21 +95,38 @@ class RecoverController(Controller):
         await retry_one(request.app.state.gateway, "delivery", delivery_id, actor(request, by))
         return RetriedDelivery(delivery_id=delivery_id)
 
-    @post("/runs/retry", status_code=200, summary="Send the failed runs a filter picks back")
+    @post(
+        "/runs/retry",
+        status_code=200,
+        summary="Send the failed runs a filter picks back",
+        opt=requires("operate", audit="retry_bulk"),
+    )
     async def retry_runs(
         self, request: Request, data: RetryFilter, by: str | None = ACTOR
     ) -> RetryCount:
+        note(request, kind="run", **_noted(data))
         return await retry_bulk(request.app.state.gateway, "run", data, actor(request, by))
 
     @post(
         "/deliveries/retry",
         status_code=200,
         summary="Send the failed deliveries a filter picks back",
+        opt=requires("operate", audit="retry_bulk"),
     )
     async def retry_deliveries(
         self, request: Request, data: RetryFilter, by: str | None = ACTOR
     ) -> RetryCount:
+        note(request, kind="delivery", **_noted(data))
         return await retry_bulk(request.app.state.gateway, "delivery", data, actor(request, by))
+
+
+def _noted(data: RetryFilter) -> dict[str, object]:
+    """A bulk retry's filter for its audit entry (names and times, no payload)."""
+    picked = {k: getattr(data, k) for k in ("state", "rule", "channel", "session", "limit")}
+    picked["since"] = data.since.isoformat() if data.since else None
+    picked["until"] = data.until.isoformat() if data.until else None
+    picked["dryRun"] = data.dry_run or None
+    return picked
 
 
 async def retry_one(gateway: Gateway, kind: str, target_id: str, who: str) -> None:

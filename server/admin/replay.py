@@ -21,7 +21,9 @@ from ..ingress.dispatch import RequestMeta
 from ..ingress.payload import content_type, parse_payload, takes_arrays
 from ..lifecycle.gateway import Gateway
 from .api import admin_guard, store_of
+from .audit import note
 from .models import PayloadDeleted, ReplayAction, Replayed, ReplayPreview
+from .scopes import requires
 
 NOT_KEPT = (
     "no payload is kept for this request (hooks.retainPayloads is off, keeps /wake and /agent only"
@@ -44,6 +46,7 @@ class ReplayController(Controller):
         "/requests/{request_id:str}/replay",
         status_code=200,
         summary="Run a kept request through today's rules",
+        opt=requires("operate", audit="replay"),
     )
     async def replay(
         self,
@@ -53,12 +56,14 @@ class ReplayController(Controller):
             query="dryRun", default=False, description="answer the actions, store nothing"
         ),
     ) -> ReplayPreview | Replayed:
+        note(request, dryRun=dry_run or None)
         return await replay_request(request.app.state.gateway, request_id, dry_run=dry_run)
 
     @delete(
         "/requests/{request_id:str}/payload",
         status_code=200,
         summary="Forget a kept payload now",
+        opt=requires("admin", audit="forget_payload"),
     )
     async def forget(self, request: Request, request_id: str) -> PayloadDeleted:
         if not await store_of(request).delete_payload(request_id):

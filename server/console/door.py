@@ -1,6 +1,8 @@
 """Who may see the console: the login form and its throttle, logout, the check every request
 passes (a session cookie, and a CSRF token on every POST; a page view without a session goes to
-the login form), and the admin functions' refusals shown as pages.
+the login form; a route beyond the viewer's scopes is `403 insufficient_scope`, as in the admin
+API: `admin.scopes`), and the admin functions' refusals shown as pages. Logins (each attempt)
+and logouts are audited (`admin.audit`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from litestar import Request, Response, get, post
 from litestar.response import Redirect, Template
 
 from ...engine.errors import RequestError
+from ..admin.audit import note_code
+from ..admin.scopes import check_scope, required_scope, requires, set_principal
 from ..ingress.auth import AuthThrottle, SharedAuthThrottle, client_key
 from ..store.bounded import within_store_wait
 from .auth import COOKIE, SESSION_SECONDS
@@ -66,6 +70,7 @@ async def check_request(request: Request[Any, Any, Any]) -> Response[Any] | None
             status_code=401,
         )
     request.scope.setdefault("state", {})["console_viewer"] = viewer
+    set_principal(request.scope, viewer.principal)  # type: ignore[arg-type]
     if request.method == "POST":
         presented = request.headers.get("x-csrf-token")
         if presented is None:
@@ -81,12 +86,15 @@ async def check_request(request: Request[Any, Any, Any]) -> Response[Any] | None
                 },
                 status_code=403,
             )
+    handler = request.route_handler
+    check_scope(viewer.principal, required_scope(handler.opt, handler.http_methods))
     return None
 
 
-async def refused_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+def refused_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """A refusal from the shared admin functions (404, 409, 422...) as a console page."""
     assert isinstance(exc, RequestError)
+    note_code(request.scope, exc.code)
     html = _template(request, "refused.html").render(
         nav=None, csrf="", viewer=viewer_of(request), notice=None, error=exc
     )
@@ -103,7 +111,7 @@ def login_form(request: Request[Any, Any, Any]) -> Template:
     )
 
 
-@post("/login")
+@post("/login", opt={"audit": "login"})
 async def login(request: Request[Any, Any, Any], data: Form) -> Response[Any] | Template:
     auth = auth_of(request)
     assert auth is not None
@@ -114,16 +122,21 @@ async def login(request: Request[Any, Any, Any], data: Form) -> Response[Any] | 
     origin = request.headers.get("origin")
     if origin is not None and urlsplit(origin).netloc != request.headers.get("host", ""):
         error = "This form must be sent from the console itself."
+        note_code(request.scope, "cross_origin")
         return render_page(request, "login.html", status=403, next=target, error=error)
     if await throttle.locked_for(client) is not None:
         error = "Too many wrong tokens: wait a minute and try again."
+        note_code(request.scope, "locked_out")
         return render_page(request, "login.html", status=429, next=target, error=error)
-    if not auth.token_matches(data.get("token", "")):
+    principal = auth.match(data.get("token", ""))
+    if principal is None:
         await throttle.record_failure(client)
-        error = "That is not the gateway token."
+        error = "That is not an admin token of this gateway."
+        note_code(request.scope, "unauthorized")
         return render_page(request, "login.html", status=401, next=target, error=error)
     await throttle.record_success(client)
-    _, cookie = auth.new_session()
+    set_principal(request.scope, principal)  # type: ignore[arg-type]
+    _, cookie = auth.new_session(principal)
     response: Response[Any] = Redirect(path=target, status_code=303)
     response.set_cookie(
         COOKIE,
@@ -137,7 +150,7 @@ async def login(request: Request[Any, Any, Any], data: Form) -> Response[Any] | 
     return response
 
 
-@post("/logout")
+@post("/logout", opt=requires("read", audit="logout"))
 async def logout(request: Request[Any, Any, Any]) -> Response[Any]:
     """End the session for good (every process sees it: the store keeps ended sessions), not
     only the browser's cookie: a copy of the cookie is no session any more."""

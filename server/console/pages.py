@@ -22,6 +22,7 @@ from litestar.static_files import create_static_files_router
 
 from ...engine.errors import RequestError
 from ...engine.request import InboundRequest
+from ..admin.audit import note
 from ..admin.models import (
     Breaker,
     Delivery,
@@ -40,9 +41,11 @@ from ..admin.operate import in_flight
 from ..admin.query import DELIVERY_STATES, RUN_STATES, key_in_path
 from ..admin.recover import RetryFilter, actor, retry_bulk, retry_one
 from ..admin.replay import replay_request
+from ..admin.scopes import requires
 from ..store.records import Filters
 from . import STATIC
 from .activity import overview_activity
+from .audit import audit_page
 from .common import (
     PAGE,
     Form,
@@ -167,11 +170,12 @@ async def request_page(request: Request[Any, Any, Any], request_id: str) -> Temp
     )
 
 
-@post("/requests/{request_id:str}/replay")
+@post("/requests/{request_id:str}/replay", opt=requires("operate", audit="replay"))
 async def replay_page(
     request: Request[Any, Any, Any], request_id: str, data: Form
 ) -> Template | Redirect:
     dry_run = data.get("dryRun") == "true"
+    note(request, dryRun=dry_run or None)
     result = await replay_request(gateway_of(request), request_id, dry_run=dry_run)
     if dry_run:
         store = gateway_of(request).store
@@ -192,7 +196,7 @@ async def replay_page(
     )
 
 
-@post("/requests/{request_id:str}/payload/delete")
+@post("/requests/{request_id:str}/payload/delete", opt=requires("admin", audit="forget_payload"))
 async def forget_page(request: Request[Any, Any, Any], request_id: str) -> Redirect:
     if not await gateway_of(request).store.delete_payload(request_id):
         raise RequestError(404, "payload_not_found", "no payload is kept for this request")
@@ -268,9 +272,9 @@ async def run_page(request: Request[Any, Any, Any], run_id: str) -> Template:
     )
 
 
-@post("/runs/{run_id:str}/retry")
+@post("/runs/{run_id:str}/retry", opt=requires("operate", audit="retry"))
 async def retry_run_page(request: Request[Any, Any, Any], run_id: str) -> Redirect:
-    await retry_one(gateway_of(request), "run", run_id, actor(request, "console"))
+    await retry_one(gateway_of(request), "run", run_id, actor(request, None))
     return back_to(f"/ui/runs/{run_id}", "The run is queued again.")
 
 
@@ -299,16 +303,16 @@ async def deliveries_page(request: Request[Any, Any, Any]) -> Template:
     )
 
 
-@post("/deliveries/{delivery_id:str}/retry")
+@post("/deliveries/{delivery_id:str}/retry", opt=requires("operate", audit="retry"))
 async def retry_delivery_page(
     request: Request[Any, Any, Any], delivery_id: str, data: Form
 ) -> Redirect:
-    await retry_one(gateway_of(request), "delivery", delivery_id, actor(request, "console"))
+    await retry_one(gateway_of(request), "delivery", delivery_id, actor(request, None))
     back = safe_next(data.get("back")) if data.get("back") else "/ui/deliveries"
     return back_to(back.split("?", 1)[0], f"Delivery {delivery_id[-8:]} is pending again.")
 
 
-@post("/deliveries/retry")
+@post("/deliveries/retry", opt=requires("operate", audit="retry_bulk"))
 async def bulk_retry_page(request: Request[Any, Any, Any], data: Form) -> Template | Redirect:
     """Bulk retry of the failed deliveries the filter picks: first a confirmation with the count
     (a dry run), then, with `confirm`, the retry itself."""
@@ -322,7 +326,8 @@ async def bulk_retry_page(request: Request[Any, Any, Any], data: Form) -> Templa
     )
     if problems:
         raise RequestError(400, "invalid_body", "; ".join(problems))
-    counted = await retry_bulk(gateway_of(request), "delivery", retry, actor(request, "console"))
+    note(request, kind="delivery", channel=channel, dryRun=retry.dry_run or None)
+    counted = await retry_bulk(gateway_of(request), "delivery", retry, actor(request, None))
     if retry.dry_run:
         return render_page(
             request,
@@ -387,7 +392,7 @@ async def rules_page(request: Request[Any, Any, Any]) -> Template:
     )
 
 
-@post("/rules/test")
+@post("/rules/test", opt={"scope": "read", "audit": False})
 async def rules_test(request: Request[Any, Any, Any], data: Form) -> Template:
     from ..ingress.explain import explain_with_validation_async
     from ..ingress.payload import parse_payload
@@ -469,11 +474,13 @@ def console_router() -> Router:
             queues_page,
             pause_page,
             resume_page,
+            audit_page,
             static,
         ],
         before_request=check_request,
         after_request=secure_headers,
-        # Litestar awaits an async handler; its annotation names only the sync kind
-        exception_handlers={RequestError: refused_page},  # type: ignore[dict-item]
+        # sync: the exception middleware around a route with middleware (the audit's) calls it
+        # without awaiting
+        exception_handlers={RequestError: refused_page},
         include_in_schema=False,
     )

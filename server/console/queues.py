@@ -12,8 +12,10 @@ from typing import Any
 from litestar import Request, get, post
 from litestar.response import Redirect, Template
 
+from ..admin.audit import note
 from ..admin.lanes import PauseRequest, pause, queues, resume
 from ..admin.recover import actor
+from ..admin.scopes import requires
 from .common import Form, back_to, gateway_of, render_page
 
 KINDS = ("mapping", "agent")
@@ -34,19 +36,21 @@ def _target(data: dict[str, str]) -> PauseRequest:
     )
 
 
-@post("/queues/pause")
+@post("/queues/pause", opt=requires("operate", audit="pause"))
 async def pause_page(request: Request[Any, Any, Any], data: Form) -> Redirect:
     target = _target(data)
-    answer = await pause(gateway_of(request), target, actor(request, "console"))
+    note(request, kind=target.kind, name=target.name)
+    answer = await pause(gateway_of(request), target, actor(request, None))
     return back_to(
         "/ui/queues", f"Paused {target.kind} {target.name}: {answer.held} queued run(s) held."
     )
 
 
-@post("/queues/resume")
+@post("/queues/resume", opt=requires("operate", audit="resume"))
 async def resume_page(request: Request[Any, Any, Any], data: Form) -> Redirect:
     target = _target(data)
-    answer = await resume(gateway_of(request), target, actor(request, "console"))
+    note(request, kind=target.kind, name=target.name)
+    answer = await resume(gateway_of(request), target, actor(request, None))
     return back_to(
         "/ui/queues",
         f"Resumed {target.kind} {target.name}: {answer.released} run(s) back in the queue.",

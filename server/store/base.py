@@ -21,6 +21,7 @@ import attrs
 
 from ...engine.names import DEFAULT_AGENT_ID
 from ..ids import new_id
+from .audit import AuditRecord
 from .coalesce import CoalesceSpec
 from .lanes import LaneStat, Pause
 from .modelcalls import BreakerPolicy, BreakerRecord, ModelCallRecord
@@ -470,6 +471,11 @@ class Store(Protocol):
     async def auth_locked_until(self, client: str, *, now: float) -> float | None: ...
 
     async def auth_success(self, client: str) -> None: ...
+
+    # the audit log of operator actions (`store.audit`; listed by `admin_list("audit", ...)`)
+    async def record_audit(self, entry: AuditRecord) -> None:
+        """Keep one operator action; committed when this returns."""
+        ...
 
     # the console's sessions that were logged out
     async def end_console_session(self, session_id: str, *, now: float) -> None: ...

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from .audit import AUDIT_COLUMNS, audit_record
 from .records import (
     Filters,
     HeartbeatRecord,
@@ -233,6 +234,10 @@ LISTINGS: dict[str, tuple[Listing, Callable[[Any], Any]]] = {
     "turns": (
         Listing("turns", TURN_COLUMNS, "created_at", frozenset({"session_key"})),
         turn_record,
+    ),
+    "audit": (
+        Listing("audit", AUDIT_COLUMNS, "at", frozenset({"actor", "action", "outcome"})),
+        audit_record,
     ),
 }
 

@@ -48,6 +48,7 @@ TARGETS: tuple[Target, ...] = (
     Target("heartbeats", "heartbeats", "started_at", "1 = 1"),
     Target("transcripts", "turns", "created_at", "1 = 1"),
     Target("requests", "request_log", "at", "1 = 1"),
+    Target("audit", "audit", "at", "1 = 1", "audit entries"),
 )
 
 #: `(seq, time)` of the first row whose seq is at least the argument, or None past the end

@@ -43,7 +43,9 @@ def test_logging_in_leads_to_the_page_asked_for_and_the_cookie_is_httponly_and_s
     shoot(page, "login")
     page.fill("input[name=token]", "not-the-token")
     page.click("button[type=submit]")
-    assert page.locator("[role=alert]").inner_text() == "That is not the gateway token."
+    assert (
+        page.locator("[role=alert]").inner_text() == "That is not an admin token of this gateway."
+    )
     page.fill("input[name=token]", ADMIN_TOKEN)
     page.click("button[type=submit]")
     page.wait_for_url(gw.url + "/ui/runs")

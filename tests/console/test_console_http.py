@@ -76,7 +76,7 @@ def test_a_wrong_token_is_refused_with_the_form_again_and_sets_no_cookie(
 ) -> None:
     r = _login(gw, token=HOOK_TOKEN)
     assert r.status_code == 401
-    assert "That is not the gateway token." in r.text
+    assert "That is not an admin token of this gateway." in r.text
     assert "set-cookie" not in r.headers
 
 

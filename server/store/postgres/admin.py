@@ -10,6 +10,7 @@ from typing import Any
 
 import asyncpg
 
+from ..audit import AUDIT_INSERT, AuditRecord, audit_row
 from ..base import Page, RequestLogEntry, RunRecord
 from ..listing import (
     LISTINGS,
@@ -160,6 +161,17 @@ class PostgresAdminReads(PostgresParts, ListingShortcuts):
                 " ON CONFLICT (session_id) DO NOTHING",
                 session_id,
                 now,
+            )
+
+        await self.write(fn)
+
+    async def record_audit(self, entry: AuditRecord) -> None:
+        row = audit_row(entry)
+
+        async def fn(conn: asyncpg.Connection) -> None:
+            await conn.execute(
+                f"INSERT INTO audit ({AUDIT_INSERT}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                *row,
             )
 
         await self.write(fn)

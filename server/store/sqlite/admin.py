@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from ..audit import AuditRecord, audit_row
 from ..base import Page, RequestLogEntry, RunRecord
 from ..listing import (
     LISTINGS,
@@ -143,6 +144,9 @@ class SQLiteAdminReads(SQLiteParts, ListingShortcuts):
 
     async def end_console_session(self, session_id: str, *, now: float) -> None:
         await self.write(partial(writes.end_console_session, session_id=session_id, now=now))
+
+    async def record_audit(self, entry: AuditRecord) -> None:
+        await self.write(partial(writes.record_audit, row=audit_row(entry)))
 
     async def console_session_ended(self, session_id: str) -> bool:
         rows = await self._fetch(

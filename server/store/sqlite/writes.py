@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from ..audit import AUDIT_INSERT
 from ..listing import PAYLOAD_COLUMNS
 from ..records import RetryRequest
 from ..retention import LOGOUTS_KEPT
@@ -28,6 +29,11 @@ def end_console_session(cur: sqlite3.Cursor, session_id: str, now: float) -> Non
         " ON CONFLICT (session_id) DO NOTHING",
         (session_id, now),
     )
+
+
+def record_audit(cur: sqlite3.Cursor, row: tuple[Any, ...]) -> None:
+    """One operator action into the audit log (`store.audit.audit_row`)."""
+    cur.execute(f"INSERT INTO audit ({AUDIT_INSERT}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
 
 
 def prune_request_records(
