@@ -16,7 +16,9 @@ provider. Each call goes to the chain's models in turn:
 - once a model has answered, the run's later calls (tool rounds) start from it.
 
 Every call and every skip is one `ModelCallRecord`, written to the store when it ends, in the
-background and tried again until the store takes it (tokens,
+background and tried again until the store takes it; a run (or heartbeat) waits for its own
+records (`Accounting.settle`) before its ending is committed, so whoever sees the run ended sees
+what it spent (a budget check in another process counts it). Each record carries (tokens,
 cache reads and writes where the provider reports them, cost from `models.prices`: null without a
 price or without usage), and counted in the metrics. Unavailable failures are counted on the
 model's breaker in the store; a success of a model with a breaker row closes it.
@@ -68,8 +70,8 @@ class Accounting:
         self._prices = dict(prices)
         self.breaker = breaker
         self._clock = clock
-        #: records being written (see `_record`)
-        self._pending: set[asyncio.Task[None]] = set()
+        #: records being written (see `_record`), by owner (run or heartbeat id)
+        self._pending: dict[str, set[asyncio.Task[None]]] = {}
 
     def cost(self, model: str, call: ModelCallRecord) -> float | None:
         """The cost of a call's tokens, or None (no price for `model`, no usage reported)."""
@@ -105,8 +107,25 @@ class Accounting:
         not take is tried again until it is stored (see `_write`)."""
         metrics.model_call(record)
         task = asyncio.create_task(self._write(record), name=f"hookwise-record-{record.owner_id}")
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        owned = self._pending.setdefault(record.owner_id, set())
+        owned.add(task)
+
+        def done(task: asyncio.Task[None], owner: str = record.owner_id) -> None:
+            left = self._pending.get(owner)
+            if left is not None:
+                left.discard(task)
+                if not left:
+                    del self._pending[owner]
+
+        task.add_done_callback(done)
+
+    async def settle(self, owner_id: str) -> None:
+        """Wait until the records of `owner_id` (a run or heartbeat) are written (or given up,
+        see `_write`): called before the owner's ending is committed, so that the ending is
+        never visible before what it spent. The writes go on if the waiter is cancelled."""
+        pending = list(self._pending.get(owner_id, ()))
+        if pending:
+            await asyncio.wait(pending)
 
     async def _write(self, record: ModelCallRecord) -> None:
         """Write one record, trying again (`RECORD_RETRY`) while the store is unavailable; a
@@ -147,7 +166,7 @@ class Accounting:
     async def drain(self, timeout: float) -> int:
         """Wait (at most `timeout` seconds) for the records still being written; how many were
         left unwritten."""
-        pending = list(self._pending)
+        pending = [task for owned in self._pending.values() for task in owned]
         if not pending:
             return 0
         _, left = await asyncio.wait(pending, timeout=timeout)

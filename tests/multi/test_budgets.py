@@ -9,8 +9,6 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from tests.fakes.model_server import ModelServer
 from tests.runtime.test_budgets import LONG, pauses, resume
 from tests.runtime.test_runtime_http import run_state
@@ -51,11 +49,6 @@ def tokens(run: dict[str, Any]) -> int:
     return int(run["usage"]["inputTokens"]) + int(run["usage"]["outputTokens"])
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 35 left open: a run claimed while the other process's model-call records are "
-    "still being written can start past the budget (seen once in 3 full runs); to fix next",
-)
 def test_two_processes_count_one_budget_and_hold_it_once(
     start_gateway: Callable[..., GatewayProcess], postgres_url: str
 ) -> None:
