@@ -15,17 +15,23 @@ from ..modelcalls import (
     WIDTH,
     BreakerPolicy,
     BreakerRecord,
+    SPEND_COLUMNS,
+    USAGE_ADD,
     ModelCallRecord,
     after_failure,
+    bucket_edge,
+    spend_fast_sql,
     spend_sql,
+    usage_of,
 )
 from .parts import PostgresParts
 
 _INSERT = (
     f"INSERT INTO model_calls ({COLUMNS}) VALUES"
     f" ({', '.join(f'${i}' for i in range(1, WIDTH + 1))})"
-    " ON CONFLICT (owner_id, attempt, call_seq) DO NOTHING"
+    " ON CONFLICT (owner_id, attempt, call_seq) DO NOTHING RETURNING 1"
 )
+_USAGE_ADD = USAGE_ADD.format("$1", "$2", "$3", "$4", "$5")
 _BREAKER_PUT = (
     f"INSERT INTO model_breakers ({BREAKER_COLUMNS}) VALUES"
     f" ({', '.join(f'${i}' for i in range(1, BREAKER_WIDTH + 1))})"
@@ -40,8 +46,16 @@ class PostgresModelCalls(PostgresParts):
     async def record_model_calls(self, calls: Sequence[ModelCallRecord]) -> None:
         if not calls:
             return
-        rows = [c.row() for c in calls]
-        await self.write(lambda conn: conn.executemany(_INSERT, rows))
+        async def fn(conn: asyncpg.Connection) -> None:
+            # each record's spend goes to the running totals in the same transaction, once: a
+            # record written again (a retried write that had committed) adds nothing
+            for call in calls:
+                if await conn.fetchval(_INSERT, *call.row()) is not None:
+                    usage = usage_of(call)
+                    if usage:
+                        await conn.executemany(_USAGE_ADD, usage)
+
+        await self.write(fn)
 
     async def model_calls_of(self, owner_ids: Sequence[str]) -> list[ModelCallRecord]:
         if not owner_ids:
@@ -56,8 +70,14 @@ class PostgresModelCalls(PostgresParts):
     async def spend(
         self, column: str, name: str, *, since: float, exclude: str = ""
     ) -> tuple[int, float]:
-        sql = spend_sql(column, "$1", "$2", "$3")
-        row = await self._readers.fetchrow(sql, name, since, exclude)
+        if exclude:
+            sql = spend_sql(column, "$1", "$2", "$3")
+            row = await self._readers.fetchrow(sql, name, since, exclude)
+        else:
+            sql = spend_fast_sql(column, "$1::text", "$2", "$3", "$4")
+            row = await self._readers.fetchrow(
+                sql, SPEND_COLUMNS[column], name, since, bucket_edge(since)
+            )
         return int(row[0]), float(row[1])
 
     async def breakers(self) -> list[BreakerRecord]:
