@@ -51,6 +51,12 @@ ERROR_CHARS = 300
 RECORD_RETRY = (0.25, 0.5, 1.0, 2.0)
 #: tries of a record the store refuses (not merely unavailable) before it is given up
 RECORD_TRIES = 5
+#: seconds the breakers read from the store serve this process's calls; any process's change
+#: of a breaker drops them at once everywhere (the store's `breakers` signal), so this only
+#: bounds how stale they are when a signal is lost
+BREAKERS_FRESH = 2.0
+#: the signal (`Store.notify`) of a breaker that changed
+BREAKERS_TOPIC = "breakers"
 
 
 class Accounting:
@@ -70,6 +76,12 @@ class Accounting:
         self._prices = dict(prices)
         self.breaker = breaker
         self._clock = clock
+        #: the breakers as last read, and when (monotonic); None: read them again
+        self._cached: tuple[float, dict[str, BreakerRecord]] | None = None
+        self._reading: asyncio.Future[dict[str, BreakerRecord]] | None = None
+        self._subscribed = False
+        #: bumped by each change of a breaker: a read begun before it is not kept
+        self._generation = 0
         #: records being written (see `_record`), by owner (run or heartbeat id)
         self._pending: dict[str, set[asyncio.Task[None]]] = {}
 
@@ -95,11 +107,50 @@ class Accounting:
         return ModelChain(self, tuple(models), owner_id, agent_id, rule_id, attempt)
 
     async def _breakers(self) -> dict[str, BreakerRecord]:
+        """The breakers, read from the store at most once per `BREAKERS_FRESH` seconds (and
+        again at once after any process changed one); the calls of that moment share one read."""
+        if not self._subscribed:
+            self._subscribed = True
+            try:
+                self._store.subscribe(BREAKERS_TOPIC, self.forget_breakers)
+            except Exception as e:  # then only the freshness bounds the cache
+                log.warning("watching the model breakers failed: %s: %s", type(e).__name__, e)
+        cached = self._cached
+        if cached is not None and time.monotonic() - cached[0] < BREAKERS_FRESH:
+            return cached[1]
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._read_breakers())
+        reading = self._reading
         try:
-            return {b.model: b for b in await self._store.breakers()}
+            return await asyncio.shield(reading)
+        finally:
+            if self._reading is reading and reading.done():
+                self._reading = None
+
+    async def _read_breakers(self) -> dict[str, BreakerRecord]:
+        at, generation = time.monotonic(), self._generation
+        try:
+            found = {b.model: b for b in await self._store.breakers()}
         except Exception as e:  # the breakers never keep a call from being made
             log.warning("reading the model breakers failed: %s: %s", type(e).__name__, e)
             return {}
+        if generation == self._generation:
+            self._cached = (at, found)
+        return found
+
+    def forget_breakers(self) -> None:
+        """A breaker changed (in this process or another): read them again on the next call."""
+        self._generation += 1
+        self._cached = None
+        self._reading = None
+
+    async def _changed_breaker(self) -> None:
+        """This process changed a breaker: every process forgets what it read."""
+        self.forget_breakers()
+        try:
+            await self._store.notify(BREAKERS_TOPIC)
+        except Exception as e:  # the others see it once their read is `BREAKERS_FRESH` old
+            log.warning("signalling a breaker's change failed: %s: %s", type(e).__name__, e)
 
     async def _record(self, record: ModelCallRecord) -> None:
         """Count the call and write its record in the background: the run goes on at once (its
@@ -186,6 +237,7 @@ class Accounting:
         except Exception as e:
             log.warning("counting a failure of %s on its breaker failed: %s", model, e)
             return
+        await self._changed_breaker()
         if after.state == "open" and after.failures == self.breaker.failures:
             log.warning(
                 "model %s: breaker open for %gs after %d unavailable failures (last: %s)",
@@ -203,6 +255,7 @@ class Accounting:
         except Exception as e:
             log.warning("closing the breaker of %s failed: %s", model, e)
             return
+        await self._changed_breaker()
         if breakers[model].state == "open":
             log.warning("model %s: breaker closed, the model answered again", model)
 
@@ -345,10 +398,13 @@ class ModelChain:
         if state == "open":
             return False
         try:
-            return await self._acc._store.breaker_probe(ref, now=now, lease=60.0)
+            probing = await self._acc._store.breaker_probe(ref, now=now, lease=60.0)
         except Exception as e:
             log.warning("claiming the half-open try of %s failed: %s", ref, e)
             return False
+        if probing:
+            await self._acc._changed_breaker()
+        return probing
 
     async def _call(
         self,

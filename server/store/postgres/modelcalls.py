@@ -46,6 +46,7 @@ class PostgresModelCalls(PostgresParts):
     async def record_model_calls(self, calls: Sequence[ModelCallRecord]) -> None:
         if not calls:
             return
+
         async def fn(conn: asyncpg.Connection) -> None:
             # each record's spend goes to the running totals in the same transaction, once: a
             # record written again (a retried write that had committed) adds nothing

@@ -35,9 +35,7 @@ _BREAKER_PUT = (
 )
 
 
-_OLD = (
-    f"SELECT {COLUMNS} FROM model_calls WHERE owner_id = ? AND attempt = ? AND call_seq = ?"
-)
+_OLD = f"SELECT {COLUMNS} FROM model_calls WHERE owner_id = ? AND attempt = ? AND call_seq = ?"
 _USAGE_ADD = USAGE_ADD.format(*"?????")
 
 
