@@ -11,27 +11,39 @@ import asyncpg
 from ..modelcalls import (
     BREAKER_COLUMNS,
     BREAKER_WIDTH,
+    BUCKET,
     COLUMNS,
+    SPEND_COLUMNS,
     WIDTH,
     BreakerPolicy,
     BreakerRecord,
-    SPEND_COLUMNS,
-    USAGE_ADD,
     ModelCallRecord,
     after_failure,
     bucket_edge,
     spend_fast_sql,
     spend_sql,
-    usage_of,
 )
 from .parts import PostgresParts
 
 _INSERT = (
     f"INSERT INTO model_calls ({COLUMNS}) VALUES"
     f" ({', '.join(f'${i}' for i in range(1, WIDTH + 1))})"
-    " ON CONFLICT (owner_id, attempt, call_seq) DO NOTHING RETURNING 1"
+    " ON CONFLICT (owner_id, attempt, call_seq) DO NOTHING"
 )
-_USAGE_ADD = USAGE_ADD.format("$1", "$2", "$3", "$4", "$5")
+#: a record and its spend in the running totals, in one statement (so that `executemany`
+#: pipelines them): a record already stored (a retried write that had committed) adds nothing;
+#: the bucket is `modelcalls.usage_of`'s (agent first, then the mapping)
+_RECORD = (
+    f"WITH ins AS ({_INSERT} RETURNING agent_id, rule_id, started_at,"
+    " COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0) AS tokens, COALESCE(cost, 0) AS cost)"
+    f" INSERT INTO budget_usage (kind, name, bucket, tokens, cost)"
+    f" SELECT s.kind, s.name, floor(ins.started_at / {BUCKET}) * {BUCKET}, ins.tokens, ins.cost"
+    " FROM ins CROSS JOIN LATERAL (VALUES ('agent', ins.agent_id), ('mapping', ins.rule_id))"
+    " AS s(kind, name)"
+    " WHERE s.name IS NOT NULL AND (ins.tokens <> 0 OR ins.cost <> 0) ORDER BY s.kind"
+    " ON CONFLICT (kind, name, bucket) DO UPDATE SET"
+    " tokens = budget_usage.tokens + excluded.tokens, cost = budget_usage.cost + excluded.cost"
+)
 _BREAKER_PUT = (
     f"INSERT INTO model_breakers ({BREAKER_COLUMNS}) VALUES"
     f" ({', '.join(f'${i}' for i in range(1, BREAKER_WIDTH + 1))})"
@@ -47,16 +59,8 @@ class PostgresModelCalls(PostgresParts):
         if not calls:
             return
 
-        async def fn(conn: asyncpg.Connection) -> None:
-            # each record's spend goes to the running totals in the same transaction, once: a
-            # record written again (a retried write that had committed) adds nothing
-            for call in calls:
-                if await conn.fetchval(_INSERT, *call.row()) is not None:
-                    usage = usage_of(call)
-                    if usage:
-                        await conn.executemany(_USAGE_ADD, usage)
-
-        await self.write(fn)
+        rows = [c.row() for c in calls]
+        await self.write(lambda conn: conn.executemany(_RECORD, rows))
 
     async def model_calls_of(self, owner_ids: Sequence[str]) -> list[ModelCallRecord]:
         if not owner_ids:
