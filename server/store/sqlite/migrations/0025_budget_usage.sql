@@ -28,3 +28,15 @@ SELECT kind, name, bucket, SUM(tokens), SUM(cost) FROM (
 GROUP BY kind, name, bucket
 HAVING SUM(tokens) <> 0 OR SUM(cost) <> 0
 ORDER BY bucket, kind, name;
+-- An operator's temporary raise of a budget (`POST /api/budgets/{kind}/{name}/raise`,
+-- `hookwise budgets raise`): its limits (NULL: the configured one) until `until`, in every process.
+CREATE TABLE IF NOT EXISTS budget_raises (
+    kind      TEXT NOT NULL,
+    name      TEXT NOT NULL,
+    tokens    INTEGER,
+    cost      REAL,
+    until     REAL NOT NULL,
+    raised_by TEXT NOT NULL,
+    raised_at REAL NOT NULL,
+    PRIMARY KEY (kind, name)
+);
