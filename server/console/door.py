@@ -84,8 +84,9 @@ async def check_request(request: Request[Any, Any, Any]) -> Response[Any] | None
     return None
 
 
-async def refused_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    """A refusal from the shared admin functions (404, 409, 422...) as a console page."""
+def refused_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """A refusal from the shared admin functions (404, 409, 422...) as a console page. Plain
+    `def`: Litestar calls exception handlers without awaiting them (an `async` one was a 500)."""
     assert isinstance(exc, RequestError)
     html = _template(request, "refused.html").render(
         nav=None, csrf="", viewer=viewer_of(request), notice=None, error=exc

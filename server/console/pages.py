@@ -66,7 +66,13 @@ from .door import (
     safe_next,
 )
 from .headers import secure_headers
-from .queues import pause_page, queues_page, resume_page
+from .queues import (
+    budget_raise_page,
+    budget_release_page,
+    pause_page,
+    queues_page,
+    resume_page,
+)
 
 # -------------------------------------------------------------------------------- overview
 
@@ -469,11 +475,13 @@ def console_router() -> Router:
             queues_page,
             pause_page,
             resume_page,
+            budget_raise_page,
+            budget_release_page,
             static,
         ],
         before_request=check_request,
         after_request=secure_headers,
         # Litestar awaits an async handler; its annotation names only the sync kind
-        exception_handlers={RequestError: refused_page},  # type: ignore[dict-item]
+        exception_handlers={RequestError: refused_page},
         include_in_schema=False,
     )
