@@ -180,3 +180,24 @@ def test_the_migration_totals_the_records_stored_before_it(backend: Backend) -> 
                 assert (tokens, cost) == pytest.approx(exact(calls, column, name, since))
 
     backend.run(check)
+
+
+def test_the_running_totals_are_pruned_with_the_runs_horizon(backend: Backend) -> None:
+    from hookwise.server.store.retention import TARGETS
+
+    [target] = [t for t in TARGETS if t.table == "budget_usage"]
+    assert target.key == "runs"
+    calls = [
+        call(f"r{at}", 1, rule_id="m", input_tokens=10, output_tokens=0, started_at=at)
+        for at in (60.0, 120.0, 180.0, 600.0)
+    ]
+
+    async def body(store) -> None:
+        await store.record_model_calls(calls)
+        upto = await store.retention_boundary(target, 200.0)
+        assert await store.prune_batch(target, upto=upto, cutoff=200.0, limit=10) == 6
+        # what is left: the minute of 600 (its agent's and its mapping's)
+        assert await store.spend("rule_id", "m", since=0.0) == (10, 0.0)
+        assert await store.spend("agent_id", "main", since=0.0) == (10, 0.0)
+
+    backend.run(body)
