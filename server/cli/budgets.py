@@ -52,7 +52,7 @@ def _path(args: argparse.Namespace, action: str) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        answer = client.get("/api/budgets/")
+        answer = client.get("/api/budgets")
 
     def show(out: TextIO) -> None:
         table([_row(b) for b in answer["items"]], COLUMNS, out)
