@@ -25,6 +25,7 @@ from . import metrics
 from .admin.api import AdminController
 from .admin.audit import AuditController, AuditMiddleware
 from .admin.control import ControlController
+from .admin.budgets import BudgetsController
 from .admin.lanes import LanesController
 from .admin.openapi import assets_router, openapi_config
 from .admin.operate import metrics_handler, readyz
@@ -77,6 +78,7 @@ def create_app(gateway: Gateway) -> Litestar:
         AdminController,
         RecoverController,
         LanesController,
+        BudgetsController,
         ReplayController,
         SourcesController,
         AuditController,

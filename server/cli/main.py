@@ -251,6 +251,7 @@ def _add_optional_commands(sub: Any) -> None:
     from ..gmail.cli import add_cli as add_gmail
     from .admin import add_cli as add_admin
     from .audit import add_cli as add_audit
+    from .budgets import add_cli as add_budgets
     from .lanes import add_cli as add_lanes
     from .rules import add_cli as add_rules
     from .signatures import add_cli as add_sign
@@ -271,6 +272,7 @@ def _add_optional_commands(sub: Any) -> None:
     add_sources(sub)
     add_audit(sub)
     add_lanes(sub)
+    add_budgets(sub)
     add_gmail(providers)
 
 

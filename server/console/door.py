@@ -92,7 +92,8 @@ async def check_request(request: Request[Any, Any, Any]) -> Response[Any] | None
 
 
 def refused_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    """A refusal from the shared admin functions (404, 409, 422...) as a console page."""
+    """A refusal from the shared admin functions (404, 409, 422...) as a console page. Plain
+    `def`: Litestar calls exception handlers without awaiting them (an `async` one was a 500)."""
     assert isinstance(exc, RequestError)
     note_code(request.scope, exc.code)
     html = _template(request, "refused.html").render(

@@ -69,7 +69,13 @@ from .door import (
     safe_next,
 )
 from .headers import secure_headers
-from .queues import pause_page, queues_page, resume_page
+from .queues import (
+    budget_raise_page,
+    budget_release_page,
+    pause_page,
+    queues_page,
+    resume_page,
+)
 
 # -------------------------------------------------------------------------------- overview
 
@@ -475,6 +481,8 @@ def console_router() -> Router:
             pause_page,
             resume_page,
             audit_page,
+            budget_raise_page,
+            budget_release_page,
             static,
         ],
         before_request=check_request,

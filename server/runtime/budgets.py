@@ -11,6 +11,12 @@ or once the budget is raised or removed (a reload). An operator's release (`hook
 of the mapping or agent, the admin API, the console) lifts it at once and waives the budget
 until the end of the window (a row of `budget_waivers`, seen by every process).
 
+An operator may also raise a budget for a while (`raise_budget`: new limits until a time, a row
+of `budget_raises`, seen by every process): while it lasts the raised limits are the budget's,
+so a held lane whose spend is under them is lifted by `release_due`, and runs start again.
+The raise is read only when the configured limits are reached, so it costs a check nothing
+otherwise.
+
 A breach is logged once per window and counted (`hookwise_budget_breaches`) by the process that
 holds the lane: the pause row is written once, whoever sees the breach first.
 """
@@ -25,9 +31,10 @@ from collections.abc import Callable
 import attrs
 
 from ...engine.config.budgets import BudgetConfig
+from ...engine.config.prices import PerTokens
 from .. import metrics
 from ..store.base import RunRecord, Store
-from ..store.lanes import BY_BUDGET, PAUSED_COLUMN, Pause
+from ..store.lanes import BY_BUDGET, PAUSED_COLUMN, BudgetRaise, Pause
 from .providers.base import Usage
 
 log = logging.getLogger("hookwise.budgets")
@@ -72,6 +79,9 @@ class Budgets:
         self._on_released = on_released
         self._clock = clock
 
+    def now(self) -> float:
+        return self._clock()
+
     def scopes_of(self, run: RunRecord) -> list[Scope]:
         """The budgets a run counts against: its mapping's, then its agent's."""
         scopes = []
@@ -89,6 +99,23 @@ class Budgets:
         tokens, cost = await self._store.spend(PAUSED_COLUMN[scope.kind], scope.name, since=since)
         return Spend(tokens, cost, since)
 
+    async def raised(self, kind: str, name: str) -> BudgetRaise | None:
+        """The operator's raise of a budget in force now, if any."""
+        now = self._clock()
+        for r in await self._store.budget_raises():
+            if (r.kind, r.name) == (kind, name) and r.until > now:
+                return r
+        return None
+
+    async def exceeded(self, scope: Scope, tokens: int, cost: float) -> bool:
+        """Whether spending `tokens` and `cost` reaches the budget of `scope`, as raised by an
+        operator if it is (read only when the configured limits are reached)."""
+        budget = scope.budget
+        if not budget.exceeded(tokens, cost):
+            return False
+        r = await self.raised(scope.kind, scope.name)
+        return r is None or raised_limits(budget, r).exceeded(tokens, cost)
+
     async def over(self, run: RunRecord) -> tuple[Scope, Spend] | None:
         """The first budget of `run` that is spent, with what was spent; None: it may start."""
         for scope in self.scopes_of(run):
@@ -96,9 +123,45 @@ class Budgets:
             if waived is not None and waived > self._clock():
                 continue
             spent = await self.spend(scope)
-            if scope.budget.exceeded(spent.tokens, spent.cost):
+            if await self.exceeded(scope, spent.tokens, spent.cost):
                 return scope, spent
         return None
+
+    def budget_of(self, kind: str, name: str) -> BudgetConfig | None:
+        """The configured budget of a mapping or an agent (None: it has none)."""
+        budgets = {"mapping": self._mapping_budgets(), "agent": self._agent_budgets()}
+        return budgets.get(kind, {}).get(name)
+
+    def configured(self) -> list[Scope]:
+        """Every configured budget, mappings' first, by name."""
+        return [
+            Scope(kind, name, budget)
+            for kind, budgets in (
+                ("mapping", self._mapping_budgets()),
+                ("agent", self._agent_budgets()),
+            )
+            for name, budget in sorted(budgets.items())
+        ]
+
+    async def raise_budget(
+        self, kind: str, name: str, *, tokens: int | None, cost: float | None, until: float, by: str
+    ) -> BudgetRaise | None:
+        """An operator raises a budget until `until` (None: no such budget). Held runs start
+        once `release_due` finds the spend under the raised limits (within `RELEASE_EVERY`)."""
+        if self.budget_of(kind, name) is None:
+            return None
+        raised = BudgetRaise(kind, name, tokens, cost, until, by, self._clock())
+        await self._store.raise_budget(raised)
+        log.warning(
+            "budget of %s %s raised by %s until %.0f: tokens %s, cost %s",
+            kind,
+            name,
+            by,
+            until,
+            tokens,
+            cost,
+        )
+        return raised
 
     async def admit(self, runs: list[RunRecord]) -> list[RunRecord]:
         """`runs` (just claimed) without those over budget: those go back to the queue and
@@ -162,6 +225,8 @@ class Budgets:
         ):
             for name, budget in sorted(budgets.items()):
                 spent = await self.spend(Scope(kind, name, budget))
+                r = await self.raised(kind, name)
+                budget = budget if r is None else raised_limits(budget, r)
                 if budget.tokens is not None:
                     found.append((kind, name, "tokens", float(spent.tokens), float(budget.tokens)))
                 if budget.cost is not None:
@@ -183,7 +248,7 @@ class Budgets:
             tokens, cost = await self._store.spend(
                 column, scope.name, since=since, exclude=run.run_id
             )
-            if scope.budget.exceeded(tokens + own, cost):
+            if await self.exceeded(scope, tokens + own, cost):
                 log.warning(
                     "run %s crossed the budget of %s %s (%d tokens): no more tool calls",
                     run.run_id,
@@ -216,8 +281,9 @@ class Budgets:
                 continue
             budget = budgets.get(p.kind, {}).get(p.name)
             if budget is not None:
-                spent = await self.spend(Scope(p.kind, p.name, budget))
-                if budget.exceeded(spent.tokens, spent.cost):
+                scope = Scope(p.kind, p.name, budget)
+                spent = await self.spend(scope)
+                if await self.exceeded(scope, spent.tokens, spent.cost):
                     continue
             released = await self._store.resume(p.kind, p.name)
             if released is None:
@@ -240,3 +306,12 @@ class Budgets:
             except Exception as e:
                 log.error("releasing held budgets failed: %s: %s", type(e).__name__, e)
             await asyncio.sleep(RELEASE_EVERY)
+
+
+def raised_limits(budget: BudgetConfig, raised: BudgetRaise) -> BudgetConfig:
+    """`budget` with an operator's raised limits in place of the configured ones it names."""
+    return attrs.evolve(
+        budget,
+        tokens=budget.tokens if raised.tokens is None else PerTokens(raised.tokens),
+        cost=budget.cost if raised.cost is None else raised.cost,
+    )

@@ -16,7 +16,9 @@ provider. Each call goes to the chain's models in turn:
 - once a model has answered, the run's later calls (tool rounds) start from it.
 
 Every call and every skip is one `ModelCallRecord`, written to the store when it ends, in the
-background and tried again until the store takes it (tokens,
+background and tried again until the store takes it; a run (or heartbeat) waits for its own
+records (`Accounting.settle`) before its ending is committed, so whoever sees the run ended sees
+what it spent (a budget check in another process counts it). Each record carries (tokens,
 cache reads and writes where the provider reports them, cost from `models.prices`: null without a
 price or without usage), and counted in the metrics. Unavailable failures are counted on the
 model's breaker in the store; a success of a model with a breaker row closes it.
@@ -50,6 +52,12 @@ ERROR_CHARS = 300
 RECORD_RETRY = Backoff(base=0.25, cap=2.0, jitter=0.0)
 #: tries of a record the store refuses (not merely unavailable) before it is given up
 RECORD_TRIES = 5
+#: seconds the breakers read from the store serve this process's calls; any process's change
+#: of a breaker drops them at once everywhere (the store's `breakers` signal), so this only
+#: bounds how stale they are when a signal is lost
+BREAKERS_FRESH = 2.0
+#: the signal (`Store.notify`) of a breaker that changed
+BREAKERS_TOPIC = "breakers"
 
 
 class Accounting:
@@ -69,8 +77,14 @@ class Accounting:
         self._prices = dict(prices)
         self.breaker = breaker
         self._clock = clock
-        #: records being written (see `_record`)
-        self._pending: set[asyncio.Task[None]] = set()
+        #: the breakers as last read, and when (monotonic); None: read them again
+        self._cached: tuple[float, dict[str, BreakerRecord]] | None = None
+        self._reading: asyncio.Future[dict[str, BreakerRecord]] | None = None
+        self._subscribed = False
+        #: bumped by each change of a breaker: a read begun before it is not kept
+        self._generation = 0
+        #: records being written (see `_record`), by owner (run or heartbeat id)
+        self._pending: dict[str, set[asyncio.Task[None]]] = {}
 
     def cost(self, model: str, call: ModelCallRecord) -> float | None:
         """The cost of a call's tokens, or None (no price for `model`, no usage reported)."""
@@ -94,11 +108,50 @@ class Accounting:
         return ModelChain(self, tuple(models), owner_id, agent_id, rule_id, attempt)
 
     async def _breakers(self) -> dict[str, BreakerRecord]:
+        """The breakers, read from the store at most once per `BREAKERS_FRESH` seconds (and
+        again at once after any process changed one); the calls of that moment share one read."""
+        if not self._subscribed:
+            self._subscribed = True
+            try:
+                self._store.subscribe(BREAKERS_TOPIC, self.forget_breakers)
+            except Exception as e:  # then only the freshness bounds the cache
+                log.warning("watching the model breakers failed: %s: %s", type(e).__name__, e)
+        cached = self._cached
+        if cached is not None and time.monotonic() - cached[0] < BREAKERS_FRESH:
+            return cached[1]
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._read_breakers())
+        reading = self._reading
         try:
-            return {b.model: b for b in await self._store.breakers()}
+            return await asyncio.shield(reading)
+        finally:
+            if self._reading is reading and reading.done():
+                self._reading = None
+
+    async def _read_breakers(self) -> dict[str, BreakerRecord]:
+        at, generation = time.monotonic(), self._generation
+        try:
+            found = {b.model: b for b in await self._store.breakers()}
         except Exception as e:  # the breakers never keep a call from being made
             log.warning("reading the model breakers failed: %s: %s", type(e).__name__, e)
             return {}
+        if generation == self._generation:
+            self._cached = (at, found)
+        return found
+
+    def forget_breakers(self) -> None:
+        """A breaker changed (in this process or another): read them again on the next call."""
+        self._generation += 1
+        self._cached = None
+        self._reading = None
+
+    async def _changed_breaker(self) -> None:
+        """This process changed a breaker: every process forgets what it read."""
+        self.forget_breakers()
+        try:
+            await self._store.notify(BREAKERS_TOPIC)
+        except Exception as e:  # the others see it once their read is `BREAKERS_FRESH` old
+            log.warning("signalling a breaker's change failed: %s: %s", type(e).__name__, e)
 
     async def _record(self, record: ModelCallRecord) -> None:
         """Count the call and write its record in the background: the run goes on at once (its
@@ -106,8 +159,25 @@ class Accounting:
         not take is tried again until it is stored (see `_write`)."""
         metrics.model_call(record)
         task = asyncio.create_task(self._write(record), name=f"hookwise-record-{record.owner_id}")
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        owned = self._pending.setdefault(record.owner_id, set())
+        owned.add(task)
+
+        def done(task: asyncio.Task[None], owner: str = record.owner_id) -> None:
+            left = self._pending.get(owner)
+            if left is not None:
+                left.discard(task)
+                if not left:
+                    del self._pending[owner]
+
+        task.add_done_callback(done)
+
+    async def settle(self, owner_id: str) -> None:
+        """Wait until the records of `owner_id` (a run or heartbeat) are written (or given up,
+        see `_write`): called before the owner's ending is committed, so that the ending is
+        never visible before what it spent. The writes go on if the waiter is cancelled."""
+        pending = list(self._pending.get(owner_id, ()))
+        if pending:
+            await asyncio.wait(pending)
 
     async def _write(self, record: ModelCallRecord) -> None:
         """Write one record, trying again (`RECORD_RETRY`) while the store is unavailable; a
@@ -148,7 +218,7 @@ class Accounting:
     async def drain(self, timeout: float) -> int:
         """Wait (at most `timeout` seconds) for the records still being written; how many were
         left unwritten."""
-        pending = list(self._pending)
+        pending = [task for owned in self._pending.values() for task in owned]
         if not pending:
             return 0
         _, left = await asyncio.wait(pending, timeout=timeout)
@@ -168,6 +238,7 @@ class Accounting:
         except Exception as e:
             log.warning("counting a failure of %s on its breaker failed: %s", model, e)
             return
+        await self._changed_breaker()
         if after.state == "open" and after.failures == self.breaker.failures:
             log.warning(
                 "model %s: breaker open for %gs after %d unavailable failures (last: %s)",
@@ -185,6 +256,7 @@ class Accounting:
         except Exception as e:
             log.warning("closing the breaker of %s failed: %s", model, e)
             return
+        await self._changed_breaker()
         if breakers[model].state == "open":
             log.warning("model %s: breaker closed, the model answered again", model)
 
@@ -327,10 +399,13 @@ class ModelChain:
         if state == "open":
             return False
         try:
-            return await self._acc._store.breaker_probe(ref, now=now, lease=60.0)
+            probing = await self._acc._store.breaker_probe(ref, now=now, lease=60.0)
         except Exception as e:
             log.warning("claiming the half-open try of %s failed: %s", ref, e)
             return False
+        if probing:
+            await self._acc._changed_breaker()
+        return probing
 
     async def _call(
         self,

@@ -229,6 +229,7 @@ class Heartbeats:
             delivery=delivery,
             agent_id=self.agent_id,
         )
+        await self._accounting.settle(hb_id)  # its spend is stored before its ending
         await self._store.finish_heartbeat(outcome)
         self.beats += 1
         if delivery is not None and delivery.state == "pending":

@@ -297,6 +297,8 @@ class RunWorkers:
             outcome = await self._call_model(run)
             self._slots.give()
             released = True
+            # what the run spent is in the store before its ending is visible (budgets)
+            await self._accounting.settle(run.run_id)
             await self._finish(run, outcome)
             # the run's session is free: its next run may be claimed now (session lanes)
             self._wakeup.set()

@@ -23,7 +23,7 @@ from ...engine.names import DEFAULT_AGENT_ID
 from ..ids import new_id
 from .audit import AuditRecord
 from .coalesce import CoalesceSpec
-from .lanes import LaneStat, Pause
+from .lanes import BudgetRaise, LaneStat, Pause
 from .modelcalls import BreakerPolicy, BreakerRecord, ModelCallRecord
 from .records import (
     AttemptRecord,
@@ -438,6 +438,15 @@ class Store(Protocol):
 
     async def budget_waiver(self, kind: str, name: str) -> float | None:
         """Until when the budget of a mapping or agent is waived (None: it is not)."""
+        ...
+
+    async def raise_budget(self, raised: BudgetRaise) -> None:
+        """An operator raised the budget of a mapping or agent until `raised.until` (replacing
+        an earlier raise of it)."""
+        ...
+
+    async def budget_raises(self) -> list[BudgetRaise]:
+        """Every raise stored (ended ones too, until replaced), by kind and name."""
         ...
 
     async def lanes(self) -> list[LaneStat]:

@@ -38,6 +38,20 @@ class Pause:
 
 
 @attrs.frozen
+class BudgetRaise:
+    """An operator's temporary raise of a mapping's or an agent's budget: its limits (None: the
+    configured one) until `until`, by whom, when (`budget_raises`, migration 0025)."""
+
+    kind: str
+    name: str
+    tokens: int | None
+    cost: float | None
+    until: float
+    raised_by: str
+    raised_at: float
+
+
+@attrs.frozen
 class LaneStat:
     """One lane's queue: runs waiting (`queued`), held, and the age of the oldest of either."""
 

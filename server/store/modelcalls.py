@@ -15,6 +15,7 @@ removes the row, a failure opens it again for another cooldown.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,20 +28,70 @@ COLUMNS = (
     " duration_ms, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost"
 )
 WIDTH = COLUMNS.count(",") + 1
-#: a budget's spend (`Store.spend`): tokens in and out, and cost, since a window's start
-SPEND_COLUMNS = ("rule_id", "agent_id")
+#: a budget's spend (`Store.spend`): tokens in and out, and cost, since a window's start; the
+#: column of `model_calls` a scope is counted by, and the scope's kind in `budget_usage`
+SPEND_COLUMNS = {"rule_id": "mapping", "agent_id": "agent"}
 SPEND = (
     "SELECT COALESCE(SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0),"
     " COALESCE(SUM(cost), 0) FROM model_calls WHERE {column} = {name} AND started_at >= {since}"
     " AND owner_id <> {exclude}"
 )
+#: seconds of one running total of `budget_usage`: the calls that started in one bucket
+BUCKET = 60.0
+#: the spend from the running totals: the whole buckets since the window's start (`edge`, the
+#: first bucket boundary at or after it), plus the calls between the start and that boundary
+#: (less than one bucket of records, from `model_calls`): exact, and bounded by the window's
+#: buckets rather than by its calls
+SPEND_FAST = (
+    "SELECT COALESCE(SUM(t), 0), COALESCE(SUM(c), 0) FROM ("
+    " SELECT tokens AS t, cost AS c FROM budget_usage"
+    " WHERE kind = {kind} AND name = {name} AND bucket >= {edge}"
+    " UNION ALL"
+    " SELECT COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0), COALESCE(cost, 0)"
+    " FROM model_calls WHERE {column} = {name} AND started_at >= {since} AND started_at < {edge}"
+    ") AS spent"
+)
+#: add a call's spend to its bucket's running total (SQLite 3.24+ and PostgreSQL alike)
+USAGE_ADD = (
+    "INSERT INTO budget_usage (kind, name, bucket, tokens, cost) VALUES ({}, {}, {}, {}, {})"
+    " ON CONFLICT (kind, name, bucket) DO UPDATE SET"
+    " tokens = budget_usage.tokens + excluded.tokens, cost = budget_usage.cost + excluded.cost"
+)
 
 
 def spend_sql(column: str, name: str, since: str, exclude: str) -> str:
-    """The spend query over `column` (one of `SPEND_COLUMNS`) with the store's placeholders."""
+    """The spend query over `column` (one of `SPEND_COLUMNS`) with the store's placeholders,
+    reading every record of the window (used when a run's own records are left out)."""
     if column not in SPEND_COLUMNS:
         raise ValueError(f"no budget counts by {column!r}")
     return SPEND.format(column=column, name=name, since=since, exclude=exclude)
+
+
+def spend_fast_sql(column: str, kind: str, name: str, since: str, edge: str) -> str:
+    """The spend query from the running totals (`SPEND_FAST`) with the store's placeholders."""
+    if column not in SPEND_COLUMNS:
+        raise ValueError(f"no budget counts by {column!r}")
+    return SPEND_FAST.format(column=column, kind=kind, name=name, since=since, edge=edge)
+
+
+def bucket_edge(since: float) -> float:
+    """The first bucket boundary at or after `since`."""
+    return math.ceil(since / BUCKET) * BUCKET
+
+
+def usage_of(record: ModelCallRecord, sign: int = 1) -> list[tuple[str, str, float, int, float]]:
+    """What `record` adds to the running totals (`sign` -1: takes away, a record replaced):
+    (kind, name, bucket, tokens, cost) per scope it counts for, in a fixed order (so that
+    concurrent writers lock the totals' rows in the same order); none when it spent nothing."""
+    tokens = (record.input_tokens or 0) + (record.output_tokens or 0)
+    cost = record.cost or 0.0
+    if not tokens and not cost:
+        return []
+    bucket = math.floor(record.started_at / BUCKET) * BUCKET
+    scopes = [("agent", record.agent_id)]
+    if record.rule_id is not None:
+        scopes.append(("mapping", record.rule_id))
+    return sorted((kind, name, bucket, sign * tokens, sign * cost) for kind, name in scopes)
 
 
 BREAKER_COLUMNS = (

@@ -42,6 +42,8 @@ class Target:
 TARGETS: tuple[Target, ...] = (
     # the records of model calls go with the runs' horizon (a call's record outlives no run)
     Target("runs", "model_calls", "started_at", "1 = 1", "model calls"),
+    # and so do the running totals of budgets (`budget_usage`), by their bucket's start
+    Target("runs", "budget_usage", "bucket", "1 = 1", "budget totals"),
     Target("runs", "runs", "created_at", "state IN ('succeeded', 'failed', 'timed_out')"),
     Target("events", "events", "created_at", "consumed_at IS NOT NULL"),
     Target("deliveries", "deliveries", "created_at", "state IN ('sent', 'failed', 'skipped')"),

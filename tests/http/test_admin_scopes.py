@@ -60,6 +60,10 @@ OPERATE = {
     ("POST", "/ui/deliveries/retry"),
     ("POST", "/ui/queues/pause"),
     ("POST", "/ui/queues/resume"),
+    ("POST", "/api/budgets/{kind:str}/{name:str}/raise"),
+    ("POST", "/api/budgets/{kind:str}/{name:str}/release"),
+    ("POST", "/ui/queues/budget/raise"),
+    ("POST", "/ui/queues/budget/release"),
 }
 ADMIN = {
     ("POST", "/api/reload"),

@@ -5,9 +5,13 @@ operator's waiver is read back until it is replaced."""
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+
+import asyncpg
 import pytest
 
-from tests.store.conftest import Backend
+from tests.store.conftest import POSTGRES_URL, Backend
 from tests.store.test_store_modelcalls import call
 
 
@@ -45,5 +49,155 @@ def test_a_waiver_is_read_back_and_replaced(backend: Backend) -> None:
         await store.waive_budget("agent", "main", until=800.0, by="someone")
         assert await store.budget_waiver("agent", "main") == 800.0
         assert await store.budget_waiver("mapping", "main") == 900.0
+
+    backend.run(body)
+
+
+def exact(calls: list, column: str, name: str, since: float) -> tuple[int, float]:
+    """The spend summed from the records themselves, as the slow query does."""
+    mine = [c for c in calls if getattr(c, column) == name and c.started_at >= since]
+    tokens = sum((c.input_tokens or 0) + (c.output_tokens or 0) for c in mine)
+    return tokens, sum(c.cost or 0.0 for c in mine)
+
+
+def test_spend_from_the_running_totals_is_exact_whatever_the_window_start(
+    backend: Backend,
+) -> None:
+    # calls spread over five buckets of 60 s, several in one bucket, one on a boundary
+    starts = [60_000.0, 60_010.5, 60_059.9, 60_060.0, 60_119.0, 60_150.0, 60_200.0, 60_299.5]
+    calls = [
+        call(
+            f"r{i}",
+            1,
+            rule_id="m",
+            input_tokens=i + 1,
+            output_tokens=100,
+            cost=0.25 * i,
+            started_at=at,
+        )
+        for i, at in enumerate(starts)
+    ]
+    # windows that start on a boundary, inside a bucket, before and after every call
+    sinces = [0.0, 60_000.0, 60_005.0, 60_059.9, 60_060.0, 60_061.0, 60_199.99, 60_299.5, 70_000.0]
+
+    async def body(store) -> None:
+        await store.record_model_calls(calls[:3])
+        await store.record_model_calls(calls[3:])
+        for since in sinces:
+            for column, name in (("rule_id", "m"), ("agent_id", "main")):
+                tokens, cost = await store.spend(column, name, since=since)
+                want_tokens, want_cost = exact(calls, column, name, since)
+                assert tokens == want_tokens, (column, since)
+                assert cost == pytest.approx(want_cost), (column, since)
+
+    backend.run(body)
+
+
+def test_a_record_written_again_is_counted_once(backend: Backend) -> None:
+    # a write tried again after it had committed (the store's answer was lost)
+    first = call("r1", 1, rule_id="m", input_tokens=10, output_tokens=5, cost=0.5, started_at=500.0)
+
+    async def body(store) -> None:
+        await store.record_model_calls([first])
+        await store.record_model_calls([first])
+        assert await store.spend("rule_id", "m", since=0.0) == (15, 0.5)
+        assert await store.spend("agent_id", "main", since=0.0) == (15, 0.5)
+
+    backend.run(body)
+
+
+def test_two_stores_recording_at_once_count_every_call(backend: Backend) -> None:
+    async def body(a, b) -> None:
+        async def record(store, prefix: str) -> None:
+            for i in range(20):
+                await store.record_model_calls(
+                    [
+                        call(
+                            f"{prefix}{i}",
+                            1,
+                            rule_id="m",
+                            input_tokens=3,
+                            output_tokens=2,
+                            cost=0.125,
+                            started_at=1000.0 + i,
+                        )
+                    ]
+                )
+
+        await asyncio.gather(record(a, "a"), record(b, "b"))
+        for store in (a, b):
+            assert await store.spend("rule_id", "m", since=990.0) == (200, 5.0)
+            assert await store.spend("agent_id", "main", since=1010.0) == (100, 2.5)
+
+    backend.run(body, instances=2)
+
+
+def forget_totals(backend: Backend) -> None:
+    """Take the database back to before migration 0025's totals (its records kept)."""
+    if backend.name == "sqlite":
+        conn = sqlite3.connect(backend.path)
+        conn.executescript("DROP TABLE budget_usage; PRAGMA user_version = 20;")
+        conn.close()
+        return
+
+    async def back() -> None:
+        conn = await asyncpg.connect(POSTGRES_URL)
+        try:
+            await conn.execute(f'DROP TABLE "{backend.schema}".budget_usage')
+            await conn.execute(
+                f'DELETE FROM "{backend.schema}".schema_migrations WHERE version = 25'
+            )
+        finally:
+            await conn.close()
+
+    asyncio.run(back())
+
+
+def test_the_migration_totals_the_records_stored_before_it(backend: Backend) -> None:
+    calls = [
+        call(
+            f"r{i}",
+            1,
+            rule_id="m" if i % 2 else None,
+            input_tokens=10 * i,
+            output_tokens=1,
+            cost=0.5 if i % 3 else None,
+            started_at=7_000.0 + 25 * i,
+        )
+        for i in range(12)
+    ]
+
+    async def record(store) -> None:
+        await store.record_model_calls(calls)
+
+    backend.run(record)
+    forget_totals(backend)
+
+    async def check(store) -> None:
+        for since in (0.0, 7_030.0, 7_100.0, 7_200.0):
+            for column, name in (("rule_id", "m"), ("agent_id", "main")):
+                tokens, cost = await store.spend(column, name, since=since)
+                assert (tokens, cost) == pytest.approx(exact(calls, column, name, since))
+
+    backend.run(check)
+
+
+def test_the_running_totals_are_pruned_with_the_runs_horizon(backend: Backend) -> None:
+    from hookwise.server.store.retention import TARGETS
+
+    [target] = [t for t in TARGETS if t.table == "budget_usage"]
+    assert target.key == "runs"
+    calls = [
+        call(f"r{at}", 1, rule_id="m", input_tokens=10, output_tokens=0, started_at=at)
+        for at in (60.0, 120.0, 180.0, 600.0)
+    ]
+
+    async def body(store) -> None:
+        await store.record_model_calls(calls)
+        upto = await store.retention_boundary(target, 200.0)
+        assert await store.prune_batch(target, upto=upto, cutoff=200.0, limit=10) == 6
+        # what is left: the minute of 600 (its agent's and its mapping's)
+        assert await store.spend("rule_id", "m", since=0.0) == (10, 0.0)
+        assert await store.spend("agent_id", "main", since=0.0) == (10, 0.0)
 
     backend.run(body)

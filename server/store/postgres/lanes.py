@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import asyncpg
+import attrs
 
-from ..lanes import PAUSED_COLUMN, LaneStat, Pause, run_paused
+from ..lanes import PAUSED_COLUMN, BudgetRaise, LaneStat, Pause, run_paused
 from .parts import PostgresParts
 
 _PAUSE_COLUMNS = "kind, name, paused_by, paused_at, reason, session"
@@ -79,6 +80,24 @@ class PostgresLanes(PostgresParts):
             "SELECT until FROM budget_waivers WHERE kind = $1 AND name = $2", kind, name
         )
         return None if until is None else float(until)
+
+    async def raise_budget(self, raised: BudgetRaise) -> None:
+        row = attrs.astuple(raised)
+        await self.write(
+            lambda conn: conn.execute(
+                "INSERT INTO budget_raises (kind, name, tokens, cost, until, raised_by, raised_at) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+                " ON CONFLICT (kind, name) DO UPDATE SET tokens = excluded.tokens,"
+                " cost = excluded.cost, until = excluded.until, raised_by = excluded.raised_by,"
+                " raised_at = excluded.raised_at",
+                *row,
+            )
+        )
+
+    async def budget_raises(self) -> list[BudgetRaise]:
+        rows = await self._readers.fetch(
+            "SELECT kind, name, tokens, cost, until, raised_by, raised_at FROM budget_raises ORDER BY kind, name"
+        )
+        return [BudgetRaise(*r) for r in rows]
 
     async def lanes(self) -> list[LaneStat]:
         rows = await self._readers.fetch(

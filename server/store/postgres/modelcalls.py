@@ -11,12 +11,16 @@ import asyncpg
 from ..modelcalls import (
     BREAKER_COLUMNS,
     BREAKER_WIDTH,
+    BUCKET,
     COLUMNS,
+    SPEND_COLUMNS,
     WIDTH,
     BreakerPolicy,
     BreakerRecord,
     ModelCallRecord,
     after_failure,
+    bucket_edge,
+    spend_fast_sql,
     spend_sql,
 )
 from .parts import PostgresParts
@@ -25,6 +29,20 @@ _INSERT = (
     f"INSERT INTO model_calls ({COLUMNS}) VALUES"
     f" ({', '.join(f'${i}' for i in range(1, WIDTH + 1))})"
     " ON CONFLICT (owner_id, attempt, call_seq) DO NOTHING"
+)
+#: a record and its spend in the running totals, in one statement (so that `executemany`
+#: pipelines them): a record already stored (a retried write that had committed) adds nothing;
+#: the bucket is `modelcalls.usage_of`'s (agent first, then the mapping)
+_RECORD = (
+    f"WITH ins AS ({_INSERT} RETURNING agent_id, rule_id, started_at,"
+    " COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0) AS tokens, COALESCE(cost, 0) AS cost)"
+    f" INSERT INTO budget_usage (kind, name, bucket, tokens, cost)"
+    f" SELECT s.kind, s.name, floor(ins.started_at / {BUCKET}) * {BUCKET}, ins.tokens, ins.cost"
+    " FROM ins CROSS JOIN LATERAL (VALUES ('agent', ins.agent_id), ('mapping', ins.rule_id))"
+    " AS s(kind, name)"
+    " WHERE s.name IS NOT NULL AND (ins.tokens <> 0 OR ins.cost <> 0) ORDER BY s.kind"
+    " ON CONFLICT (kind, name, bucket) DO UPDATE SET"
+    " tokens = budget_usage.tokens + excluded.tokens, cost = budget_usage.cost + excluded.cost"
 )
 _BREAKER_PUT = (
     f"INSERT INTO model_breakers ({BREAKER_COLUMNS}) VALUES"
@@ -40,8 +58,9 @@ class PostgresModelCalls(PostgresParts):
     async def record_model_calls(self, calls: Sequence[ModelCallRecord]) -> None:
         if not calls:
             return
+
         rows = [c.row() for c in calls]
-        await self.write(lambda conn: conn.executemany(_INSERT, rows))
+        await self.write(lambda conn: conn.executemany(_RECORD, rows))
 
     async def model_calls_of(self, owner_ids: Sequence[str]) -> list[ModelCallRecord]:
         if not owner_ids:
@@ -56,8 +75,14 @@ class PostgresModelCalls(PostgresParts):
     async def spend(
         self, column: str, name: str, *, since: float, exclude: str = ""
     ) -> tuple[int, float]:
-        sql = spend_sql(column, "$1", "$2", "$3")
-        row = await self._readers.fetchrow(sql, name, since, exclude)
+        if exclude:
+            sql = spend_sql(column, "$1", "$2", "$3")
+            row = await self._readers.fetchrow(sql, name, since, exclude)
+        else:
+            sql = spend_fast_sql(column, "$1::text", "$2", "$3", "$4")
+            row = await self._readers.fetchrow(
+                sql, SPEND_COLUMNS[column], name, since, bucket_edge(since)
+            )
         return int(row[0]), float(row[1])
 
     async def breakers(self) -> list[BreakerRecord]:

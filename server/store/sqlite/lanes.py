@@ -7,7 +7,9 @@ from __future__ import annotations
 import sqlite3
 from functools import partial
 
-from ..lanes import PAUSED_COLUMN, LaneStat, Pause, run_paused
+import attrs
+
+from ..lanes import PAUSED_COLUMN, BudgetRaise, LaneStat, Pause, run_paused
 from .parts import SQLiteParts
 
 _PAUSE_COLUMNS = "kind, name, paused_by, paused_at, reason, session"
@@ -49,6 +51,13 @@ def waive_budget(cur: sqlite3.Cursor, kind: str, name: str, until: float, by: st
     )
 
 
+def raise_budget(cur: sqlite3.Cursor, row: tuple[object, ...]) -> None:
+    cur.execute(
+        "INSERT OR REPLACE INTO budget_raises (kind, name, tokens, cost, until, raised_by, raised_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        row,
+    )
+
+
 class SQLiteLanes(SQLiteParts):
     """Pause, resume, the pauses and each lane's queue."""
 
@@ -75,6 +84,17 @@ class SQLiteLanes(SQLiteParts):
             ).fetchone()
         )
         return None if row is None else float(row[0])
+
+    async def raise_budget(self, raised: BudgetRaise) -> None:
+        await self.write(partial(raise_budget, row=attrs.astuple(raised)))
+
+    async def budget_raises(self) -> list[BudgetRaise]:
+        rows = await self._read(
+            lambda conn: conn.execute(
+                "SELECT kind, name, tokens, cost, until, raised_by, raised_at FROM budget_raises ORDER BY kind, name"
+            ).fetchall()
+        )
+        return [BudgetRaise(*r) for r in rows]
 
     async def lanes(self) -> list[LaneStat]:
         def fn(conn: sqlite3.Connection) -> list[LaneStat]:

@@ -14,12 +14,17 @@ from ..modelcalls import (
     BREAKER_COLUMNS,
     BREAKER_WIDTH,
     COLUMNS,
+    SPEND_COLUMNS,
+    USAGE_ADD,
     WIDTH,
     BreakerPolicy,
     BreakerRecord,
     ModelCallRecord,
     after_failure,
+    bucket_edge,
+    spend_fast_sql,
     spend_sql,
+    usage_of,
 )
 from .parts import SQLiteParts
 
@@ -30,8 +35,22 @@ _BREAKER_PUT = (
 )
 
 
+_OLD = f"SELECT {COLUMNS} FROM model_calls WHERE owner_id = ? AND attempt = ? AND call_seq = ?"
+_USAGE_ADD = USAGE_ADD.format(*"?????")
+
+
 def write_model_calls(cur: sqlite3.Cursor, rows: Sequence[tuple[Any, ...]]) -> None:
-    cur.executemany(_INSERT, rows)
+    """Store records, and their spend in the running totals (`budget_usage`) in the same
+    transaction; a record written again replaces the first (its spend is taken back)."""
+    for row in rows:
+        record = ModelCallRecord.from_row(row)
+        old = cur.execute(_OLD, (record.owner_id, record.attempt, record.seq)).fetchone()
+        usage = usage_of(record)
+        if old is not None:
+            usage = usage_of(ModelCallRecord.from_row(old), sign=-1) + usage
+        cur.execute(_INSERT, row)
+        if usage:
+            cur.executemany(_USAGE_ADD, usage)
 
 
 def breaker_failure(
@@ -90,8 +109,15 @@ class SQLiteModelCalls(SQLiteParts):
     async def spend(
         self, column: str, name: str, *, since: float, exclude: str = ""
     ) -> tuple[int, float]:
-        sql = spend_sql(column, "?", "?", "?")
-        row = await self._read(lambda conn: conn.execute(sql, (name, since, exclude)).fetchone())
+        if exclude:
+            sql = spend_sql(column, "?", "?", "?")
+            args: tuple[Any, ...] = (name, since, exclude)
+        else:
+            sql = spend_fast_sql(column, "?", "?", "?", "?")
+            edge = bucket_edge(since)
+            # placeholders in the query's order: kind, name, edge, name, since, edge
+            args = (SPEND_COLUMNS[column], name, edge, name, since, edge)
+        row = await self._read(lambda conn: conn.execute(sql, args).fetchone())
         return int(row[0]), float(row[1])
 
     async def breakers(self) -> list[BreakerRecord]:
