@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from .alerts import ALERT_COLUMNS, alert_record
 from .records import (
     Filters,
     HeartbeatRecord,
@@ -233,6 +234,10 @@ LISTINGS: dict[str, tuple[Listing, Callable[[Any], Any]]] = {
     "turns": (
         Listing("turns", TURN_COLUMNS, "created_at", frozenset({"session_key"})),
         turn_record,
+    ),
+    "alerts": (
+        Listing("alerts", f"seq, {ALERT_COLUMNS}", "opened_at", frozenset({"state", "rule"})),
+        alert_record,
     ),
 }
 

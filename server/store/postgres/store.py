@@ -40,6 +40,7 @@ from . import runtime as rt
 from .accept import AcceptLane, insert_log
 from .admin import PostgresAdminReads
 from .coalesce import accept_coalescing
+from .alerts import PostgresAlerts
 from .lanes import PostgresLanes
 from .migrate import migrate, quote_ident
 from .modelcalls import PostgresModelCalls
@@ -72,6 +73,7 @@ class PostgresStore(
     PostgresRetention,
     PostgresToolCalls,
     PostgresModelCalls,
+    PostgresAlerts,
 ):
     """The `Store` on a PostgreSQL database (optionally in its own `schema`)."""
 
