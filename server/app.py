@@ -22,6 +22,7 @@ from litestar.datastructures import State
 from litestar.types import Receive, Scope, Send
 
 from . import metrics
+from .admin.alerts import AlertsController
 from .admin.api import AdminController
 from .admin.lanes import LanesController
 from .admin.openapi import assets_router, openapi_config
@@ -73,6 +74,7 @@ def create_app(gateway: Gateway) -> Litestar:
         readyz,
         AdminController,
         RecoverController,
+        AlertsController,
         LanesController,
         ReplayController,
         SourcesController,

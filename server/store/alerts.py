@@ -95,8 +95,23 @@ def alert_record(row: Any) -> AlertRecord:
         r = r[1:]
     subjects = {str(k): tuple(v) for k, v in json.loads(r[14]).items()}
     return AlertRecord(
-        *r[:8], int(r[8]), *r[9:14], subjects, tuple(json.loads(r[15]))
-    )  # type: ignore[arg-type]
+        alert_id=r[0],
+        rule=r[1],
+        kind=r[2],
+        key=r[3],
+        state=r[4],
+        summary=r[5],
+        value=float(r[6]),
+        threshold=float(r[7]),
+        seen=int(r[8]),
+        opened_at=float(r[9]),
+        last_seen_at=float(r[10]),
+        acked_at=r[11],
+        acked_by=r[12],
+        resolved_at=r[13],
+        subjects=subjects,
+        notifications=tuple(json.loads(r[15])),
+    )
 
 
 @attrs.frozen

@@ -217,7 +217,7 @@ LISTINGS: dict[str, tuple[Listing, Callable[[Any], Any]]] = {
             "deliveries",
             f"seq, {DELIVERY_COLUMNS}",
             "created_at",
-            frozenset({"state", "channel", "run_id"}),
+            frozenset({"state", "channel", "run_id", "delivery_id"}),
         ),
         lambda r: delivery_record(tuple(r)[1:]),
     ),

@@ -25,7 +25,9 @@ from .parts import PostgresParts
 from .runtime import insert_delivery
 
 
-async def _one(conn: asyncpg.Connection, alert_id: str, *, lock: bool = False) -> AlertRecord | None:
+async def _one(
+    conn: asyncpg.Connection, alert_id: str, *, lock: bool = False
+) -> AlertRecord | None:
     sql = select_alert_sql(P, "alert_id = $1") + (" FOR UPDATE" if lock else "")
     row = await conn.fetchrow(sql, alert_id)
     return None if row is None else alert_record(row)

@@ -39,8 +39,8 @@ from ..rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from . import runtime as rt
 from .accept import AcceptLane, insert_log
 from .admin import PostgresAdminReads
-from .coalesce import accept_coalescing
 from .alerts import PostgresAlerts
+from .coalesce import accept_coalescing
 from .lanes import PostgresLanes
 from .migrate import migrate, quote_ident
 from .modelcalls import PostgresModelCalls

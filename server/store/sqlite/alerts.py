@@ -4,7 +4,6 @@ of `SQLiteStore`."""
 
 from __future__ import annotations
 
-
 import sqlite3
 from functools import partial
 
@@ -113,6 +112,3 @@ class SQLiteAlerts(SQLiteParts):
             return [alert_record(r) for r in conn.execute(sql)]
 
         return await self._read(fn)
-
-
-

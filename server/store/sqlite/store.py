@@ -39,8 +39,8 @@ from . import runtime as rt
 from . import writes
 from .accept import accept, accept_rows, log_rows
 from .admin import SQLiteAdminReads
-from .connect import BATCH, WriteLock, connect, connect_writer, wal_to_sync
 from .alerts import SQLiteAlerts
+from .connect import BATCH, WriteLock, connect, connect_writer, wal_to_sync
 from .lanes import SQLiteLanes
 from .modelcalls import SQLiteModelCalls
 from .retention import SQLiteRetention
