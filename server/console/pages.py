@@ -43,6 +43,7 @@ from ..admin.replay import replay_request
 from ..store.records import Filters
 from . import STATIC
 from .activity import overview_activity
+from .alerts import ack_alert_page, alert_page, alerts_page, retry_alert_page
 from .common import (
     PAGE,
     Form,
@@ -469,6 +470,10 @@ def console_router() -> Router:
             queues_page,
             pause_page,
             resume_page,
+            alerts_page,
+            alert_page,
+            ack_alert_page,
+            retry_alert_page,
             static,
         ],
         before_request=check_request,
