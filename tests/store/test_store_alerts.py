@@ -12,6 +12,7 @@ from typing import Any
 from hookwise.server.ids import new_id
 from hookwise.server.store.alerts import NewAlert
 from hookwise.server.store.records import Filters, NewDelivery
+from hookwise.server.store.retention import TARGETS
 from tests.store.conftest import Backend
 from tests.store.support import NOW
 
@@ -124,3 +125,23 @@ def test_two_processes_opening_the_same_alert_open_one(backend: Backend) -> None
         assert len(await _delivery_ids(two)) == 1
 
     backend.run(body, instances=2)
+
+
+def test_resolved_alerts_are_pruned_with_the_deliveries_active_ones_never(
+    backend: Backend,
+) -> None:
+    async def body(store: Any) -> None:
+        [target] = [t for t in TARGETS if t.table == "alerts"]
+        old, active = _alert(key="old", now=NOW - 100), _alert(key="active", now=NOW - 100)
+        young = _alert(key="young", now=NOW)
+        for a in (old, active, young):
+            assert await store.open_alert(a, ())
+        await store.resolve_alert(old.alert_id, now=NOW - 90, notes=())
+        await store.resolve_alert(young.alert_id, now=NOW, notes=())
+        upto = await store.retention_boundary(target, NOW - 50)
+        assert await store.prune_batch(target, upto=upto, cutoff=NOW - 50, limit=10) == 1
+        assert await store.get_alert(old.alert_id) is None
+        assert (await store.get_alert(active.alert_id)).state == "open"
+        assert (await store.get_alert(young.alert_id)).state == "resolved"
+
+    backend.run(body)
