@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from ...engine.config.alerts import AlertRuleConfig, AlertsConfig, split_target
 from ...engine.errors import ConfigError, ConfigIssue
 from .. import metrics
+from ..channels.base import Channel
 from ..channels.registry import canonical_id
 from ..ids import new_id
 from ..logs import fields
@@ -38,18 +39,26 @@ log = logging.getLogger("hookwise.alerts")
 LEADERSHIP = "alerts"
 
 
-def check_targets(config: AlertsConfig, channels: Mapping[str, object]) -> None:
-    """Refuse targets naming a channel that is not configured, and rules without any target."""
+def check_targets(config: AlertsConfig, channels: Mapping[str, Channel]) -> None:
+    """Refuse targets naming a channel that is not configured or a recipient it refuses, and
+    rules without any target; every problem with its key path."""
     issues = []
+
+    def check(path: str, target: str) -> None:
+        name, to = split_target(target)
+        channel = channels.get(canonical_id(name) or name)
+        if channel is None:
+            issues.append(ConfigIssue(path, "names no configured channel"))
+        elif to is None and not channel.default_to:
+            issues.append(ConfigIssue(path, f"names no recipient and {name} has no defaultTo"))
+        elif to is not None and (problem := channel.validate_recipient(to)):
+            issues.append(ConfigIssue(path, f"invalid recipient: {problem}"))
+
     for i, target in enumerate(config.notify):
-        if canonical_id(split_target(target)[0]) not in channels:
-            issues.append(ConfigIssue(f"alerts.notify[{i}]", "names no configured channel"))
+        check(f"alerts.notify[{i}]", target)
     for n, rule in enumerate(config.rules):
         for i, target in enumerate(rule.notify or ()):
-            if canonical_id(split_target(target)[0]) not in channels:
-                issues.append(
-                    ConfigIssue(f"alerts.rules[{n}].notify[{i}]", "names no configured channel")
-                )
+            check(f"alerts.rules[{n}].notify[{i}]", target)
         if not config.targets(rule):
             issues.append(
                 ConfigIssue(f"alerts.rules[{n}]", "tells nobody: set alerts.notify or its notify")

@@ -82,8 +82,10 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         print(f"hookwise: warning: {warning}", file=sys.stderr)
     config = loaded.config
     ruleset = None
+    from ..alerts.evaluator import check_targets
+
     for check in (
-        lambda: load_channels(config.channels),
+        lambda: check_targets(config.alerts, load_channels(config.channels)),
         lambda: issues.extend(
             ModelPolicy.from_config(config.agents.defaults, provider_ids(config)).unavailable()
         ),

@@ -187,3 +187,12 @@ def test_alert_routes_refuse_bad_input_with_stable_codes(start_gateway, slack, t
     assert retry.status_code == 404 and retry.json()["code"] == "alert_not_found"
     anonymous = httpx.get(gw.url + "/api/alerts", timeout=10)
     assert anonymous.status_code == 401 and anonymous.json()["code"] == "unauthorized"
+
+
+def test_a_gateway_whose_alerts_tell_an_unconfigured_channel_does_not_start(
+    start_gateway, slack, telegram
+) -> None:
+    cfg = config(slack, telegram, notify=["discord:123456789012345678"])
+    with pytest.raises(RuntimeError, match="hookwise did not start") as e:
+        start_gateway(cfg)
+    assert "alerts.notify[0]: names no configured channel" in str(e.value)

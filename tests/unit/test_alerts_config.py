@@ -13,6 +13,7 @@ from hookwise.engine.config.convert import structure
 from hookwise.engine.errors import ConfigError
 from hookwise.server.alerts.evaluator import check_targets, notification_text
 from hookwise.server.alerts.kinds import CHECKS
+from hookwise.server.channels.registry import load_channels
 
 
 def alerts(**data: Any) -> AlertsConfig:
@@ -66,23 +67,42 @@ def test_two_rules_with_one_id_are_refused() -> None:
     assert "two rules have the id 'dead_letters'" in error(rules=rules)
 
 
+CHANNELS = load_channels(
+    {
+        "slack": {"botToken": "xoxb-1234567890-abcdefghij"},
+        "telegram": {"botToken": "123456:ABCdefGhIJKlmnoPQRstuvWXyz", "defaultTo": "-100123"},
+    }
+)
+
+
 def test_targets_must_name_configured_channels_and_every_rule_must_tell_someone() -> None:
-    channels = {"slack": object(), "telegram": object()}
-    check_targets(
-        alerts(notify=["slack:#alerts", "telegram"], rules=[{"kind": "dead_letters"}]), channels
-    )
+    good = alerts(notify=["slack:#alerts", "telegram"], rules=[{"kind": "dead_letters"}])
+    check_targets(good, CHANNELS)
     with pytest.raises(ConfigError) as e:
         check_targets(
             alerts(
-                notify=["discord:123"],
-                rules=[{"kind": "dead_letters", "notify": ["slack", "matrix:x"]}],
+                notify=["discord:123", "slack"],
+                rules=[
+                    {
+                        "kind": "dead_letters",
+                        "notify": ["telegram:-100", "matrix:x", "telegram:ops"],
+                    }
+                ],
             ),
-            channels,
+            CHANNELS,
         )
-    found = {i.path for i in e.value.issues}
-    assert found == {"alerts.notify[0]", "alerts.rules[0].notify[1]"}
+    found = {i.path: i.message for i in e.value.issues}
+    assert set(found) == {
+        "alerts.notify[0]",
+        "alerts.notify[1]",
+        "alerts.rules[0].notify[1]",
+        "alerts.rules[0].notify[2]",
+    }
+    assert found["alerts.rules[0].notify[2]"].startswith("invalid recipient: a Telegram recipient")
+    assert found["alerts.notify[0]"] == "names no configured channel"
+    assert "slack has no defaultTo" in found["alerts.notify[1]"]
     with pytest.raises(ConfigError, match=r"alerts.rules\[0\]: tells nobody"):
-        check_targets(alerts(rules=[{"kind": "dead_letters"}]), channels)
+        check_targets(alerts(rules=[{"kind": "dead_letters"}]), CHANNELS)
 
 
 def test_a_target_splits_at_its_first_colon_only() -> None:
