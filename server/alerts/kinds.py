@@ -80,6 +80,11 @@ async def _rows(look: Look, listing: str, equal: dict[str, Any], since: float | 
     return list(page.items)
 
 
+def _many(found: list[Any], scanned: list[Any]) -> str:
+    """How many were found, `at least` when the read stopped at `SCAN` rows."""
+    return f"at least {len(found)}" if len(scanned) >= SCAN else str(len(found))
+
+
 def _failing(d: Any) -> bool:
     return d.state == "failed" or (d.state == "pending" and d.last_error is not None)
 
@@ -99,7 +104,7 @@ async def deliveries_failing(rule: AlertRuleConfig, look: Look) -> list[Finding]
         Finding(
             channel,
             len(failing),
-            f"{len(failing)} deliveries to {channel} failing in the last {_ago(rule.seconds)}"
+            f"{_many(failing, rows)} deliveries to {channel} failing in the last {_ago(rule.seconds)}"
             f" (latest error: {failing[0].last_error})",
             {"deliveries": tuple(d.delivery_id for d in failing)},
         )
@@ -118,7 +123,7 @@ async def runs_failing(rule: AlertRuleConfig, look: Look) -> list[Finding]:
         Finding(
             mapping,
             len(bad),
-            f"{len(bad)} runs of mapping {mapping} failed or timed out in the last"
+            f"{_many(bad, rows)} runs of mapping {mapping} failed or timed out in the last"
             f" {_ago(rule.seconds)}",
             {"runs": tuple(r.run_id for r in bad)},
         )
@@ -135,7 +140,7 @@ async def dead_letters(rule: AlertRuleConfig, look: Look) -> list[Finding]:
         Finding(
             "all",
             len(rows),
-            f"{len(rows)} deliveries failed for good in the last {_ago(rule.seconds)}",
+            f"{_many(rows, rows)} deliveries failed for good in the last {_ago(rule.seconds)}",
             {"deliveries": tuple(d.delivery_id for d in rows)},
         )
     ]
@@ -188,7 +193,7 @@ async def runs_held(rule: AlertRuleConfig, look: Look) -> list[Finding]:
         Finding(
             "held",
             len(rows),
-            f"{len(rows)} runs are held",
+            f"{_many(rows, rows)} runs are held",
             {"runs": tuple(r.run_id for r in rows)},
         )
     ]
@@ -208,7 +213,8 @@ async def signature_failures(rule: AlertRuleConfig, look: Look) -> list[Finding]
         Finding(
             path,
             len(bad),
-            f"{len(bad)} requests to {path} with a bad signature in the last {_ago(rule.seconds)}",
+            f"{_many(bad, rows)} requests to {path} with a bad signature in the last"
+            f" {_ago(rule.seconds)}",
             {"requests": tuple(e.request_id for e in bad)},
         )
     ]
