@@ -532,7 +532,7 @@ def render(
             spend.add_metric([scope, name, kind], spent)
             limit.add_metric([scope, name, kind], ceiling)
         families += [spend, limit]
-    if alerts is not None:
+    if alerts:
         gauge = GaugeMetricFamily(
             "hookwise_alerts_open",
             "Alerts open or acknowledged (not resolved), from the store, per configured rule"
