@@ -196,3 +196,80 @@ def test_a_gateway_whose_alerts_tell_an_unconfigured_channel_does_not_start(
     with pytest.raises(RuntimeError, match="hookwise did not start") as e:
         start_gateway(cfg)
     assert "alerts.notify[0]: names no configured channel" in str(e.value)
+
+
+def test_failing_runs_and_a_signature_spike_each_open_an_alert_with_what_is_behind_it(
+    start_gateway, slack, telegram
+) -> None:
+    from tests.fakes.model_server import ModelServer
+
+    with ModelServer() as models:
+        build = {
+            "id": "build",
+            "match": {"path": "build"},
+            "action": "agent",
+            "messageTemplate": "build {{ n }}",
+            "deliver": False,
+        }
+        pushes = {
+            "id": "pushes",
+            "match": {"path": "github"},
+            "action": "wake",
+            "textTemplate": "push",
+        }
+        cfg = config(
+            slack,
+            telegram,
+            rules=[
+                {"kind": "runs_failing", "mapping": "build", "threshold": 2},
+                {"kind": "signature_failures", "path": "github", "threshold": 3},
+            ],
+        )
+        cfg["hooks"]["mappings"] = [build, pushes]
+        secret = "alerts-github-secret-0123456789"
+        cfg["hooks"]["verify"] = {
+            "github": {"scheme": "github", "secret": secret, "auth": "signature"}
+        }
+        cfg["agents"]["defaults"]["model"] = "fake/m"
+        cfg["models"] = {"providers": {"fake": models.provider()}}
+        gw = start_gateway(cfg)
+
+        models.fail(400, message="This model does not exist", times=2)
+        runs = [gw.hook("build", {"n": n}).json()["runId"] for n in range(2)]
+        for n in range(3):
+            r = gw.hook(
+                "github", {"n": n}, token=None, headers={"X-Hub-Signature-256": "sha256=00"}
+            )
+            assert r.status_code == 401 and r.json()["code"] == "invalid_signature"
+
+        found = eventually(lambda: len(alerts(gw, state="open")) == 2 and alerts(gw), what="2")
+        by_rule = {a["rule"]: a for a in found}
+        failing = by_rule["runs_failing:build"]
+        assert set(failing["runIds"]) == set(runs)
+        spike = by_rule["signature_failures:github"]
+        assert spike["key"] == "/hooks/github" and len(spike["requestIds"]) == 3
+        detail = gw.admin(f"/api/alerts/{spike['alertId']}")["alert"]
+        assert {r["code"] for r in detail["requests"]} == {"invalid_signature"}
+        assert {r["path"] for r in detail["requests"]} == {"/hooks/github"}
+        eventually(lambda: len(telegram.sends) == 2, what="both alerts told")
+
+        # the failed runs behind the alert go back to the queue and succeed this time
+        r = post(gw, f"/api/alerts/{failing['alertId']}/retry", **{"X-Hookwise-Actor": "oncall"})
+        assert r.status_code == 200, r.text
+        assert (r.json()["runs"], r.json()["deliveries"]) == (2, 0)
+        for run_id in runs:
+            eventually(
+                lambda run_id=run_id: (
+                    gw.admin(f"/api/runs/{run_id}")["run"]["state"] == "succeeded"
+                ),
+                what="the retried run",
+            )
+            [retry] = gw.admin(f"/api/runs/{run_id}")["run"]["retries"]
+            assert retry["by"].startswith("oncall@")
+        eventually(
+            lambda: [a["rule"] for a in alerts(gw, state="resolved")] == ["runs_failing:build"],
+            what="the runs alert resolved",
+        )
+        # a second retry finds nothing to send back
+        again = post(gw, f"/api/alerts/{failing['alertId']}/retry").json()
+        assert (again["runs"], again["notRetryable"]) == (0, 2)
