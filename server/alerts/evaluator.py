@@ -37,6 +37,8 @@ from .kinds import CHECKS, Finding, Look, evaluate
 log = logging.getLogger("hookwise.alerts")
 
 LEADERSHIP = "alerts"
+#: seconds one rule's check may take before it counts as failed (the store did not answer)
+CHECK_TIMEOUT = 10.0
 
 
 def check_targets(config: AlertsConfig, channels: Mapping[str, Channel]) -> None:
@@ -119,7 +121,8 @@ class AlertEvaluator:
         for rule in self.config.rules:
             mine = {a.key: a for a in active if a.rule == rule.rule_id}
             try:
-                found = await evaluate(rule, look)
+                async with asyncio.timeout(CHECK_TIMEOUT):
+                    found = await evaluate(rule, look)
             except asyncio.CancelledError:
                 raise
             except Exception:
