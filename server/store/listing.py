@@ -217,6 +217,7 @@ LISTINGS: dict[str, tuple[Listing, Callable[[Any], Any]]] = {
             "deliveries",
             f"seq, {DELIVERY_COLUMNS}",
             "created_at",
+            # `delivery_id` is unique: its index finds the one row (an alert's deliveries)
             frozenset({"state", "channel", "run_id", "delivery_id"}),
         ),
         lambda r: delivery_record(tuple(r)[1:]),
