@@ -22,10 +22,11 @@ from litestar.datastructures import State
 from litestar.types import Receive, Scope, Send
 
 from . import metrics
+from .admin.alerts import AlertsController
 from .admin.api import AdminController
 from .admin.audit import AuditController, AuditMiddleware
-from .admin.control import ControlController
 from .admin.budgets import BudgetsController
+from .admin.control import ControlController
 from .admin.lanes import LanesController
 from .admin.openapi import assets_router, openapi_config
 from .admin.operate import metrics_handler, readyz
@@ -77,6 +78,7 @@ def create_app(gateway: Gateway) -> Litestar:
         readyz,
         AdminController,
         RecoverController,
+        AlertsController,
         LanesController,
         BudgetsController,
         ReplayController,

@@ -137,6 +137,16 @@ class _Metrics:
             "Budgets found spent (their lane held), once per window, by scope and name",
             ("scope", "name"),
         )
+        self.alert_transitions = counter(
+            "hookwise_alert_transitions",
+            "Alerts opened and resolved by this process (the evaluation leader), by rule",
+            ("rule", "transition"),
+        )
+        self.alert_check_failures = counter(
+            "hookwise_alert_check_failures",
+            "Evaluations of an alert rule that failed (the store did not answer...), by rule",
+            ("rule",),
+        )
         #: label values seen per label, bounded (`MAX_LABEL_VALUES`, then `other`)
         self._seen: dict[str, set[str]] = {}
         from prometheus_client import Gauge
@@ -368,6 +378,17 @@ def budget_breach(scope: str, name: str) -> None:
         _metrics.budget_breaches.labels(scope, _metrics.bounded("budget", name)).inc()
 
 
+def alert_transition(rule: str, transition: str) -> None:
+    """An alert of `rule` was `opened` or `resolved` (`hookwise.server.alerts.evaluator`)."""
+    if _metrics is not None:
+        _metrics.alert_transitions.labels(_metrics.bounded("alert", rule), transition).inc()
+
+
+def alert_check_failed(rule: str) -> None:
+    if _metrics is not None:
+        _metrics.alert_check_failures.labels(_metrics.bounded("alert", rule)).inc()
+
+
 def heartbeat(agent: str, outcome: str) -> None:
     if _metrics is not None:
         _metrics.heartbeats.labels(agent, outcome).inc()
@@ -431,6 +452,7 @@ def render(
     lanes: Sequence[tuple[str, str, int, float | None]] = (),
     breakers: Mapping[str, str] | None = None,
     budgets: Sequence[tuple[str, str, str, float, float]] = (),
+    alerts: Mapping[str, int] | None = None,
 ) -> bytes:
     """The scrape's body: every process's metrics plus the gauges read from the store: `queues`
     (name -> (depth, age in seconds of the oldest item or None)), `running` (agent -> (running
@@ -522,6 +544,16 @@ def render(
             spend.add_metric([scope, name, kind], spent)
             limit.add_metric([scope, name, kind], ceiling)
         families += [spend, limit]
+    if alerts:
+        gauge = GaugeMetricFamily(
+            "hookwise_alerts_open",
+            "Alerts open or acknowledged (not resolved), from the store, per configured rule"
+            " (alerts of rules no longer configured under `other`)",
+            labels=["rule"],
+        )
+        for rule, n in sorted(alerts.items()):
+            gauge.add_metric([rule], n)
+        families.append(gauge)
     build = GaugeMetricFamily(
         "hookwise_build_info",
         "The running build (always 1): hookwise's version and Python's",

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import attrs
 
 from ..errors import ConfigIssue
+from .alerts import AlertsConfig
 from .budgets import BudgetConfig
 from .convert import converter, structure
 from .durations import Duration
@@ -431,6 +432,8 @@ class Config:
     #: pull sources: message brokers whose messages enter the hook rules (`server.sources`)
     sources: tuple[SourceConfig, ...] = ()
     events: EventsConfig = attrs.field(factory=EventsConfig)
+    #: rules that open alerts and tell a person (`hookwise.server.alerts`)
+    alerts: AlertsConfig = attrs.field(factory=AlertsConfig)
 
 
 @attrs.frozen

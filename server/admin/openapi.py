@@ -56,11 +56,11 @@ ERRORS = {
     401: "No or a wrong token (`unauthorized`).",
     403: "The admin API is disabled: no `gateway.auth.token` is configured (`admin_disabled`).",
     404: "Nothing has this id (`run_not_found`, `delivery_not_found`, `request_not_found`, "
-    "`session_not_found`, `payload_not_found`; a pause's `mapping_not_found`, `path_not_found`, "
+    "`session_not_found`, `payload_not_found`, `alert_not_found`; a pause's `mapping_not_found`, `path_not_found`, "
     "`agent_not_found`).",
     408: "The body did not arrive in time (`body_timeout`); the connection is closed.",
     409: "The item is not in a state that allows this (`run_not_retryable`, "
-    "`delivery_not_retryable`, `hooks_disabled`; resuming what is not paused: `not_paused`).",
+    "`delivery_not_retryable`, `hooks_disabled`, `alert_resolved`; resuming what is not paused: `not_paused`).",
     413: "The body is larger than `hooks.maxBodyBytes` (`payload_too_large`).",
     422: "The request cannot be processed as it stands: an `Idempotency-Key` used for another "
     "request (`idempotency_key_reused`), a replay today's rules refuse (`replay_refused`).",
@@ -75,6 +75,7 @@ _EXTRA: dict[tuple[str, str], set[int]] = {
     ("post", "/api/requests/{request_id}/replay"): {409, 422},
     ("post", "/api/pause"): {404},
     ("post", "/api/resume"): {404, 409},
+    ("post", "/api/alerts/{alert_id}/ack"): {409},
 }
 
 

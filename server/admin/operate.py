@@ -107,6 +107,7 @@ async def _scrape(request: Request) -> Response[bytes]:
         await lane_gauges(gateway),
         breakers,
         await gateway.budgets.gauges(),
+        await gateway.alerts.open_counts(),
     )
     return Response(body, media_type=metrics.CONTENT_TYPE)
 

@@ -110,8 +110,10 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         print(f"hookwise: warning: {warning}", file=sys.stderr)
     config = loaded.config
     ruleset = None
+    from ..alerts.evaluator import check_targets
+
     for check in (
-        lambda: load_channels(config.channels),
+        lambda: check_targets(config.alerts, load_channels(config.channels)),
         lambda: issues.extend(
             ModelPolicy.from_config(config.agents.defaults, provider_ids(config)).unavailable()
         ),
@@ -250,6 +252,7 @@ def _add_optional_commands(sub: Any) -> None:
     fails to import is a defect to see, not a command to drop without a word."""
     from ..gmail.cli import add_cli as add_gmail
     from .admin import add_cli as add_admin
+    from .alerts import add_cli as add_alerts
     from .audit import add_cli as add_audit
     from .budgets import add_cli as add_budgets
     from .lanes import add_cli as add_lanes
@@ -273,6 +276,7 @@ def _add_optional_commands(sub: Any) -> None:
     add_audit(sub)
     add_lanes(sub)
     add_budgets(sub)
+    add_alerts(sub)
     add_gmail(providers)
 
 

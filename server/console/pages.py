@@ -45,6 +45,7 @@ from ..admin.scopes import requires
 from ..store.records import Filters
 from . import STATIC
 from .activity import overview_activity
+from .alerts import ack_alert_page, alert_page, alerts_page, retry_alert_page
 from .audit import audit_page
 from .common import (
     PAGE,
@@ -483,6 +484,10 @@ def console_router() -> Router:
             audit_page,
             budget_raise_page,
             budget_release_page,
+            alerts_page,
+            alert_page,
+            ack_alert_page,
+            retry_alert_page,
             static,
         ],
         before_request=check_request,

@@ -48,9 +48,9 @@ def duration(start: float | str | None, end: float | str | None) -> str:
 
 def state_class(state: str | None) -> str:
     """The CSS class of a state badge."""
-    if state in FAILED_STATES:
+    if state in FAILED_STATES or state == "open":  # `open`: an alert
         return "bad"
-    if state in {"succeeded", "sent", "ok", "delivered", "acknowledged"}:
+    if state in {"succeeded", "sent", "ok", "delivered", "acknowledged", "resolved"}:
         return "good"
     if state in {"queued", "pending", "running"}:
         return "wait"

@@ -256,6 +256,17 @@ class Gateway:
             on_released=self.runtime.released,
         )
         self.runtime.budgets = self.budgets
+        from ..alerts.evaluator import AlertEvaluator, check_targets
+
+        check_targets(self.config.alerts, self.channels)
+        #: the `alerts:` rules, evaluated by the `alerts` leader (`hookwise.server.alerts`)
+        self.alerts = AlertEvaluator(
+            self.store,
+            self.config.alerts,
+            shared=self.shared,
+            hook_path=hooks.path,
+            on_planned=lambda: self.runtime.deliveries.notify(),
+        )
         self.lanes.waive_budget = self.budgets.waive
         self.runtime.mapping_caps = self._mapping_caps
         from ..sources.manager import Sources
@@ -421,6 +432,7 @@ class Gateway:
         )
         await self.lanes.follow_config(self.rules)
         self._tasks.append(asyncio.create_task(self.budgets.run_forever(), name="hookwise-budgets"))
+        self._tasks.append(asyncio.create_task(self.alerts.run_forever(), name="hookwise-alerts"))
         await self.runtime.start()
         self._start_mail_watcher()
         self.sources.start()

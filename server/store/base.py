@@ -21,6 +21,7 @@ import attrs
 
 from ...engine.names import DEFAULT_AGENT_ID
 from ..ids import new_id
+from .alerts import AlertRecord, NewAlert, Subjects
 from .audit import AuditRecord
 from .coalesce import CoalesceSpec
 from .lanes import BudgetRaise, LaneStat, Pause
@@ -503,6 +504,34 @@ class Store(Protocol):
     async def try_lead(self, name: str) -> bool: ...
 
     async def resign(self, name: str) -> None: ...
+
+    # alerts (`hookwise.server.store.alerts`): at most one active per rule and key
+    async def open_alert(self, alert: NewAlert, notes: tuple[NewDelivery, ...]) -> bool:
+        """Open `alert` and plan its notifications in one commit, unless an alert of its rule
+        and key is active (then nothing is written); whether it opened."""
+        ...
+
+    async def alert_seen(
+        self, alert_id: str, *, now: float, value: float, summary: str, subjects: Subjects
+    ) -> None:
+        """An active alert still holds: count it, keep its newest value, add its subjects."""
+        ...
+
+    async def resolve_alert(
+        self, alert_id: str, *, now: float, notes: tuple[NewDelivery, ...]
+    ) -> bool:
+        """Resolve an active alert and plan its notifications in one commit; whether it did."""
+        ...
+
+    async def ack_alert(self, alert_id: str, *, now: float, by: str) -> AlertRecord | None:
+        """Acknowledge an open alert (others are left as they are); the alert after it."""
+        ...
+
+    async def get_alert(self, alert_id: str) -> AlertRecord | None: ...
+
+    async def active_alerts(self) -> list[AlertRecord]:
+        """Every alert not resolved, oldest first."""
+        ...
 
     # retention
     async def retention_boundary(self, target: Target, cutoff: float) -> int:

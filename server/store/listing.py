@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from .alerts import ALERT_COLUMNS, alert_record
 from .audit import AUDIT_COLUMNS, audit_record
 from .records import (
     Filters,
@@ -217,7 +218,8 @@ LISTINGS: dict[str, tuple[Listing, Callable[[Any], Any]]] = {
             "deliveries",
             f"seq, {DELIVERY_COLUMNS}",
             "created_at",
-            frozenset({"state", "channel", "run_id"}),
+            # `delivery_id` is unique: its index finds the one row (an alert's deliveries)
+            frozenset({"state", "channel", "run_id", "delivery_id"}),
         ),
         lambda r: delivery_record(tuple(r)[1:]),
     ),
@@ -238,6 +240,10 @@ LISTINGS: dict[str, tuple[Listing, Callable[[Any], Any]]] = {
     "audit": (
         Listing("audit", AUDIT_COLUMNS, "at", frozenset({"actor", "action", "outcome"})),
         audit_record,
+    ),
+    "alerts": (
+        Listing("alerts", f"seq, {ALERT_COLUMNS}", "opened_at", frozenset({"state", "rule"})),
+        alert_record,
     ),
 }
 

@@ -2,7 +2,7 @@
 oldest rows are found without an index on time.
 
 Only finished records go: runs that `succeeded`, `failed` or `timed_out`, events a heartbeat
-consumed, deliveries `sent`, `failed` or `skipped`; heartbeats, transcript turns and request-log
+consumed, deliveries `sent`, `failed` or `skipped`, alerts `resolved`; heartbeats, transcript turns and request-log
 rows once old. Queued, running and pending work is never pruned, however old.
 
 Rows are inserted in time order, so `seq` (the primary key) follows their time: `boundary` finds
@@ -46,6 +46,8 @@ TARGETS: tuple[Target, ...] = (
     Target("runs", "budget_usage", "bucket", "1 = 1", "budget totals"),
     Target("runs", "runs", "created_at", "state IN ('succeeded', 'failed', 'timed_out')"),
     Target("events", "events", "created_at", "consumed_at IS NOT NULL"),
+    # resolved alerts go with the deliveries' horizon (their notifications are deliveries)
+    Target("deliveries", "alerts", "opened_at", "state = 'resolved'", "alerts"),
     Target("deliveries", "deliveries", "created_at", "state IN ('sent', 'failed', 'skipped')"),
     Target("heartbeats", "heartbeats", "started_at", "1 = 1"),
     Target("transcripts", "turns", "created_at", "1 = 1"),

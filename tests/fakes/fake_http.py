@@ -108,6 +108,11 @@ class FakeServer:
         """The next `times` sends get this API's server-error answer."""
         self.script(self.server_error_reply(), times)
 
+    def recover(self) -> None:
+        """Forget the scripted answers still waiting: the next sends succeed again."""
+        with self._lock:
+            self._script.clear()
+
     @property
     def sends(self) -> list[Recorded]:
         """The recorded requests that send a message."""

@@ -64,6 +64,10 @@ OPERATE = {
     ("POST", "/api/budgets/{kind:str}/{name:str}/release"),
     ("POST", "/ui/queues/budget/raise"),
     ("POST", "/ui/queues/budget/release"),
+    ("POST", "/api/alerts/{alert_id:str}/ack"),
+    ("POST", "/api/alerts/{alert_id:str}/retry"),
+    ("POST", "/ui/alerts/{alert_id:str}/ack"),
+    ("POST", "/ui/alerts/{alert_id:str}/retry"),
 }
 ADMIN = {
     ("POST", "/api/reload"),

@@ -39,6 +39,7 @@ from ..rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from . import runtime as rt
 from .accept import AcceptLane, insert_log
 from .admin import PostgresAdminReads
+from .alerts import PostgresAlerts
 from .coalesce import accept_coalescing
 from .lanes import PostgresLanes
 from .migrate import migrate, quote_ident
@@ -72,6 +73,7 @@ class PostgresStore(
     PostgresRetention,
     PostgresToolCalls,
     PostgresModelCalls,
+    PostgresAlerts,
 ):
     """The `Store` on a PostgreSQL database (optionally in its own `schema`)."""
 
