@@ -142,7 +142,7 @@ def _started(gw: GatewayProcess) -> set[int]:
     return pids
 
 
-def test_a_log_format_on_the_command_line_reaches_every_worker_and_a_restarted_one(
+def test_a_log_format_on_the_command_line_reaches_every_worker_and_a_restarted_one_and_sighup_both(
     tmp_path: Path,
 ) -> None:
     gw = GatewayProcess(CONFIG, tmp_path, extra_args=["--workers", "2", "--log-format", "json"])
@@ -165,5 +165,14 @@ def test_a_log_format_on_the_command_line_reaches_every_worker_and_a_restarted_o
             "/hooks/wake", json={"text": "x"}, headers={"Authorization": f"Bearer {HOOK_TOKEN}"}
         )  # type: ignore[union-attr]
         assert r.status_code == 200
+
+        # SIGHUP to the supervisor reaches both workers, the restarted one too: each reloads
+        def swapped() -> int:
+            return gw.stderr().count("reload: rules swapped in")
+
+        before = swapped()
+        assert gw.proc is not None
+        gw.proc.send_signal(signal.SIGHUP)
+        eventually(lambda: swapped() == before + 2, timeout=60, what="both workers reloading")
     finally:
         gw.stop()

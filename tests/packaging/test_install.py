@@ -98,7 +98,7 @@ def test_installed_only_hookwise_is_importable_and_it_works(
         """
 import importlib.util, sqlite3, sys
 from importlib.metadata import version
-import hookwise, hookwise.channels, hookwise.server.cli.main, hookwise_mattermost
+import hookwise, hookwise.channels, hookwise.plumbing.children, hookwise.server.cli.main, hookwise_mattermost
 from hookwise.engine.rules.ruleset import RuleSet
 from hookwise.server.store.sqlite.migrate import migrate
 assert hookwise.__file__.startswith(sys.path[0]), hookwise.__file__
