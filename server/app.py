@@ -21,7 +21,7 @@ from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.types import Receive, Scope, Send
 
-from . import metrics
+from . import metrics, telemetry
 from .admin.api import AdminController
 from .admin.lanes import LanesController
 from .admin.openapi import assets_router, openapi_config
@@ -94,6 +94,7 @@ def create_app(gateway: Gateway) -> Litestar:
     @contextlib.asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
         started = False
+        telemetry.start(gateway.config.telemetry.traces)  # off by default (docs/tracing.md)
         try:
             async with gateway.running():
                 started = True
@@ -102,6 +103,8 @@ def create_app(gateway: Gateway) -> Litestar:
             if not started:  # for `hookwise serve`'s one-line start-up error
                 gateway.startup_error = e
             raise
+        finally:
+            telemetry.shutdown()  # after the runs and deliveries stopped: their spans are sent
 
     token = gateway.admin_token
     app = _HooksFirst(

@@ -35,7 +35,9 @@ def accept_rows(op: AcceptOp) -> Rows:
     """What an accepted request without an idempotency key writes, as rows (nothing to read
     first): its events, its runs and its log line."""
     rows = [(EVENTS, (*event_row(e), op.now)) for e in op.events]
-    rows += [(RUNS, (*run_row(r), op.now, op.log.request_id, r.callback_url, r.trace)) for r in op.runs]
+    rows += [
+        (RUNS, (*run_row(r), op.now, op.log.request_id, r.callback_url, r.trace)) for r in op.runs
+    ]
     rows += [(DELIVERIES, (*delivery_row(d), op.now, op.now, op.now)) for d in op.deliveries]
     rows.append((REQUEST_LOG, log_row(op.log)))
     return tuple(rows)
