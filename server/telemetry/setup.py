@@ -142,7 +142,10 @@ def _make_provider(config: TracesConfig) -> TracerProvider:
                 metrics.trace_spans_dropped("queue_full")
             super().on_end(span)
 
-    attributes: dict[str, Any] = {"service.version": version_info()["version"]}
+    attributes: dict[str, Any] = {
+        "service.version": version_info()["version"],
+        "process.pid": os.getpid(),  # which gateway process made a span (a run may move)
+    }
     if config.service_name is not None:
         attributes[SERVICE_NAME] = config.service_name
     elif not os.environ.get("OTEL_SERVICE_NAME"):

@@ -194,6 +194,12 @@ def test_one_trace_follows_a_hook_from_the_door_to_the_tool_call_and_the_callbac
     line = gw.admin(f"/api/requests/{run['requestId']}")
     line = line.get("request", line)
     assert line["traceId"] == trace_id
+    # and on the console's run and request pages
+    assert gw.client is not None
+    gw.client.post("/ui/login", data={"token": ADMIN_TOKEN})
+    for page in (f"/ui/runs/{run['runId']}", f"/ui/requests/{run['requestId']}"):
+        r = gw.client.get(page)
+        assert r.status_code == 200 and f"<code>{trace_id}</code>" in r.text, page
 
 
 def test_an_incoming_traceparent_is_continued(gw: GatewayProcess, receiver: OtlpReceiver) -> None:
@@ -226,6 +232,36 @@ def test_no_payload_value_reaches_an_attribute(gw: GatewayProcess, receiver: Otl
     leaked = [v for v in receiver.all_values() if MARKER in str(v)]
     assert leaked == []
     assert MARKER not in gw.stderr()
+
+
+def test_a_run_executed_after_a_restart_continues_the_request_s_trace(
+    tmp_path: Path, receiver: OtlpReceiver, start_gateway: Callable[..., GatewayProcess]
+) -> None:
+    config = _config(receiver.url, _transforms(tmp_path))
+    config["hooks"]["mappings"][0]["coalesce"] = {"key": "one", "window": "3s"}
+    gw = start_gateway(config, env=FAST_EXPORT, workdir=tmp_path / "gw")
+    r = gw.hook("traced", {"text": "after the restart"})
+    assert r.status_code == 202, r.text
+    run_id = r.json()["runId"]
+    gw.stop()  # the run waits for its window: the process that accepted it never executes it
+    gw.start()
+    run = _ended_run(gw, run_id)
+    assert run["state"] == "succeeded", run
+    spans = eventually(
+        lambda: (
+            {"POST /hooks/{name}", "invoke_agent main"}
+            <= set(got := _spans_by_name(receiver.trace(run["traceId"])))
+            and got
+        ),
+        timeout=30,
+        what="the run's spans in the request's trace",
+    )
+    [request] = spans["POST /hooks/{name}"]
+    [agent] = spans["invoke_agent main"]
+    assert agent.parent_span_id == request.span_id
+    assert agent.resource["process.pid"] != request.resource["process.pid"]
+    [queued] = spans["run.queue_wait"]
+    assert queued.end_ns - queued.start_ns >= 2_000_000_000  # it waited out its window
 
 
 def _closed_port() -> int:
