@@ -7,7 +7,8 @@ Run from the repository root:
 
 `throughput` measures `/hooks/wake` with wrk (as bench/ingest.py runs it) with tracing off, on
 (sampled at 100%, exported over OTLP/HTTP to the tests' receiver, tests/support/otlp.py, which
-decodes every batch in this process) and on with a dead collector (nothing listens on its port),
+decodes every batch in this process), `lean` (the same with `stages: false`: the request's span
+without a child per stage) and on with a dead collector (nothing listens on its port),
 alternating, each on a fresh server and store; it prints requests/s, p50/p99, the server's CPU
 time per request and the spans the receiver decoded, then the on/off ratios of the medians.
 The receiver runs on the same machine and takes CPU from the server: the "on" figures include
@@ -48,7 +49,8 @@ from bench.ingest import (  # noqa: E402
 )
 from tests.support.otlp import OtlpReceiver  # noqa: E402
 
-MODES = ("off", "on", "dead")
+#: off; on (every stage a span); lean (`stages: false`: the request's span only); dead collector
+MODES = ("off", "on", "lean", "dead")
 
 
 def _closed_port() -> int:
@@ -61,8 +63,8 @@ def _config(mode: str, receiver: OtlpReceiver) -> tuple[tuple[str, Any], ...]:
     gateway = ("gateway", {"auth": {"token": ADMIN_TOKEN}, "metrics": {"enabled": True}})
     if mode == "off":
         return (gateway,)
-    endpoint = receiver.url if mode == "on" else f"http://127.0.0.1:{_closed_port()}"
-    traces = {"enabled": True, "endpoint": endpoint, "sampleRatio": 1.0}
+    endpoint = receiver.url if mode != "dead" else f"http://127.0.0.1:{_closed_port()}"
+    traces = {"enabled": True, "endpoint": endpoint, "sampleRatio": 1.0, "stages": mode != "lean"}
     return (gateway, ("telemetry", {"traces": traces}))
 
 
@@ -104,7 +106,7 @@ def throughput(args: argparse.Namespace) -> int:
     def median(mode: str, of: Any) -> float:
         return statistics.median(v for r, _ in rows[mode] if (v := of(r)) is not None)
 
-    for mode in ("on", "dead"):
+    for mode in MODES[1:]:
         rps = median(mode, lambda r: r.stats.rps) / median("off", lambda r: r.stats.rps)
         cpu = median(mode, _cpu_us) / median("off", _cpu_us)
         print(
@@ -155,7 +157,7 @@ def latency(args: argparse.Namespace) -> int:
             f"{mode:<8} {statistics.median(values):>8.3f} {_pct(values, 99):>8.3f}"
             f" {max(values):>8.3f}"
         )
-    for mode in ("on", "dead"):
+    for mode in MODES[1:]:
         extra = _pct(rows[mode], 99) - _pct(rows["off"], 99)
         print(f"p99 {mode} - off: {extra:+.3f} ms")
     return 0

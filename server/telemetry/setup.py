@@ -72,7 +72,7 @@ def start(config: TracesConfig) -> bool:
     except Exception as e:
         log.error("tracing could not be started (%s: %s); running without it", type(e).__name__, e)
         return False
-    spans.enable(_provider.get_tracer("hookwise"))
+    spans.enable(_provider.get_tracer("hookwise"), stages=config.stages)
     for handler in logging.getLogger().handlers:
         handler.addFilter(_TRACE_IDS)
     log.info(
@@ -129,7 +129,8 @@ def _make_provider(config: TracesConfig) -> TracerProvider:
             return self._inner.force_flush(timeout_millis)
 
     class CountingProcessor(BatchSpanProcessor):
-        """A batch processor that counts the spans it drops for a full queue."""
+        """A batch processor that drops a span finding the queue full (the newest, where the
+        SDK would drop the oldest and log a warning) and counts it."""
 
         def on_end(self, span: ReadableSpan) -> None:
             queue = getattr(self._batch_processor, "_queue", None)
@@ -139,7 +140,10 @@ def _make_provider(config: TracesConfig) -> TracerProvider:
                 and span.context.trace_flags.sampled
                 and len(queue) >= config.max_queue_size
             ):
+                # dropped here, counted, not logged: the SDK would log a warning per span,
+                # which under a dead collector costs each request far more than the span
                 metrics.trace_spans_dropped("queue_full")
+                return
             super().on_end(span)
 
     attributes: dict[str, Any] = {

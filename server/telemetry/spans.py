@@ -29,14 +29,16 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _tracer: Tracer | None = None
+#: a child span per stage of the hook request (`telemetry.traces.stages`)
+_stages = True
 #: the hook request's span while it is handled (the parent the store keeps for its runs)
 _request: ContextVar[Span | None] = ContextVar("hookwise_request_span", default=None)
 _NULL: contextlib.nullcontext[None] = contextlib.nullcontext()
 
 
-def enable(tracer: Tracer) -> None:
-    global _tracer
-    _tracer = tracer
+def enable(tracer: Tracer, *, stages: bool = True) -> None:
+    global _tracer, _stages
+    _tracer, _stages = tracer, stages
 
 
 def disable() -> None:
@@ -136,7 +138,7 @@ def stage(name: str, **attributes: Any) -> contextlib.AbstractContextManager[Any
     """A step of the hook request being handled (`hook.auth`, `hook.door`, `hook.rule`,
     `hook.transform`, `hook.accept`): a child span of the request, or nothing when tracing is
     off or no request is traced here (a replay)."""
-    if _tracer is None or _request.get() is None:
+    if _tracer is None or not _stages or _request.get() is None:
         return _NULL
     return _child(name, {k: v for k, v in attributes.items() if v is not None})
 
