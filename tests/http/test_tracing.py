@@ -10,6 +10,7 @@ the store, as another process would)."""
 from __future__ import annotations
 
 import base64
+import json
 import secrets
 import socket
 from collections.abc import Callable, Iterator
@@ -296,6 +297,31 @@ def test_a_dead_collector_never_fails_a_hook_and_its_losses_are_counted(
     for run_id in runs:
         assert _ended_run(gw, run_id)["state"] == "succeeded"
     eventually(lambda: _dropped(gw) > 0, timeout=30, what="export failures counted")
+
+
+def test_a_json_log_line_inside_a_traced_request_carries_its_trace_id(
+    tmp_path: Path, receiver: OtlpReceiver, start_gateway: Callable[..., GatewayProcess]
+) -> None:
+    gw = start_gateway(
+        _config(receiver.url, _transforms(tmp_path)),
+        env=FAST_EXPORT,
+        workdir=tmp_path / "gw",
+        extra_args=["--log-format", "json"],
+    )
+    trace_id = secrets.token_hex(16)
+    r = gw.hook(
+        "nowhere", {"text": MARKER}, headers={"traceparent": f"00-{trace_id}-{'1' * 16}-01"}
+    )
+    assert r.status_code == 404
+    lines = eventually(
+        lambda: [
+            line
+            for line in (json.loads(x) for x in gw.stderr().splitlines() if x.startswith("{"))
+            if line.get("traceId") == trace_id
+        ],
+        what="a log line with the trace id",
+    )
+    assert any("404 not_found" in line["msg"] for line in lines)
 
 
 def test_tracing_off_leaves_no_trace_id(
