@@ -53,7 +53,7 @@ def wanted(config: TracesConfig, env: os._Environ[str] | dict[str, str] = os.env
     return "otlp" in exporters
 
 
-def traces_endpoint(config: TracesConfig, env: Any = os.environ) -> str | None:
+def traces_endpoint(config: TracesConfig) -> str | None:
     """The OTLP/HTTP traces URL from the config's base URL (None: the exporter reads the
     standard variables itself)."""
     if config.endpoint is None:
