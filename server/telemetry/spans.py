@@ -64,7 +64,9 @@ def _error(span: Span, exc: BaseException | None) -> None:
     if exc is not None and not isinstance(exc, GeneratorExit):
         from opentelemetry.trace import StatusCode
 
-        span.set_attribute("error.type", type(exc).__name__)
+        # a provider's error class (`rate_limited`, `timeout`...) where it has one
+        kind = getattr(exc, "error_class", None)
+        span.set_attribute("error.type", kind if isinstance(kind, str) else type(exc).__name__)
         span.set_status(StatusCode.ERROR)
 
 
