@@ -21,7 +21,7 @@ from litestar import Litestar, asgi, get
 from litestar.datastructures import State
 from litestar.types import Receive, Scope, Send
 
-from . import metrics
+from . import metrics, telemetry
 from .admin.alerts import AlertsController
 from .admin.api import AdminController
 from .admin.audit import AuditController, AuditMiddleware
@@ -103,6 +103,7 @@ def create_app(gateway: Gateway) -> Litestar:
     @contextlib.asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
         started = False
+        telemetry.start(gateway.config.telemetry.traces)  # off by default (docs/tracing.md)
         try:
             async with gateway.running():
                 started = True
@@ -111,6 +112,8 @@ def create_app(gateway: Gateway) -> Litestar:
             if not started:  # for `hookwise serve`'s one-line start-up error
                 gateway.startup_error = e
             raise
+        finally:
+            telemetry.shutdown()  # after the runs and deliveries stopped: their spans are sent
 
     tokens = TokenTable.of(gateway.config.gateway.auth)
     app = _HooksFirst(

@@ -201,6 +201,12 @@ class _Metrics:
             " audit log could not be written)",
             ("action", "outcome"),
         )
+        self.trace_spans_dropped = counter(
+            "hookwise_trace_spans_dropped",
+            "Trace spans never exported (server.telemetry): queue_full (the bounded export queue"
+            " was full) or export_failed (the collector refused or could not be reached)",
+            ("reason",),
+        )
         self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def bounded(self, label: str, value: str) -> str:
@@ -267,6 +273,12 @@ def tool_call(server: str, tool: str, outcome: str, seconds: float) -> None:
 def tool_output_dropped(server: str, what: str, amount: int) -> None:
     if _metrics is not None:
         _metrics.tool_output_dropped.labels(server, what).inc(amount)
+
+
+def trace_spans_dropped(reason: str, amount: int = 1) -> None:
+    """Spans lost on their way to the collector (called from the exporter's thread too)."""
+    if _metrics is not None:
+        _metrics.trace_spans_dropped.labels(reason).inc(amount)
 
 
 def limited(route: str, code: str) -> None:

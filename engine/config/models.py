@@ -340,6 +340,43 @@ class LoggingConfig:
     format: Literal["text", "json"] = "text"
 
 
+def _ratio(_: object, __: attrs.Attribute, value: float | None) -> None:
+    if value is not None and not 0 <= value <= 1:
+        raise ValueError("must be between 0 and 1")
+
+
+@attrs.frozen
+class TracesConfig:
+    """`telemetry.traces`: OpenTelemetry traces over OTLP/HTTP (protobuf), off by default.
+
+    Tracing is on when `enabled` is true, or, with `enabled` unset, when the standard
+    `OTEL_TRACES_EXPORTER` is `otlp`; `OTEL_SDK_DISABLED=true` turns it off whatever the file says.
+    Each key left unset takes the standard variable: `endpoint` (the collector's base URL, to which
+    `/v1/traces` is added) `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT`,
+    `serviceName` `OTEL_SERVICE_NAME` (else `hookwise`), `sampleRatio` (a parent-based ratio)
+    `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`. `maxQueueSize` bounds the spans waiting for
+    export: past it spans are dropped and counted (`hookwise_trace_spans_dropped_total`).
+    `stages: false` keeps the request's span but not one child span per stage (auth, door, rule,
+    transform, commit): each span costs the hook path tens of microseconds of CPU.
+    """
+
+    enabled: bool | None = None
+    endpoint: str | None = None
+    service_name: str | None = None
+    sample_ratio: float | None = attrs.field(default=None, validator=_ratio)
+    max_queue_size: int = attrs.field(default=2048, validator=attrs.validators.ge(1))
+    stages: bool = True
+    #: one export's timeout, seconds (the exporter's own thread waits, never a request)
+    export_timeout_seconds: float = attrs.field(default=10.0, validator=attrs.validators.gt(0))
+
+
+@attrs.frozen
+class TelemetryConfig:
+    """`telemetry.*`: what the gateway tells an observability system (see docs/tracing.md)."""
+
+    traces: TracesConfig = attrs.field(factory=TracesConfig)
+
+
 @attrs.frozen
 class McpServerConfig:
     """`tools.mcpServers.<name>`: one MCP server, named as MCP clients name them.
@@ -434,6 +471,7 @@ class Config:
     events: EventsConfig = attrs.field(factory=EventsConfig)
     #: rules that open alerts and tell a person (`hookwise.server.alerts`)
     alerts: AlertsConfig = attrs.field(factory=AlertsConfig)
+    telemetry: TelemetryConfig = attrs.field(factory=TelemetryConfig)
 
 
 @attrs.frozen

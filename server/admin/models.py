@@ -159,6 +159,8 @@ class Run(Model, kw_only=True):
     error: str | None
     model_used: str | None
     usage: Usage
+    #: the trace it belongs to (32 hex digits) when tracing was on (docs/tracing.md)
+    trace_id: str | None = None
 
     @classmethod
     def fields_of(cls, r: RunRecord, calls: Sequence[ModelCallRecord] = ()) -> dict[str, object]:
@@ -188,6 +190,7 @@ class Run(Model, kw_only=True):
             "error": r.error,
             "model_used": r.model_used,
             "usage": Usage.of(calls, r),
+            "trace_id": r.trace_id,
         }
 
     @classmethod
@@ -362,6 +365,8 @@ class RequestEntry(Model, kw_only=True):
     event_type: str | None = None
     #: the provider's id of the delivery (X-GitHub-Delivery, a Stripe event's id), when known
     delivery_id: str | None = None
+    #: the request's trace (32 hex digits) when tracing was on (docs/tracing.md)
+    trace_id: str | None = None
 
     @classmethod
     def of(cls, e: RequestLogEntry) -> RequestEntry:
@@ -379,6 +384,7 @@ class RequestEntry(Model, kw_only=True):
             run_ids=list(e.run_ids),
             event_type=e.event_type,
             delivery_id=e.delivery_id,
+            trace_id=e.trace_id,
         )
 
 

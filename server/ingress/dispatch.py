@@ -17,6 +17,7 @@ import attrs
 
 from ...engine.actions import Action, AgentAction, NotifyAction, WakeAction
 from ...engine.config.mapping import RespondConfig
+from .. import telemetry
 from ..channels.webhook import CALLBACK_PREFIX, envelope
 from ..ids import new_id
 from ..store.base import Accepted, AcceptOp, NewEvent, NewRun, RequestLogEntry, Store
@@ -63,6 +64,7 @@ def _run(action: AgentAction, rule_id: str | None, callback_url: str | None = No
         allow_unsafe_external_content=action.allow_unsafe_external_content,
         agent_id=action.agent_id,
         callback_url=callback_url,
+        trace=telemetry.traceparent(),  # the request's trace continues in the run's process
     )
 
 
@@ -210,6 +212,7 @@ class Dispatcher:
                 run_ids=tuple(r.run_id for r in runs),
                 event_type=meta.event_type,
                 delivery_id=meta.delivery_id,
+                trace_id=telemetry.trace_id(),
             ),
             events=tuple(events),
             runs=tuple(runs),
@@ -260,5 +263,6 @@ class Dispatcher:
                 request_id=meta.request_id,
                 event_type=meta.event_type,
                 delivery_id=meta.delivery_id,
+                trace_id=telemetry.trace_id(),
             )
         )

@@ -53,7 +53,7 @@ from ...engine.signatures import (
     answers_get,
 )
 from ...engine.signatures.door import Door
-from .. import metrics
+from .. import metrics, telemetry
 from ..logs import escape_control
 from ..store.base import StoreUnavailable
 from ..store.bounded import retry_after_store, store_unavailable
@@ -216,13 +216,16 @@ class HookEndpoint:
         started = time.perf_counter()
         sub = _sub_path(scope, self.settings.hook_path)
         status = 500  # counted so when the handling is cancelled (the client or server went away)
+        route = self._routes.get(sub, self._mapped_route) if sub else "other"
+        # --- tracing (server.telemetry): the request's span; None when tracing is off
+        http = cast("HTTPScope", scope)  # mounted for HTTP only
+        traced = telemetry.request_span(http["method"], route, http["headers"])
         try:
-            status = await self._serve(
-                sub, cast("HTTPScope", scope), receive, send
-            )  # mounted for HTTP only
+            status = await self._serve(sub, http, receive, send)
         finally:
-            route = self._routes.get(sub, self._mapped_route) if sub else "other"
             metrics.http_answered(route, status, time.perf_counter() - started)
+            if traced is not None:
+                traced.end(status)
 
     async def _serve(self, sub: str | None, scope: HTTPScope, receive: Receive, send: Send) -> int:
         """Answer the request; the status sent."""
@@ -256,7 +259,8 @@ class HookEndpoint:
                     raise _LockedOut(max(1, round(retry)))
             else:
                 try:
-                    await self._authenticate(headers, scope.get("query_string", b""), client)
+                    with telemetry.stage("hook.auth"):  # tracing
+                        await self._authenticate(headers, scope.get("query_string", b""), client)
                 except RequestError as e:
                     if door is not None and e.code == "unauthorized":
                         raise await self._signed_without_token(
@@ -430,7 +434,8 @@ class HookEndpoint:
             # what the provider calls this delivery, where a header says it (the ping's)
             meta.event_type = provider_value(door.verifier.event_type(request))
             meta.delivery_id = provider_value(door.verifier.delivery_id(request))
-            answered = await self._at_door(door, scope, request, meta, send)
+            with telemetry.stage("hook.door", **{"hookwise.rule": door.rule_id}):  # tracing
+                answered = await self._at_door(door, scope, request, meta, send)
             if answered is not None:
                 return answered
             if self.settings.retain_payloads and door.verifier.signature_auth:
@@ -494,16 +499,17 @@ class HookEndpoint:
         wait = None
         if self._answers is not None:  # refused before anything is stored when malformed
             wait = self._answers.seconds(actions, respond, scope.get("query_string", b""))
-        accepted = await self._dispatcher.dispatch(
-            actions,
-            meta=meta,
-            rule_id=rule_id,
-            respond=respond,
-            idempotency_key=idem_key,
-            fingerprint=fingerprint,
-            callback_url=resolved.callback_url,
-            coalesce=resolved.coalesce,
-        )
+        with telemetry.stage("hook.accept", **{"hookwise.rule": rule_id}):  # tracing: the commit
+            accepted = await self._dispatcher.dispatch(
+                actions,
+                meta=meta,
+                rule_id=rule_id,
+                respond=respond,
+                idempotency_key=idem_key,
+                fingerprint=fingerprint,
+                callback_url=resolved.callback_url,
+                coalesce=resolved.coalesce,
+            )
         if accepted.conflict:
             raise RequestError(
                 422,
@@ -590,7 +596,8 @@ class HookEndpoint:
             return Resolved([validate_agent(payload, policy)])
         rules = self._rules()
         request = request_of(payload)
-        rule = rules.select(request) if rules is not None else None
+        with telemetry.stage("hook.rule"):  # tracing: rule selection
+            rule = rules.select(request) if rules is not None else None
         if rule is None:
             if rules is None:
                 raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
@@ -601,7 +608,11 @@ class HookEndpoint:
         if url is not None and not request.url and signs_url:
             # only schemes that sign the URL read it (Twilio, Square): made when one may
             request = attrs.evolve(request, url=url())
-        outcome = await rules.evaluate(rule, request, verified=verified)
+        with telemetry.stage(  # tracing: extraction, templates and the transform (its worker's)
+            "hook.transform",
+            **{"hookwise.rule": rule.id, "hookwise.transform": _runtime_of(rule.transform)},
+        ):
+            outcome = await rules.evaluate(rule, request, verified=verified)
         rule_id = outcome.rule_id
         batch = rule.for_each is not None
         if outcome.skipped or not outcome.actions:
@@ -694,6 +705,11 @@ def coalesce_spec(config: CoalesceConfig | None, key: str | None) -> CoalesceSpe
     if config is None or key is None:
         return None
     return CoalesceSpec(stored_key(key), config.window, config.max_wait, config.keep)
+
+
+def _runtime_of(transform: object) -> str | None:
+    """A span's name for a rule's transform runtime (its class), or None without one."""
+    return type(transform).__name__ if transform is not None else None
 
 
 def provider_value(value: str | None) -> str | None:

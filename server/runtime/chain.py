@@ -36,7 +36,7 @@ from typing import Any
 import attrs
 
 from ...engine.config.prices import PriceConfig
-from .. import metrics
+from .. import metrics, telemetry
 from ..retry import Backoff
 from ..store.base import Store, StoreUnavailable
 from ..store.modelcalls import BreakerPolicy, BreakerRecord, ModelCallRecord
@@ -423,9 +423,18 @@ class ModelChain:
             kwargs.update(tools=tools, tool_choice=tool_choice)
         if not last and isinstance(provider, HttpProvider):
             kwargs["retries"] = False
-        return await provider.complete(
-            model, messages, thinking=thinking, deadline=deadline, **kwargs
-        )
+        with telemetry.model_call(ref.split("/", 1)[0], model) as span:  # tracing (GenAI)
+            completion = await provider.complete(
+                model, messages, thinking=thinking, deadline=deadline, **kwargs
+            )
+            usage = completion.usage
+            telemetry.model_answered(
+                span,
+                completion.model,
+                usage.input_tokens if usage else None,
+                usage.output_tokens if usage else None,
+            )
+        return completion
 
     async def aclose(self) -> None:
         """Nothing to close: the providers belong to the process."""

@@ -23,6 +23,7 @@ import attrs
 import httpx
 
 from ...engine.config.models import SubscriberConfig
+from .. import telemetry
 from ..channels.base import Channel, DeliveryError
 from ..retry import Backoff
 from ..store.base import Store
@@ -112,6 +113,20 @@ class DeliveryWorker:
                     await self._wakeup.wait()
 
     async def _deliver(self, d: DeliveryRecord) -> None:
+        # tracing: each attempt is a span in its run's trace (one read of the run when on)
+        if not telemetry.active():
+            await self._attempt(d, None)
+            return
+        parent = None
+        if d.run_id is not None:
+            with contextlib.suppress(Exception):  # untraced rather than undelivered
+                run = await self._store.get_run(d.run_id)
+                parent = run.trace if run is not None else None
+        with telemetry.delivery_attempt(d, parent) as span:
+            await self._attempt(d, span)
+
+    async def _attempt(self, d: DeliveryRecord, span: object) -> None:
+        """One attempt at `d`; its outcome on the attempt's `span` (None: untraced)."""
         now = self._clock
         channel = self._channels.get(d.channel or "") or self.senders(d.channel or "")
         if channel is None:
@@ -157,6 +172,7 @@ class DeliveryWorker:
                     next_attempt_at=now() + delay,
                 )
                 report.delivery_retried(d)
+                telemetry.delivery_outcome(span, "retry")
                 return
             reason = (
                 e.message
@@ -164,10 +180,12 @@ class DeliveryWorker:
                 else f"{e.message} (gave up after {d.attempts} attempts)"
             )
             await self._fail(d, reason, sent)
+            telemetry.delivery_outcome(span, "failed")
             return
         except Exception as e:
             log.exception("delivery %s: unexpected error", d.delivery_id)
             await self._fail(d, f"{d.channel}: internal error ({type(e).__name__})")
+            telemetry.delivery_outcome(span, "failed")
             return
         await self._store.update_delivery(
             d.delivery_id,
@@ -176,6 +194,7 @@ class DeliveryWorker:
             message_ids=d.message_ids + result.message_ids,
         )
         report.delivery_sent(d, channel.id)
+        telemetry.delivery_outcome(span, "sent")
         conversation = d.run_id is not None or d.heartbeat_id is not None  # not a notification
         if conversation and getattr(channel, "keeps_route", True):  # nor a callback
             await self._store.set_last_route(d.route_session, Route(channel.id, d.to), now=now())

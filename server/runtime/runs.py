@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import attrs
 
 from ...engine.config.agents import DEFAULT_MAIN_SESSION
+from .. import telemetry
 from ..ids import new_id
 from ..retry import Backoff
 from ..store.base import NewEvent, RunRecord, Store, StoreUnavailable
@@ -294,7 +295,9 @@ class RunWorkers:
     async def _execute(self, run: RunRecord) -> None:
         released = False
         try:
-            outcome = await self._call_model(run)
+            with telemetry.run_span(run) as span:  # tracing: under the request's trace
+                outcome = await self._call_model(run)
+                telemetry.run_ended(span, outcome.state)
             self._slots.give()
             released = True
             # what the run spent is in the store before its ending is visible (budgets)

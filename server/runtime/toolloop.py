@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import attrs
 
 from ...engine.config.grants import Grant
+from .. import telemetry
 from ..store.base import RunRecord, Store
 from ..store.toolcalls import ToolCallRecord
 from ..tools.connection import ToolInfo
@@ -254,7 +255,15 @@ async def _answer(
     # durable before the first call is made: a run interrupted now is known to have called
     await tools.recorder.record(started)
     outcomes = await asyncio.gather(
-        *(tools.host.call(target.server, target.name, args) for _, target, args, _ in to_make)
+        *(
+            telemetry.tool_call(  # tracing: an `execute_tool` span per call
+                target.server,
+                target.name,
+                calls[i].id,
+                tools.host.call(target.server, target.name, args),
+            )
+            for i, target, args, _ in to_make
+        )
     )
     done: list[ToolCallRecord] = []
     for (i, target, _, record), outcome in zip(to_make, outcomes, strict=True):

@@ -70,6 +70,8 @@ class NewRun:
     callback_url: str | None = None
     #: not claimable before this time (a coalescing run's window; `hookwise.server.store.coalesce`)
     not_before: float | None = None
+    #: the W3C `traceparent` of the request that created it (None: not traced; server.telemetry)
+    trace: str | None = None
 
 
 @attrs.frozen
@@ -91,6 +93,8 @@ class RequestLogEntry:
     #: the provider's event type and delivery id, where its signature scheme names them
     event_type: str | None = None
     delivery_id: str | None = None
+    #: the request's trace id, 32 hex digits (None: not traced; server.telemetry)
+    trace_id: str | None = None
 
 
 @attrs.frozen
@@ -188,6 +192,13 @@ class RunRecord:
     agent_id: str = DEFAULT_AGENT_ID
     request_id: str | None = None  # the request that created it
     callback_url: str | None = None  # where its outcome is posted when it ends
+    trace: str | None = None  # the W3C traceparent it continues (server.telemetry)
+
+    @property
+    def trace_id(self) -> str | None:
+        """The trace id of `trace` (32 hex digits), or None."""
+        parts = self.trace.split("-") if self.trace else ()
+        return parts[1] if len(parts) == 4 else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -213,6 +224,7 @@ class RunRecord:
             "error": self.error,
             "modelUsed": self.model_used,
             "usage": {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens},
+            "traceId": self.trace_id,
         }
 
 

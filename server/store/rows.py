@@ -30,7 +30,7 @@ RUN_COLUMNS = (
     "seq, run_id, session_key, name, message, rule_id, state, wake_mode, deliver, channel, "
     "recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, attempts, "
     "created_at, started_at, finished_at, reply, error, model_used, input_tokens, output_tokens, "
-    "agent_id, request_id, callback_url"
+    "agent_id, request_id, callback_url, trace"
 )
 DELIVERY_COLUMNS = (
     "delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text, state, "
@@ -76,7 +76,7 @@ def event_record(row: Any) -> EventRecord:
 def request_record(row: Any) -> RequestLogEntry:
     """A request log row (`LOG_COLUMNS`) -> its entry, the links as tuples."""
     at, path, status, client, size, action, rule_id, code, request_id, events, runs, *provider = row
-    event_type, delivery_id = provider or (None, None)
+    event_type, delivery_id, trace_id = (*provider, None, None, None)[:3]
     return RequestLogEntry(
         at,
         path,
@@ -91,6 +91,7 @@ def request_record(row: Any) -> RequestLogEntry:
         run_ids=tuple(json.loads(runs)) if runs else (),
         event_type=event_type,
         delivery_id=delivery_id,
+        trace_id=trace_id,
     )
 
 
@@ -161,7 +162,7 @@ def _json_text(ids: tuple[str, ...]) -> str:
 
 LOG_COLUMNS = (
     "at, path, status, client, size, action, rule_id, code, request_id, event_ids, run_ids,"
-    " event_type, delivery_id"
+    " event_type, delivery_id, trace_id"
 )
 
 
@@ -182,6 +183,7 @@ def log_row(e: RequestLogEntry, *, created: bool = True) -> tuple[Any, ...]:
         _json_text(e.run_ids) if created and e.run_ids else None,
         e.event_type,
         e.delivery_id,
+        e.trace_id,
     )
 
 

@@ -29,7 +29,17 @@ PAGES = [
 BLOCK = re.compile(r"(<!-- fragment -->\n)?```ya?ml\n(.*?)^```", re.S | re.M)
 INLINE = re.compile(r"`((?:verify: )?\{scheme: [^`]*\})`")
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-CONFIG_KEYS = {"hooks", "gateway", "agents", "models", "channels", "store", "tools", "session"}
+CONFIG_KEYS = {
+    "hooks",
+    "gateway",
+    "agents",
+    "models",
+    "channels",
+    "store",
+    "tools",
+    "session",
+    "telemetry",
+}
 RULE_KEYS = {"id", "match", "action", "messageTemplate", "textTemplate", "transform", "verify"}
 TOKENS = {"token": "docs-hook-token-0123456789abcdef"}
 ADMIN = {"auth": {"token": "docs-admin-token-0123456789abcdef"}}

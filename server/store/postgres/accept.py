@@ -59,7 +59,7 @@ def columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
 
 _INSERT_LOG = (
     f"INSERT INTO request_log ({LOG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
-    " $13)"
+    " $13, $14)"
 )
 
 
@@ -96,16 +96,17 @@ _ACCEPT_GROUP = (
     "), new_runs AS ("
     " INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
     " channel, recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe,"
-    " agent_id, created_at, request_id, callback_url)"
+    " agent_id, created_at, request_id, callback_url, trace)"
     " SELECT r.run_id, r.session_key, r.name, r.message, r.rule_id, r.wake_mode, r.deliver,"
     " r.channel, r.recipient, r.model, r.thinking, r.timeout_seconds, r.fallback_channel,"
-    " r.allow_unsafe, r.agent_id, fresh.at, fresh.request_id, r.callback_url"
+    " r.allow_unsafe, r.agent_id, fresh.at, fresh.request_id, r.callback_url, r.trace"
     " FROM unnest($15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],"
     " $21::text[], $22::bool[], $23::text[], $24::text[], $25::text[], $26::text[],"
-    " $27::float8[], $28::text[], $29::bool[], $30::text[], $46::text[]) WITH ORDINALITY AS"
+    " $27::float8[], $28::text[], $29::bool[], $30::text[], $46::text[], $59::text[])"
+    " WITH ORDINALITY AS"
     " r(op, run_id, session_key, name, message, rule_id, wake_mode, deliver, channel,"
     " recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id,"
-    " callback_url, n)"
+    " callback_url, trace, n)"
     " JOIN fresh USING (op) ORDER BY r.n"
     "), new_deliveries AS ("
     " INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
@@ -122,12 +123,12 @@ _ACCEPT_GROUP = (
     "), new_log AS ("
     f" INSERT INTO request_log ({LOG_COLUMNS})"
     " SELECT l.at, l.path, l.status, l.client, l.size, l.action, l.rule_id, l.code,"
-    " l.request_id, l.event_ids, l.run_ids, l.event_type, l.delivery_id"
+    " l.request_id, l.event_ids, l.run_ids, l.event_type, l.delivery_id, l.trace_id"
     " FROM unnest($31::int[], $32::float8[], $33::text[], $34::integer[], $35::text[],"
     " $36::integer[], $37::text[], $38::text[], $39::text[], $40::text[], $41::text[],"
-    " $42::text[], $43::text[], $44::text[])"
+    " $42::text[], $43::text[], $44::text[], $58::text[])"
     " AS l(op, at, path, status, client, size, action, rule_id, code, request_id, event_ids,"
-    " run_ids, event_type, delivery_id)"
+    " run_ids, event_type, delivery_id, trace_id)"
     " JOIN fresh USING (op) ORDER BY l.op"
     ") SELECT op FROM fresh"
 )
@@ -136,7 +137,7 @@ _ACCEPT_GROUP = (
 _STORED_ANSWER = (
     "WITH k AS (SELECT fingerprint, status, body FROM idempotency_keys WHERE key = $1),"
     f" logged AS (INSERT INTO request_log ({LOG_COLUMNS})"
-    " SELECT $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 FROM k"
+    " SELECT $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16 FROM k"
     " WHERE k.fingerprint = $2)"
     " SELECT fingerprint = $2 AS same, status, body FROM k"
 )
@@ -157,7 +158,8 @@ def _group_args(ops: list[AcceptOp]) -> list[Any]:
     ]
     events = [(i, *event_row(e)) for i, op in enumerate(ops) for e in op.events]
     runs = [(i, *run_row(r)) for i, op in enumerate(ops) for r in op.runs]
-    logs = [(i, *log_row(op.log)) for i, op in enumerate(ops)]
+    # the trace id (log_row's last column) goes as $58, after the columns numbered before it
+    logs = [(i, *log_row(op.log)[:LOG_FIELDS]) for i, op in enumerate(ops)]
     notes = [(i, *delivery_row(d)) for i, op in enumerate(ops) for d in op.deliveries]
     return [
         *columns(heads, 7),
@@ -167,6 +169,8 @@ def _group_args(ops: list[AcceptOp]) -> list[Any]:
         [op.log.request_id for op in ops],
         [r.callback_url for op in ops for r in op.runs],  # $46, beside the runs' columns
         *columns(notes, 11),  # $47..$57: notifications (`action: notify`)
+        [op.log.trace_id for op in ops],  # $58: the request log's trace ids
+        [r.trace for op in ops for r in op.runs],  # $59: the runs' traceparents
     ]
 
 

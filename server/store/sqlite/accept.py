@@ -16,7 +16,7 @@ RUNS = InsertInto(
     "runs",
     "run_id, session_key, name, message, rule_id, wake_mode, deliver, channel, recipient, model,"
     " thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id, created_at, request_id,"
-    " callback_url",
+    " callback_url, trace",
 )
 REQUEST_LOG = InsertInto("request_log", LOG_COLUMNS)
 DELIVERIES = InsertInto(
@@ -35,7 +35,9 @@ def accept_rows(op: AcceptOp) -> Rows:
     """What an accepted request without an idempotency key writes, as rows (nothing to read
     first): its events, its runs and its log line."""
     rows = [(EVENTS, (*event_row(e), op.now)) for e in op.events]
-    rows += [(RUNS, (*run_row(r), op.now, op.log.request_id, r.callback_url)) for r in op.runs]
+    rows += [
+        (RUNS, (*run_row(r), op.now, op.log.request_id, r.callback_url, r.trace)) for r in op.runs
+    ]
     rows += [(DELIVERIES, (*delivery_row(d), op.now, op.now, op.now)) for d in op.deliveries]
     rows.append((REQUEST_LOG, log_row(op.log)))
     return tuple(rows)
@@ -73,7 +75,7 @@ def accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
     if op.runs:
         cur.executemany(
             RUNS.sql(1),
-            [(*run_row(r), op.now, op.log.request_id, r.callback_url) for r in op.runs],
+            [(*run_row(r), op.now, op.log.request_id, r.callback_url, r.trace) for r in op.runs],
         )
     if op.deliveries:
         cur.executemany(

@@ -1,0 +1,182 @@
+"""Tracing benchmarks (issue 37): what OpenTelemetry traces cost on `/wake`.
+
+Run from the repository root:
+
+    .venv/bin/python bench/tracing.py throughput [--rounds 2] [--duration 8] [--connections 32]
+    .venv/bin/python bench/tracing.py latency [--requests 1500]
+
+`throughput` measures `/hooks/wake` with wrk (as bench/ingest.py runs it) with tracing off, on
+(sampled at 100%, exported over OTLP/HTTP to the tests' receiver, tests/support/otlp.py, which
+decodes every batch in this process), `lean` (the same with `stages: false`: the request's span
+without a child per stage) and on with a dead collector (nothing listens on its port),
+alternating, each on a fresh server and store; it prints requests/s, p50/p99, the server's CPU
+time per request and the spans the receiver decoded, then the on/off ratios of the medians.
+The receiver runs on the same machine and takes CPU from the server: the "on" figures include
+that cost, which a real collector elsewhere would not put on the gateway's machine.
+
+`latency` sends `--requests` sequential `/hooks/wake` requests on one keep-alive connection (no
+queueing in the server: each latency is one request's own cost) to a server with tracing off, on
+and dead-collector, and prints p50/p99/max: what a dead collector adds to one hook's p99.
+
+Figures measured on a shared 2-core machine are indicative only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.ingest import (  # noqa: E402
+    ADMIN_TOKEN,
+    HOOK_TOKEN,
+    WAKE,
+    LoadSpec,
+    Result,
+    ServerSpec,
+    ensure_wrk,
+    measure,
+    running,
+    settle,
+)
+from tests.support.otlp import OtlpReceiver  # noqa: E402
+
+#: off; on (every stage a span); lean (`stages: false`: the request's span only); dead collector
+MODES = ("off", "on", "lean", "dead")
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _config(mode: str, receiver: OtlpReceiver) -> tuple[tuple[str, Any], ...]:
+    gateway = ("gateway", {"auth": {"token": ADMIN_TOKEN}, "metrics": {"enabled": True}})
+    if mode == "off":
+        return (gateway,)
+    endpoint = receiver.url if mode != "dead" else f"http://127.0.0.1:{_closed_port()}"
+    traces = {"enabled": True, "endpoint": endpoint, "sampleRatio": 1.0, "stages": mode != "lean"}
+    return (gateway, ("telemetry", {"traces": traces}))
+
+
+def _cpu_us(result: Result) -> float | None:
+    if result.server_cpu_pct is None or not result.stats.rps:
+        return None
+    return result.server_cpu_pct / 100.0 / result.stats.rps * 1e6
+
+
+def throughput(args: argparse.Namespace) -> int:
+    ensure_wrk()
+    load = LoadSpec(args.duration, args.warmup, args.connections, args.threads)
+    base = ServerSpec("hookwise", "hookwise")
+    rows: dict[str, list[tuple[Result, int]]] = {m: [] for m in MODES}
+    receiver = OtlpReceiver()
+    try:
+        for i in range(args.rounds):
+            for mode in MODES:
+                print(f"round {i + 1}: tracing {mode} /hooks/wake ...", flush=True)
+                before = len(receiver.spans)
+                spec = replace(base, name=f"tracing-{mode}", config=_config(mode, receiver))
+                result = measure(WAKE, spec, load)
+                rows[mode].append((result, len(receiver.spans) - before))
+    finally:
+        receiver.close()
+    print()
+    print(
+        f"{'tracing':<8} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'srv µs/req':>11}"
+        f" {'non-2xx':>8} {'spans received':>15}"
+    )
+    for mode in MODES:
+        for r, spans in rows[mode]:
+            print(
+                f"{mode:<8} {r.stats.rps:>9.0f} {r.stats.p50_ms or 0:>8.2f}"
+                f" {r.stats.p99_ms or 0:>8.2f} {_cpu_us(r) or 0:>11.0f} {r.stats.non_2xx:>8}"
+                f" {spans:>15}"
+            )
+
+    def median(mode: str, of: Any) -> float:
+        return statistics.median(v for r, _ in rows[mode] if (v := of(r)) is not None)
+
+    for mode in MODES[1:]:
+        rps = median(mode, lambda r: r.stats.rps) / median("off", lambda r: r.stats.rps)
+        cpu = median(mode, _cpu_us) / median("off", _cpu_us)
+        print(
+            f"tracing {mode} / off (medians of {args.rounds}): requests/s x{rps:.3f} "
+            f"({(rps - 1) * 100:+.1f}%), server CPU per request x{cpu:.3f} ({(cpu - 1) * 100:+.1f}%)"
+        )
+    failed = any(r.notes or r.stats.non_2xx for rs in rows.values() for r, _ in rs)
+    return 1 if failed else 0
+
+
+def _latencies(url: str, n: int) -> list[float]:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {HOOK_TOKEN}"}
+    out = []
+    with httpx.Client(base_url=url, timeout=10) as client:
+        for i in range(n + 50):
+            t0 = time.perf_counter()
+            r = client.post("/hooks/wake", json={"text": "bench", "mode": "now"}, headers=headers)
+            elapsed = (time.perf_counter() - t0) * 1000
+            if r.status_code != 200:
+                raise SystemExit(f"/hooks/wake answered {r.status_code}: {r.text}")
+            if i >= 50:  # the first ones warm the server up
+                out.append(elapsed)
+    return out
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def latency(args: argparse.Namespace) -> int:
+    receiver = OtlpReceiver()
+    rows: dict[str, list[float]] = {}
+    try:
+        for mode in MODES:
+            print(f"tracing {mode}: {args.requests} sequential /hooks/wake ...", flush=True)
+            spec = ServerSpec(f"tracing-{mode}", "hookwise", config=_config(mode, receiver))
+            settle()
+            with running(spec) as server:
+                rows[mode] = _latencies(server.url, args.requests)
+    finally:
+        receiver.close()
+    print(f"\n{'tracing':<8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    for mode, values in rows.items():
+        print(
+            f"{mode:<8} {statistics.median(values):>8.3f} {_pct(values, 99):>8.3f}"
+            f" {max(values):>8.3f}"
+        )
+    for mode in MODES[1:]:
+        extra = _pct(rows[mode], 99) - _pct(rows["off"], 99)
+        print(f"p99 {mode} - off: {extra:+.3f} ms")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    t = sub.add_parser("throughput")
+    t.add_argument("--rounds", type=int, default=2)
+    t.add_argument("--duration", type=int, default=8)
+    t.add_argument("--warmup", type=int, default=2)
+    t.add_argument("--connections", type=int, default=32)
+    t.add_argument("--threads", type=int, default=2)
+    lat = sub.add_parser("latency")
+    lat.add_argument("--requests", type=int, default=1500)
+    args = parser.parse_args()
+    return throughput(args) if args.what == "throughput" else latency(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
