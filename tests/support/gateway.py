@@ -59,7 +59,7 @@ class GatewayProcess:
     def write_config(self) -> None:
         self.config_path.write_text(yaml.safe_dump(self.config), encoding="utf-8")
 
-    def start(self, timeout: float = 20.0) -> GatewayProcess:
+    def start(self, timeout: float = 60.0) -> GatewayProcess:
         self.write_config()
         stderr = open(self.stderr_path, "ab")  # noqa: SIM115 - owned by the process
         self.proc = subprocess.Popen(
