@@ -23,6 +23,7 @@ from litestar.types import Receive, Scope, Send
 
 from . import metrics
 from .admin.api import AdminController
+from .admin.approvals import ApprovalsController
 from .admin.lanes import LanesController
 from .admin.openapi import assets_router, openapi_config
 from .admin.operate import metrics_handler, readyz
@@ -74,6 +75,7 @@ def create_app(gateway: Gateway) -> Litestar:
         AdminController,
         RecoverController,
         LanesController,
+        ApprovalsController,
         ReplayController,
         SourcesController,
         console_router(),

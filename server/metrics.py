@@ -185,6 +185,12 @@ class _Metrics:
             " once: hooks.limits.maxWaiting), cancelled (the caller went away), gone",
             ("outcome",),
         )
+        self.approval_decisions = counter(
+            "hookwise_approval_decisions",
+            "Decisions of tool calls that waited for approval: approved, denied, timed_out,"
+            " refused (forged, replayed, late, second or not an approver: changed nothing)",
+            ("outcome",),
+        )
         self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def bounded(self, label: str, value: str) -> str:
@@ -356,6 +362,12 @@ def budget_breach(scope: str, name: str) -> None:
         _metrics.budget_breaches.labels(scope, _metrics.bounded("budget", name)).inc()
 
 
+def approval_decision(outcome: str) -> None:
+    """An approval was decided (`approved`, `denied`, `timed_out`) or a decision `refused`."""
+    if _metrics is not None:
+        _metrics.approval_decisions.labels(outcome).inc()
+
+
 def heartbeat(agent: str, outcome: str) -> None:
     if _metrics is not None:
         _metrics.heartbeats.labels(agent, outcome).inc()
@@ -419,6 +431,7 @@ def render(
     lanes: Sequence[tuple[str, str, int, float | None]] = (),
     breakers: Mapping[str, str] | None = None,
     budgets: Sequence[tuple[str, str, str, float, float]] = (),
+    approvals: tuple[int, float | None] | None = None,
 ) -> bytes:
     """The scrape's body: every process's metrics plus the gauges read from the store: `queues`
     (name -> (depth, age in seconds of the oldest item or None)), `running` (agent -> (running
@@ -510,6 +523,22 @@ def render(
             spend.add_metric([scope, name, kind], spent)
             limit.add_metric([scope, name, kind], ceiling)
         families += [spend, limit]
+    if approvals is not None:
+        pending_n, pending_age = approvals
+        families.append(
+            GaugeMetricFamily(
+                "hookwise_approvals_pending",
+                "Tool calls waiting for a person's approval, from the store",
+                value=pending_n,
+            )
+        )
+        families.append(
+            GaugeMetricFamily(
+                "hookwise_approvals_oldest_seconds",
+                "Age of the oldest pending approval (0 when none waits)",
+                value=pending_age or 0.0,
+            )
+        )
     build = GaugeMetricFamily(
         "hookwise_build_info",
         "The running build (always 1): hookwise's version and Python's",

@@ -39,6 +39,7 @@ from ..rows import EVENT_COLUMNS, delivery_record, event_record, run_record
 from . import runtime as rt
 from .accept import AcceptLane, insert_log
 from .admin import PostgresAdminReads
+from .approvals import PostgresApprovals
 from .coalesce import accept_coalescing
 from .lanes import PostgresLanes
 from .migrate import migrate, quote_ident
@@ -66,6 +67,7 @@ async def _no_session_state(_conn: asyncpg.Connection) -> None:
 
 
 class PostgresStore(
+    PostgresApprovals,
     PostgresAdminReads,
     PostgresLanes,
     PostgresStats,

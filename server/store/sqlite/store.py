@@ -39,6 +39,7 @@ from . import runtime as rt
 from . import writes
 from .accept import accept, accept_rows, log_rows
 from .admin import SQLiteAdminReads
+from .approvals import SQLiteApprovals
 from .connect import BATCH, WriteLock, connect, connect_writer, wal_to_sync
 from .lanes import SQLiteLanes
 from .modelcalls import SQLiteModelCalls
@@ -60,7 +61,13 @@ class StoreInUse(Exception):
 
 
 class SQLiteStore(
-    SQLiteAdminReads, SQLiteLanes, SQLiteStats, SQLiteRetention, SQLiteToolCalls, SQLiteModelCalls
+    SQLiteApprovals,
+    SQLiteAdminReads,
+    SQLiteLanes,
+    SQLiteStats,
+    SQLiteRetention,
+    SQLiteToolCalls,
+    SQLiteModelCalls,
 ):
     """The `Store` on one SQLite file."""
 
