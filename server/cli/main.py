@@ -223,6 +223,7 @@ def _add_optional_commands(sub: Any) -> None:
     fails to import is a defect to see, not a command to drop without a word."""
     from ..gmail.cli import add_cli as add_gmail
     from .admin import add_cli as add_admin
+    from .approvals import add_cli as add_approvals
     from .lanes import add_cli as add_lanes
     from .rules import add_cli as add_rules
     from .signatures import add_cli as add_sign
@@ -242,6 +243,7 @@ def _add_optional_commands(sub: Any) -> None:
     add_admin(sub)
     add_sources(sub)
     add_lanes(sub)
+    add_approvals(sub)
     add_gmail(providers)
 
 

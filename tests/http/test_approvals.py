@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.cli.support import run as hookwise
 from tests.fakes.mcp_server import stdio_command
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
 from tests.support.mapped import get_run
@@ -213,3 +214,24 @@ def test_a_parked_run_is_decided_and_resumed_after_a_restart(
     assert run["state"] == "succeeded", run
     assert [c["tool"] for c in run["toolCalls"]] == ["echo", "count"]
     assert run["reply"].startswith("echo: before\n")
+
+
+def test_the_cli_lists_and_approves_and_runs_show_the_decision(gw: GatewayProcess) -> None:
+    env = {"HOOKWISE_ADMIN_TOKEN": ADMIN_TOKEN, "HOOKWISE_URL": gw.url}
+
+    def cli(*args: str) -> str:
+        done = hookwise(*args, cwd=gw.workdir, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    run_id = _start(gw, "ops", "call t.count {}")
+    [approval] = _parked(gw, run_id)["approvals"]
+    listed = cli("approvals", "list", "--run", run_id)
+    assert approval["approvalId"] in listed and "t.count" in listed and "pending" in listed
+    said = cli("approvals", "approve", approval["approvalId"])
+    assert said.startswith("approved t.count of run") and "the run resumes" in said
+    assert _ended(gw, run_id)["state"] == "succeeded"
+    shown = cli("runs", "show", run_id)
+    assert "approvals:" in shown and approval["approvalId"] in shown and "approved" in shown
+    refused = hookwise("approvals", "deny", approval["approvalId"], cwd=gw.workdir, env=env)
+    assert refused.returncode != 0 and "already approved" in refused.stderr
