@@ -23,6 +23,7 @@ from litestar.static_files import create_static_files_router
 from ...engine.errors import RequestError
 from ...engine.request import InboundRequest
 from ..admin.models import (
+    Approval,
     Breaker,
     Delivery,
     Event,
@@ -43,6 +44,7 @@ from ..admin.replay import replay_request
 from ..store.records import Filters
 from . import STATIC
 from .activity import overview_activity
+from .approvals import approvals_page, approve_page, deny_page
 from .common import (
     PAGE,
     Form,
@@ -262,6 +264,7 @@ async def run_page(request: Request[Any, Any, Any], run_id: str) -> Template:
         attempts=attempts,
         retries=[Retry.of(r) for r in retries],
         tool_calls=[ToolCall.of(c) for c in await store.tool_calls(run_id)],
+        approvals=[Approval.of(a, arguments=False) for a in await store.approvals(run_id=run_id)],
         turns=mine,
         summary=Event.of(summary.items[0]) if summary.items else None,
         nav="runs",
@@ -469,6 +472,9 @@ def console_router() -> Router:
             queues_page,
             pause_page,
             resume_page,
+            approvals_page,
+            approve_page,
+            deny_page,
             static,
         ],
         before_request=check_request,
