@@ -30,6 +30,7 @@ from .admin.operate import metrics_handler, readyz
 from .admin.recover import RecoverController
 from .admin.replay import ReplayController
 from .admin.sources import SourcesController
+from .channels.approvals import telegram_callback
 from .console import template_config
 from .console.auth import ConsoleAuth
 from .console.pages import console_router
@@ -76,6 +77,7 @@ def create_app(gateway: Gateway) -> Litestar:
         RecoverController,
         LanesController,
         ApprovalsController,
+        telegram_callback,
         ReplayController,
         SourcesController,
         console_router(),

@@ -235,6 +235,13 @@ class Gateway:
             waiters=waiters,
         )
         self.dispatcher.subscribe(self.runtime.on_accepted)
+        from ..channels.approvals import ChannelAsker
+
+        approvals = self.runtime.approvals
+        #: approval requests go to `approvals.via` with buttons (Telegram)
+        approvals.on_request = ChannelAsker(
+            self.channels, self.config.approvals, lambda: approvals.show_arguments
+        )
         from ..runtime.lanes import Lanes
 
         #: pausing and resuming mappings, hook paths and agents (admin API, CLI, console, config)

@@ -172,6 +172,19 @@ class Approvals:
             self._on_resumed()
         return decided
 
+    async def refuse_unauthenticated(self, via: str) -> None:
+        """A callback whose authentication failed (a forged request): recorded, counted."""
+        await self._store.decide_approval(
+            token_hash="",
+            state="denied",
+            by="unauthenticated",
+            via=via,
+            now=self._clock(),
+            refuse=f"a {via} callback failed authentication",
+        )
+        metrics.approval_decision("refused")
+        log.warning("a %s approval callback failed authentication: refused", via)
+
     async def sweep(self) -> int:
         """Time out what waited too long; the runs released."""
         state = "approved" if self.config.on_timeout == "approve" else "timed_out"

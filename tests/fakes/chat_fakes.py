@@ -9,12 +9,13 @@ Mattermost's 16,383 characters), and answers in the service's own shapes.
 from __future__ import annotations
 
 import html.parser
+import itertools
 import re
 import time
 from typing import Any
 
 from tests.fakes.fake_http import FakeServer, Recorded, Reply, bearer, json_of
-from tests.fakes.specs import problems
+from tests.fakes.specs import problems, spec
 
 # --- Telegram Bot API ------------------------------------------------------------------------
 
@@ -84,12 +85,97 @@ def telegram_visible_text(text: str) -> tuple[str, str | None]:
     return "".join(parser.text), error
 
 
+def _keyboard_problem(markup: Any) -> str | None:
+    """What is wrong with an `InlineKeyboardMarkup` (fields of telegram_callbacks.json; a
+    button's `callback_data` is 1-64 bytes), or None."""
+    types = spec("telegram_callbacks")["types"]
+    known = {f["name"] for f in types["InlineKeyboardButton"]["fields"]}
+    rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+        return 'field "inline_keyboard" must be an Array of Array of InlineKeyboardButton'
+    for row in rows:
+        for button in row:
+            if not isinstance(button, dict) or not isinstance(button.get("text"), str):
+                return "can't parse inline keyboard button: Text buttons are unallowed"
+            if set(button) - known:
+                return f"can't parse inline keyboard button: unknown {sorted(set(button) - known)}"
+            data = button.get("callback_data")
+            if data is not None and not 1 <= len(str(data).encode()) <= 64:
+                return "BUTTON_DATA_INVALID"
+    return None
+
+
 class TelegramFake(FakeServer):
     name = "telegram"
 
     def __init__(self, token: str = "123456789:AAFakeTelegramBotToken_for-tests") -> None:
         super().__init__()
         self.token = token
+        #: the sendMessage bodies, by the message id answered (for buttons and their callbacks)
+        self.sent_messages: dict[int, dict[str, Any]] = {}
+        #: answerCallbackQuery and editMessageText bodies, in order
+        self.callback_answers: list[dict[str, Any]] = []
+        self.edits: list[dict[str, Any]] = []
+        self._callback_ids = itertools.count(1)
+
+    def _callbacks(self, method: str, body: Any) -> Reply:
+        """`answerCallbackQuery` and `editMessageText`, checked against the Bot API's fields
+        (telegram_callbacks.json): required fields present, known fields only."""
+        if not isinstance(body, dict):
+            return self._error(400, "Bad Request: the body is not a JSON object")
+        fields = {f["name"]: f for f in spec("telegram_callbacks")["methods"][method]["fields"]}
+        unknown = sorted(set(body) - set(fields))
+        missing = [n for n, f in fields.items() if f["required"] and n not in body]
+        if unknown or missing:
+            return self._error(400, f"Bad Request: invalid parameters: {unknown or missing}")
+        if method == "answerCallbackQuery":
+            if not body["callback_query_id"]:
+                return self._error(400, "Bad Request: query is too old or query ID is invalid")
+            self.callback_answers.append(body)
+            return Reply(200, {"ok": True, "result": True})
+        if "inline_message_id" not in body and not ("chat_id" in body and "message_id" in body):
+            return self._error(400, "Bad Request: message identifier is not specified")
+        if not body.get("text"):
+            return self._error(400, "Bad Request: message text is empty")
+        if int(body.get("message_id", 0)) not in self.sent_messages:
+            return self._error(400, "Bad Request: message to edit not found")
+        self.edits.append(body)
+        chat_id = int(str(body["chat_id"])) if str(body["chat_id"]).lstrip("-").isdigit() else 0
+        message = {
+            "message_id": body["message_id"],
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+            "date": int(time.time()),
+            "edit_date": int(time.time()),
+            "text": body["text"],
+        }
+        return Reply(200, {"ok": True, "result": message})
+
+    def click(self, message_id: int, button: str, user_id: int) -> dict[str, Any]:
+        """The `Update` Telegram POSTs to the bot's webhook when `user_id` presses the button
+        labelled `button` of message `message_id` (a `callback_query`)."""
+        sent = self.sent_messages[message_id]
+        [data] = [
+            b["callback_data"]
+            for row in sent["reply_markup"]["inline_keyboard"]
+            for b in row
+            if b["text"] == button
+        ]
+        chat_id = int(str(sent["chat_id"]))
+        return {
+            "update_id": 100000 + next(self._callback_ids),
+            "callback_query": {
+                "id": str(4382000000000000000 + next(self._callback_ids)),
+                "from": {"id": user_id, "is_bot": False, "first_name": "Op"},
+                "message": {
+                    "message_id": message_id,
+                    "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "group"},
+                    "date": int(time.time()),
+                    "text": sent["text"],
+                },
+                "chat_instance": "-5555555555555555555",
+                "data": data,
+            },
+        }
 
     def config(self) -> dict[str, Any]:
         return {"botToken": self.token, "baseUrl": self.url}
@@ -115,14 +201,26 @@ class TelegramFake(FakeServer):
         prefix, _, method = req.path.lstrip("/").partition("/")
         if prefix != f"bot{self.token}":
             return self._error(401, "Unauthorized")
+        if method in ("answerCallbackQuery", "editMessageText"):
+            return self._callbacks(method, json_of(req))
         if method != "sendMessage":
             return self._error(404, "Not Found")
         body = json_of(req)
         if not isinstance(body, dict) or body.get("chat_id") in (None, ""):
             return self._error(400, "Bad Request: chat_id is empty")
-        found = problems("telegram", "#/sendMessage/json_schema", body)
+        # telegram.json lacks the keyboard types: the markup is checked against
+        # telegram_callbacks.json (InlineKeyboardMarkup, InlineKeyboardButton) below
+        found = problems(
+            "telegram",
+            "#/sendMessage/json_schema",
+            {k: v for k, v in body.items() if k != "reply_markup"},
+        )
         if found:
             return self._error(400, f"Bad Request: invalid parameters: {found[0]}")
+        if "reply_markup" in body:
+            refused = _keyboard_problem(body["reply_markup"])
+            if refused:
+                return self._error(400, f"Bad Request: {refused}")
         chat = str(body["chat_id"])
         if chat in self.missing:
             return self._error(400, "Bad Request: chat not found")
@@ -148,6 +246,7 @@ class TelegramFake(FakeServer):
         if "message_thread_id" in body:
             message["message_thread_id"] = body["message_thread_id"]
             message["is_topic_message"] = True
+        self.sent_messages[message["message_id"]] = body
         return Reply(200, {"ok": True, "result": message})
 
 
