@@ -30,7 +30,7 @@ from .admin.operate import metrics_handler, readyz
 from .admin.recover import RecoverController
 from .admin.replay import ReplayController
 from .admin.sources import SourcesController
-from .channels.approvals import telegram_callback
+from .channels.approvals import slack_interaction, telegram_callback
 from .console import template_config
 from .console.auth import ConsoleAuth
 from .console.pages import console_router
@@ -78,6 +78,7 @@ def create_app(gateway: Gateway) -> Litestar:
         LanesController,
         ApprovalsController,
         telegram_callback,
+        slack_interaction,
         ReplayController,
         SourcesController,
         console_router(),

@@ -1,5 +1,12 @@
 """Asking people where they are: approval requests with buttons, and the buttons' callbacks.
 
+`approvals.via: slack:<conversation>` sends each request with `chat.postMessage` and an actions
+block of two buttons whose `value` carries the token; Slack POSTs the `block_actions`
+interaction (form field `payload`, JSON) to `POST /approvals/slack`, signed with the app's
+signing secret (`channels.slack.signingSecret`, checked by the door's `slack` scheme: v0 HMAC of
+`v0:<timestamp>:<body>`, five minutes' tolerance); the clicker's `user.id` must be a listed
+approver (`slack:<id>`); the message is then updated (`chat.update`) to show the decision.
+
 `approvals.via: telegram:<chat>` sends each request with `sendMessage` and an inline keyboard
 (Approve / Deny); each button's `callback_data` carries the approval's single-use token
 (`a:<token>` or `d:<token>`, at most 64 bytes). Telegram POSTs the `callback_query` update to
@@ -21,13 +28,19 @@ import hmac
 import json
 import logging
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import httpx
-from litestar import Request, post
+from litestar import Request, Response, post
 
 from ...engine.config.approvals import ApprovalsConfig
+from ...engine.config.mapping import VerifyConfig
 from ...engine.errors import RequestError
+from ...engine.request import InboundRequest
+from ...engine.signatures import SignatureError, compile_verifier
 from ..runtime.approvals import Approvals
 from ..runtime.approvals import Request as ApprovalRequest
 from ..store.approvals import ApprovalRecord
@@ -71,14 +84,15 @@ class ChannelAsker:
         if self._via is None:
             return
         channel, _, to = self._via.partition(":")
-        if channel != "telegram" or "telegram" not in self._channels:
+        if channel not in ("telegram", "slack") or channel not in self._channels:
             log.warning(
                 "approval %s: approvals.via %s cannot ask with buttons; it is listed only",
                 request.approval.approval_id,
                 channel,
             )
             return
-        task = asyncio.get_running_loop().create_task(self._telegram(request, to))
+        send = self._telegram if channel == "telegram" else self._slack
+        task = asyncio.get_running_loop().create_task(send(request, to))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -102,6 +116,70 @@ class ChannelAsker:
             log.info("approval %s: asked on telegram", a.approval_id)
         except Exception as e:
             log.error("approval %s: asking on telegram failed: %s", a.approval_id, e)
+
+    async def _slack(self, request: ApprovalRequest, to: str) -> None:
+        cfg: Any = getattr(self._channels["slack"], "config", None)
+        a = request.approval
+        text = request_text(a, arguments=self._show())
+        body = {
+            "channel": to.removeprefix("channel:"),
+            "text": text,
+            "blocks": slack_blocks(text, request.token),
+        }
+        try:
+            await slack_call(cfg, "chat.postMessage", body)
+            log.info("approval %s: asked on slack", a.approval_id)
+        except Exception as e:
+            log.error("approval %s: asking on slack failed: %s", a.approval_id, e)
+
+
+def slack_blocks(text: str, token: str | None) -> list[dict[str, Any]]:
+    """The request as Block Kit: its text, and (while it waits) Approve and Deny buttons."""
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "plain_text", "text": text[:3000]}}
+    ]
+    if token is not None:
+        blocks.append(
+            {
+                "type": "actions",
+                "block_id": "hookwise_approval",
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": "approve",
+                        "style": "primary",
+                        "text": {"type": "plain_text", "text": "Approve"},
+                        "value": f"a:{token}",
+                    },
+                    {
+                        "type": "button",
+                        "action_id": "deny",
+                        "style": "danger",
+                        "text": {"type": "plain_text", "text": "Deny"},
+                        "value": f"d:{token}",
+                    },
+                ],
+            }
+        )
+    return blocks
+
+
+async def slack_call(cfg: Any, method: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One Web API call (JSON, bot token); the answer, or an error naming Slack's code."""
+    async with outbound_client(timeout=httpx.Timeout(15.0, connect=5.0)) as client:
+        r = await client.post(
+            f"{cfg.base_url}/{method}",
+            json=body,
+            headers={
+                "Authorization": f"Bearer {cfg.bot_token}",
+                "Content-Type": "application/json; charset=utf-8",
+            },
+        )
+    data = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
+    if not r.is_success or not isinstance(data, dict) or not data.get("ok"):
+        code = data.get("error", "") if isinstance(data, dict) else ""
+        raise RuntimeError(f"{method}: HTTP {r.status_code}: {code}")
+    return data
 
 
 async def telegram_call(cfg: Any, method: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -191,6 +269,84 @@ async def telegram_callback(request: Request[Any, Any, Any]) -> dict[str, Any]:
         except Exception as e:
             log.warning("approval %s: editing the telegram message failed: %s", a.approval_id, e)
     return {"ok": True, "counted": True}
+
+
+def _slack_verified(cfg: Any, request: Request[Any, Any, Any], raw: bytes) -> bool:
+    """The door's `slack` scheme over the raw body (the signature and its timestamp)."""
+    if cfg is None or not cfg.signing_secret:
+        return False
+    verifier = compile_verifier(
+        VerifyConfig(scheme="slack", secret=cfg.signing_secret), Path("."), "channels.slack"
+    )
+    inbound = InboundRequest(
+        path="approvals/slack",
+        payload={},
+        headers={k.lower(): v for k, v in request.headers.items()},
+        raw_body=raw,
+        now=datetime.now(UTC),
+    )
+    try:
+        verifier.verify(inbound)
+    except SignatureError:
+        return False
+    return True
+
+
+@post("/approvals/slack", status_code=200, include_in_schema=False)
+async def slack_interaction(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Slack's `block_actions` interaction of an approval button (see the module)."""
+    gateway = request.app.state.gateway
+    cfg: Any = getattr(gateway.channels.get("slack"), "config", None)
+    approvals: Approvals = gateway.runtime.approvals
+    raw = await request.body()
+    if len(raw) > MAX_CALLBACK_BODY:
+        raise RequestError(413, "body_too_large", "the interaction is too large")
+    if not _slack_verified(cfg, request, raw):
+        await approvals.refuse_unauthenticated("slack")
+        raise RequestError(401, "unauthorized", "the interaction's Slack signature is not valid")
+    form = parse_qs(raw.decode("utf-8", "replace"))
+    try:
+        payload = json.loads(form.get("payload", [""])[0])
+    except ValueError:
+        raise RequestError(400, "invalid_json", "the interaction's payload is not JSON") from None
+    empty = Response(b"", status_code=200)
+    if not isinstance(payload, dict) or payload.get("type") != "block_actions":
+        return empty
+    user: dict[str, Any] = payload["user"] if isinstance(payload.get("user"), dict) else {}
+    user_id = str(user.get("id", ""))
+    actions = payload.get("actions") if isinstance(payload.get("actions"), list) else []
+    action: dict[str, Any] = actions[0] if actions and isinstance(actions[0], dict) else {}
+    value = action.get("value")
+    if not isinstance(value, str) or value[:2] not in ("a:", "d:") or not user_id:
+        return empty
+    approve = value.startswith("a:")
+    decided = await approvals.decide(
+        approve=approve,
+        by=f"slack:{user_id}",
+        via="slack",
+        token=value[2:],
+        approver=("slack", user_id),
+    )
+    a = decided.approval
+    channel: dict[str, Any] = payload["channel"] if isinstance(payload.get("channel"), dict) else {}
+    message: dict[str, Any] = payload["message"] if isinstance(payload.get("message"), dict) else {}
+    if decided.counted and a is not None and "id" in channel and "ts" in message:
+        word = "Approved" if approve else "Denied"
+        text = f"{request_text(a, arguments=approvals.show_arguments)}\n\n{word} by slack:{user_id}"
+        try:
+            await slack_call(
+                cfg,
+                "chat.update",
+                {
+                    "channel": channel["id"],
+                    "ts": message["ts"],
+                    "text": text,
+                    "blocks": slack_blocks(text, None),
+                },
+            )
+        except Exception as e:
+            log.warning("approval %s: updating the slack message failed: %s", a.approval_id, e)
+    return empty
 
 
 async def _answer(cfg: Any, query: dict[str, Any], text: str) -> None:

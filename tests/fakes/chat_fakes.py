@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import html.parser
 import itertools
+import json
 import re
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 from tests.fakes.fake_http import FakeServer, Recorded, Reply, bearer, json_of
 from tests.fakes.specs import problems, spec
@@ -384,6 +386,35 @@ _SLACK_USER = re.compile(r"[UW][A-Z0-9]{2,}")
 SLACK_TEXT_LIMIT = 40000
 
 
+def _slack_blocks_problem(blocks: Any) -> str | None:
+    """Block Kit as Slack checks it for what hookwise sends: section (text at most 3,000
+    characters) and actions (buttons: plain_text label at most 75, action_id at most 255, value
+    at most 2,000 characters)."""
+    if not isinstance(blocks, list) or len(blocks) > 50:
+        return "blocks must be a list of at most 50"
+    for b in blocks:
+        kind = b.get("type") if isinstance(b, dict) else None
+        if kind == "section":
+            text = b.get("text") or {}
+            if (
+                text.get("type") not in ("plain_text", "mrkdwn")
+                or not 1 <= len(text.get("text", "")) <= 3000
+            ):
+                return "section text"
+        elif kind == "actions":
+            for e in b.get("elements", []):
+                label = e.get("text") or {}
+                if e.get("type") != "button" or label.get("type") != "plain_text":
+                    return "button"
+                if not 1 <= len(label.get("text", "")) <= 75 or len(e.get("action_id", "")) > 255:
+                    return "button text or action_id"
+                if len(e.get("value", "")) > 2000:
+                    return "button value"
+        else:
+            return f"block type {kind!r}"
+    return None
+
+
 class SlackFake(FakeServer):
     """`channel_names` maps `#name` (or `name`) to the conversation id chat.postMessage uses."""
 
@@ -393,6 +424,9 @@ class SlackFake(FakeServer):
         super().__init__()
         self.bot_token = bot_token
         self.channel_names: dict[str, str] = {"general": "C0GENERAL01"}
+        #: chat.postMessage bodies by the `ts` answered; chat.update bodies, in order
+        self.posted: dict[str, dict[str, Any]] = {}
+        self.updates: list[dict[str, Any]] = []
 
     def config(self) -> dict[str, Any]:
         return {"botToken": self.bot_token, "baseUrl": f"{self.url}/api"}
@@ -409,7 +443,7 @@ class SlackFake(FakeServer):
 
     def handle(self, req: Recorded) -> Reply:
         method = req.path.removeprefix("/api/")
-        if method not in ("chat.postMessage", "conversations.open"):
+        if method not in ("chat.postMessage", "conversations.open", "chat.update"):
             return Reply(404, {"ok": False, "error": "unknown_method"})
         token = bearer(req)
         if token is None:
@@ -424,7 +458,10 @@ class SlackFake(FakeServer):
             return Reply(200, {"ok": False, "error": "invalid_form_data"})
         # Slack reads JSON without a charset but warns: "missing_charset".
         warning = None if "charset=utf-8" in ctype.replace(" ", "").lower() else "missing_charset"
-        reply = self._open(body) if method == "conversations.open" else self._post(body)
+        if method == "chat.update":
+            reply = self._update(body)
+        else:
+            reply = self._open(body) if method == "conversations.open" else self._post(body)
         if warning and reply.body.get("ok"):
             reply.body["warning"] = warning
             reply.body["response_metadata"] = {"warnings": [warning]}
@@ -451,10 +488,75 @@ class SlackFake(FakeServer):
             return Reply(200, {"ok": False, "error": "no_text"})
         if len(text) > SLACK_TEXT_LIMIT:
             return Reply(200, {"ok": False, "error": "msg_too_long"})
+        if "blocks" in body and _slack_blocks_problem(body["blocks"]):
+            return Reply(200, {"ok": False, "error": "invalid_blocks"})
         ts = f"1700000000.{self._next_id():06d}"
         message = {"type": "message", "text": text, "user": "U0FAKEBOT", "ts": ts}
         message["bot_id"] = "B0FAKEBOT1"
+        if "blocks" in body:
+            message["blocks"] = body["blocks"]
+        self.posted[ts] = {**body, "channel": channel}
         return Reply(200, {"ok": True, "channel": channel, "ts": ts, "message": message})
+
+    def _update(self, body: dict[str, Any]) -> Reply:
+        """`chat.update`: `channel` and `ts` of a message the bot posted, new `text`/`blocks`
+        (Slack: `cant_update_message`, `message_not_found`, `no_text`)."""
+        channel, ts = body.get("channel"), body.get("ts")
+        if not isinstance(channel, str) or not _SLACK_CONVERSATION.fullmatch(channel):
+            return Reply(200, {"ok": False, "error": "channel_not_found"})
+        posted = self.posted.get(ts) if isinstance(ts, str) else None
+        if posted is None or posted["channel"] != channel:
+            return Reply(200, {"ok": False, "error": "message_not_found"})
+        if not body.get("text") and not body.get("blocks"):
+            return Reply(200, {"ok": False, "error": "no_text"})
+        if "blocks" in body and _slack_blocks_problem(body["blocks"]):
+            return Reply(200, {"ok": False, "error": "invalid_blocks"})
+        self.updates.append(body)
+        message = {"text": body.get("text", ""), "blocks": body.get("blocks", [])}
+        return Reply(
+            200,
+            {"ok": True, "channel": channel, "ts": ts, "text": message["text"], "message": message},
+        )
+
+    def click(self, ts: str, button: str, user_id: str) -> bytes:
+        """The form body Slack POSTs to the app's Request URL when `user_id` clicks the button
+        labelled `button` of message `ts`: `payload=<block_actions JSON>`, url-encoded."""
+        posted = self.posted[ts]
+        [(block, element)] = [
+            (b, e)
+            for b in posted["blocks"]
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if e["text"]["text"] == button
+        ]
+        payload = {
+            "type": "block_actions",
+            "user": {"id": user_id, "username": "op", "team_id": "T0FAKETEAM"},
+            "api_app_id": "A0FAKEAPP1",
+            "token": "verification-token-unused",
+            "container": {"type": "message", "message_ts": ts, "channel_id": posted["channel"]},
+            "trigger_id": "1234567890.123456789.abcdef",
+            "team": {"id": "T0FAKETEAM", "domain": "fake"},
+            "channel": {"id": posted["channel"], "name": "ops"},
+            "message": {
+                "type": "message",
+                "ts": ts,
+                "text": posted["text"],
+                "blocks": posted["blocks"],
+            },
+            "response_url": f"{self.url}/actions/T0FAKETEAM/1/abc",
+            "actions": [
+                {
+                    "type": "button",
+                    "block_id": block.get("block_id", "b"),
+                    "action_id": element["action_id"],
+                    "text": element["text"],
+                    "value": element.get("value"),
+                    "action_ts": "1700000100.000001",
+                }
+            ],
+        }
+        return urlencode({"payload": json.dumps(payload)}).encode()
 
 
 # --- Mattermost REST API v4 ------------------------------------------------------------------
