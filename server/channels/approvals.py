@@ -15,7 +15,12 @@ approver (`slack:<id>`); the message is then updated (`chat.update`) to show the
 a listed approver (`telegram:<id>`). The click is answered (`answerCallbackQuery`) and, when the
 decision counted, the message is edited (`editMessageText`) to show it, without buttons.
 
-Any other `via`: nothing is sent; the request is listed (admin API, console, CLI).
+Any other channel (`via: <channel>:<to>`): the request is sent as text through the channel, with
+a link to the approval's console page signed with the gateway token (`approvals.publicUrl` as
+its base). The link never bypasses the console's login: it names one approval, its signature
+shows it was issued by this gateway (a forged one is refused and recorded), and the decision is
+single use like every other. Without `via`: nothing is sent; the request is listed (admin API,
+console, CLI).
 
 The request shows the tool, its arguments (only where payloads are kept; else their digest),
 the mapping and run, and the request that started it. The token never reaches a log line.
@@ -41,7 +46,7 @@ from ...engine.config.mapping import VerifyConfig
 from ...engine.errors import RequestError
 from ...engine.request import InboundRequest
 from ...engine.signatures import SignatureError, compile_verifier
-from ..runtime.approvals import Approvals
+from ..runtime.approvals import Approvals, link_signature
 from ..runtime.approvals import Request as ApprovalRequest
 from ..store.approvals import ApprovalRecord
 from ..version import outbound_client
@@ -74,9 +79,12 @@ class ChannelAsker:
         channels: Mapping[str, Channel],
         config: ApprovalsConfig,
         show_arguments: Callable[[], bool],
+        link_secret: str | None = None,
     ) -> None:
         self._channels = channels
         self._via = config.via
+        self._public_url = config.public_url
+        self._link_secret = link_secret
         self._show = show_arguments
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -84,15 +92,16 @@ class ChannelAsker:
         if self._via is None:
             return
         channel, _, to = self._via.partition(":")
-        if channel not in ("telegram", "slack") or channel not in self._channels:
+        if channel not in self._channels:
             log.warning(
-                "approval %s: approvals.via %s cannot ask with buttons; it is listed only",
+                "approval %s: approvals.via names the unconfigured channel %s; it is listed only",
                 request.approval.approval_id,
                 channel,
             )
             return
-        send = self._telegram if channel == "telegram" else self._slack
-        task = asyncio.get_running_loop().create_task(send(request, to))
+        send = {"telegram": self._telegram, "slack": self._slack}.get(channel)
+        coro = send(request, to) if send is not None else self._linked(request, channel, to)
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -116,6 +125,26 @@ class ChannelAsker:
             log.info("approval %s: asked on telegram", a.approval_id)
         except Exception as e:
             log.error("approval %s: asking on telegram failed: %s", a.approval_id, e)
+
+    async def _linked(self, request: ApprovalRequest, channel: str, to: str) -> None:
+        """A channel without buttons: the request as text, with a signed link to its page."""
+        a = request.approval
+        text = request_text(a, arguments=self._show())
+        if self._public_url and self._link_secret:
+            sig = link_signature(self._link_secret, a.approval_id)
+            base = self._public_url.rstrip("/")
+            text += f"\nDecide: {base}/ui/approvals/{a.approval_id}?sig={sig}"
+        try:
+            async with outbound_client(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
+                target = self._channels[channel]
+                signed = getattr(target, "send_signed", None)
+                if signed is not None:  # a signed webhook: the approval's id is its message id
+                    await signed(client, to, text, msg_id=a.approval_id)
+                else:
+                    await target.send(client, to, text)
+            log.info("approval %s: asked on %s with a link", a.approval_id, channel)
+        except Exception as e:
+            log.error("approval %s: asking on %s failed: %s", a.approval_id, channel, e)
 
     async def _slack(self, request: ApprovalRequest, to: str) -> None:
         cfg: Any = getattr(self._channels["slack"], "config", None)

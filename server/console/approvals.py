@@ -8,6 +8,7 @@ said in the notice and recorded like any other.
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
 
 from litestar import Request, get, post
@@ -15,6 +16,7 @@ from litestar.response import Redirect, Template
 
 from ..admin.models import Approval
 from ..admin.recover import actor
+from ..runtime.approvals import link_signature
 from .common import Form, back_to, gateway_of, render_page
 
 RECENT = 50
@@ -56,6 +58,41 @@ async def _decide(request: Request[Any, Any, Any], approval_id: str, approve: bo
     then = "the run resumes" if decided.resumed else "other calls of its run still wait"
     return back_to(
         "/ui/approvals", f"{a.state.capitalize()} {a.server}.{a.tool} of run {a.run_id}: {then}."
+    )
+
+
+@get("/approvals/{approval_id:str}")
+async def approval_page(request: Request[Any, Any, Any], approval_id: str) -> Template:
+    """One approval: the page a signed link points at (`?sig=`); a link whose signature is not
+    this gateway's is refused (403) and recorded."""
+    gateway = gateway_of(request)
+    approvals = gateway.runtime.approvals
+    sig = request.query_params.get("sig")
+    if sig is not None:
+        secret = gateway.config.gateway.auth.token or ""
+        if not secret or not hmac.compare_digest(sig, link_signature(secret, approval_id)):
+            await approvals.decide(
+                approve=False,
+                by=actor(request, "console"),
+                via="link",
+                approval_id=approval_id,
+                refuse="the link's signature is not valid",
+            )
+            return render_page(
+                request, "missing.html", status=403, what="approval link", ident=approval_id
+            )
+    found = await gateway.store.approval(approval_id)
+    if found is None:
+        return render_page(request, "missing.html", status=404, what="approval", ident=approval_id)
+    one = Approval.of(found, arguments=approvals.show_arguments)
+    pending = [one] if found.state == "pending" else []
+    return render_page(
+        request,
+        "approvals.html",
+        pending=pending,
+        decided=[] if pending else [one],
+        single=True,
+        nav="approvals",
     )
 
 

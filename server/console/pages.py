@@ -44,7 +44,7 @@ from ..admin.replay import replay_request
 from ..store.records import Filters
 from . import STATIC
 from .activity import overview_activity
-from .approvals import approvals_page, approve_page, deny_page
+from .approvals import approval_page, approvals_page, approve_page, deny_page
 from .common import (
     PAGE,
     Form,
@@ -473,6 +473,7 @@ def console_router() -> Router:
             pause_page,
             resume_page,
             approvals_page,
+            approval_page,
             approve_page,
             deny_page,
             static,

@@ -240,7 +240,10 @@ class Gateway:
         approvals = self.runtime.approvals
         #: approval requests go to `approvals.via` with buttons (Telegram)
         approvals.on_request = ChannelAsker(
-            self.channels, self.config.approvals, lambda: approvals.show_arguments
+            self.channels,
+            self.config.approvals,
+            lambda: approvals.show_arguments,
+            link_secret=self.config.gateway.auth.token,
         )
         from ..runtime.lanes import Lanes
 

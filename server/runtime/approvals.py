@@ -138,10 +138,11 @@ class Approvals:
         approval_id: str | None = None,
         token: str | None = None,
         approver: tuple[str, str] | None = None,
+        refuse: str | None = None,
     ) -> Decided:
         """Decide an approval by id (an operator) or by token (a channel, a link). `approver`
-        (channel, verified user id) must be a listed approver, else the decision is refused."""
-        refuse = None
+        (channel, verified user id) must be a listed approver, else the decision is refused;
+        `refuse` refuses it outright (a forged link), recorded like any refusal."""
         if approver is not None and not self.config.approves(*approver):
             refuse = f"{approver[0]}:{approver[1]} is not a listed approver"
         decided = await self._store.decide_approval(

@@ -7,6 +7,7 @@ run survives a restart. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from tests.cli.support import run as hookwise
 from tests.fakes.mcp_server import stdio_command
+from tests.fakes.webhook_receiver import WebhookReceiver
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
 from tests.support.mapped import get_run
 from tests.support.wait import eventually
@@ -235,3 +237,36 @@ def test_the_cli_lists_and_approves_and_runs_show_the_decision(gw: GatewayProces
     assert "approvals:" in shown and approval["approvalId"] in shown and "approved" in shown
     refused = hookwise("approvals", "deny", approval["approvalId"], cwd=gw.workdir, env=env)
     assert refused.returncode != 0 and "already approved" in refused.stderr
+
+
+def test_a_channel_without_buttons_gets_a_signed_link_to_the_approval_page(
+    start_gateway: Callable[..., GatewayProcess],
+) -> None:
+    receiver = WebhookReceiver().start()
+    try:
+        cfg = config()
+        secret = "whsec_" + base64.b64encode(b"approval-link-secret-0123456789ab").decode()
+        cfg["channels"] = {"webhook": {**receiver.config(), "secret": secret}}
+        cfg["approvals"].update(via=f"webhook:{receiver.url}/in", publicUrl="https://hooks.example")
+        gw = start_gateway(cfg, name="linked")
+        run_id = _start(gw, "ops", "call t.count {}")
+        [approval] = _parked(gw, run_id)["approvals"]
+        [sent] = eventually(lambda: receiver.sends, what="the request through the channel")
+        text = sent.json["data"]["text"]
+        assert "Approval needed: t.count" in text and f"run {run_id}" in text
+        link = text.split("Decide: ", 1)[1].strip()
+        base = f"https://hooks.example/ui/approvals/{approval['approvalId']}?sig="
+        assert link.startswith(base)
+        assert gw.client is not None
+        page = gw.client.get(link.replace("https://hooks.example", ""), headers=ADMIN)
+        assert page.status_code == 200 and "t.count" in page.text and "Approve" in page.text
+        forged = gw.client.get(
+            f"/ui/approvals/{approval['approvalId']}?sig={'0' * 64}", headers=ADMIN
+        )
+        assert forged.status_code == 403
+        assert get_run(gw, run_id)["refusedDecisions"][0]["reason"] == (
+            "the link's signature is not valid"
+        )
+        assert get_run(gw, run_id)["state"] == "awaiting_approval"
+    finally:
+        receiver.stop()
