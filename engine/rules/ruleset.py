@@ -292,6 +292,12 @@ class RuleSet:
         rule = self._by_id.get(rule_id)
         return with_approvals(rule.config.tools, rule.config.approve) if rule is not None else ()
 
+    def verifies(self, rule_id: str) -> bool:
+        """Whether rule `rule_id` checks its provider's signature (`verify`): a request it
+        accepted carried a valid one."""
+        rule = self._by_id.get(rule_id)
+        return rule is not None and rule.config.verify is not None
+
     def callback_of(self, rule_id: str) -> CallbackConfig | None:
         """The `callback` of rule `rule_id` (None for a rule that is not, or no longer, there)."""
         rule = self._by_id.get(rule_id)

@@ -307,7 +307,10 @@ class Approval(Model, kw_only=True):
     agent_id: str | None
     rule: str | None
     session_key: str | None
-    request_id: str | None
+    #: who sent the hook that started the run (client address and path), and whether its
+    #: signature was verified (its mapping checks one)
+    sender: str | None
+    verified: bool
 
     @classmethod
     def of(cls, a: ApprovalRecord, *, arguments: bool) -> Approval:
@@ -328,7 +331,8 @@ class Approval(Model, kw_only=True):
             agent_id=a.agent_id,
             rule=a.rule_id,
             session_key=a.session_key,
-            request_id=a.sender,
+            sender=a.sender,
+            verified=a.verified,
         )
 
 

@@ -22,7 +22,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import attrs
 
@@ -37,6 +37,10 @@ log = logging.getLogger("hookwise.approvals")
 
 #: the longest wait between two timeout sweeps
 SWEEP_MAX = 5.0
+
+
+async def _unknown(run: RunRecord) -> tuple[str | None, bool]:
+    return None, False
 
 
 def token_hash(token: str) -> str:
@@ -69,6 +73,9 @@ class Approvals:
         self._clock = clock
         #: whether approvers see a call's arguments (where payloads are kept) or only their digest
         self.show_arguments = False
+        #: who sent the hook that started a run (its request's client), and whether its
+        #: signature was verified (the gateway points this at its request log and rules)
+        self.sender_of: Callable[[RunRecord], Awaitable[tuple[str | None, bool]]] = _unknown
         #: told of each new request with its token (channels that ask people; none: listed only)
         self.on_request: Callable[[Request], None] = lambda request: None
 
@@ -85,6 +92,11 @@ class Approvals:
             output_tokens=usage.output_tokens if usage else None,
         )
         requests: list[Request] = []
+        try:
+            sender, verified = await self.sender_of(run)
+        except Exception:
+            log.exception("run %s: who sent its hook could not be read", run.run_id)
+            sender, verified = None, False
         for i, gated in enumerate(parked.gated):
             arguments = json.dumps(gated.call.arguments or {}, sort_keys=True)
             token = secrets.token_urlsafe(24)
@@ -104,8 +116,8 @@ class Approvals:
                 agent_id=run.agent_id,
                 rule_id=run.rule_id,
                 session_key=run.session_key,
-                sender=run.request_id,
-                verified=False,
+                sender=sender,
+                verified=verified,
             )
             requests.append(Request(record, token))
         written = await self._store.park_run(

@@ -88,6 +88,8 @@ class RunTools:
     #: why the run must stop calling tools (its budget was crossed), asked after each model
     #: answer that asks for tools, with the run's usage so far; None: go on
     over_budget: Callable[[Usage | None], Awaitable[str | None]] | None = None
+    #: whether the run can wait for approvals (a heartbeat cannot: its gated calls are refused)
+    can_park: bool = True
 
 
 def wire_names(tools: Sequence[ToolInfo]) -> dict[str, ToolInfo]:
@@ -207,7 +209,24 @@ async def converse(
         waiting = {g.call.id for g in gated}
         now_calls = [c for c in completion.tool_calls if c.id not in waiting]
         results = await _answer(now_calls, by_wire, tools, records, limit - before, recorded)
-        if gated:
+        if gated and not tools.can_park:
+            log.info(
+                "run %s: %d call(s) needing approval refused (cannot wait)",
+                tools.run_id,
+                len(gated),
+            )
+            refused = [
+                ToolResult(
+                    g.call.id,
+                    "not called: this call needs a person's approval, which a heartbeat cannot"
+                    " wait for",
+                    True,
+                )
+                for g in gated
+            ]
+            order = {c.id: i for i, c in enumerate(completion.tool_calls)}
+            results = sorted([*results, *refused], key=lambda r: order.get(r.call_id, 0))
+        elif gated:
             raise Parked(conversation, results, gated, recorded + len(records), usage)
         conversation.append(ChatMessage("tool", "", tool_results=tuple(results)))
 
@@ -480,4 +499,7 @@ class BeatTools:
         if not self._host.connections or not self._grant:
             return None, None
         recorder = BeatRecorder(self._store, begin)
-        return RunTools(self._host, self._grant, recorder, heartbeat_id, self._keep), recorder
+        tools = RunTools(
+            self._host, self._grant, recorder, heartbeat_id, self._keep, can_park=False
+        )
+        return tools, recorder

@@ -104,6 +104,7 @@ def test_a_gated_call_parks_the_run_and_the_other_call_runs_at_once(gw: GatewayP
     assert (approval["server"], approval["tool"], approval["state"]) == ("t", "count", "pending")
     assert approval["arguments"] is None  # payloads are not kept here: the digest only
     assert approval["argumentsDigest"].startswith("sha256:")
+    assert approval["sender"].endswith("/hooks/ops") and approval["verified"] is False
     listed = gw.admin("/api/approvals", state="pending", runId=run_id)["items"]
     assert [a["approvalId"] for a in listed] == [approval["approvalId"]]
     assert gw.client is not None
