@@ -24,6 +24,7 @@ from litestar.types import Receive, Scope, Send
 from . import metrics, telemetry
 from .admin.alerts import AlertsController
 from .admin.api import AdminController
+from .admin.approvals import ApprovalsController
 from .admin.audit import AuditController, AuditMiddleware
 from .admin.budgets import BudgetsController
 from .admin.control import ControlController
@@ -34,6 +35,7 @@ from .admin.recover import RecoverController
 from .admin.replay import ReplayController
 from .admin.scopes import TokenTable
 from .admin.sources import SourcesController
+from .channels.approvals import slack_interaction, telegram_callback
 from .console import template_config
 from .console.auth import ConsoleAuth
 from .console.pages import console_router
@@ -81,6 +83,9 @@ def create_app(gateway: Gateway) -> Litestar:
         AlertsController,
         LanesController,
         BudgetsController,
+        ApprovalsController,
+        telegram_callback,
+        slack_interaction,
         ReplayController,
         SourcesController,
         AuditController,

@@ -207,6 +207,12 @@ class _Metrics:
             " was full) or export_failed (the collector refused or could not be reached)",
             ("reason",),
         )
+        self.approval_decisions = counter(
+            "hookwise_approval_decisions",
+            "Decisions of tool calls that waited for approval: approved, denied, timed_out,"
+            " refused (forged, replayed, late, second or not an approver: changed nothing)",
+            ("outcome",),
+        )
         self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def bounded(self, label: str, value: str) -> str:
@@ -401,6 +407,12 @@ def alert_check_failed(rule: str) -> None:
         _metrics.alert_check_failures.labels(_metrics.bounded("alert", rule)).inc()
 
 
+def approval_decision(outcome: str) -> None:
+    """An approval was decided (`approved`, `denied`, `timed_out`) or a decision `refused`."""
+    if _metrics is not None:
+        _metrics.approval_decisions.labels(outcome).inc()
+
+
 def heartbeat(agent: str, outcome: str) -> None:
     if _metrics is not None:
         _metrics.heartbeats.labels(agent, outcome).inc()
@@ -465,6 +477,7 @@ def render(
     breakers: Mapping[str, str] | None = None,
     budgets: Sequence[tuple[str, str, str, float, float]] = (),
     alerts: Mapping[str, int] | None = None,
+    approvals: tuple[int, float | None] | None = None,
 ) -> bytes:
     """The scrape's body: every process's metrics plus the gauges read from the store: `queues`
     (name -> (depth, age in seconds of the oldest item or None)), `running` (agent -> (running
@@ -566,6 +579,22 @@ def render(
         for rule, n in sorted(alerts.items()):
             gauge.add_metric([rule], n)
         families.append(gauge)
+    if approvals is not None:
+        pending_n, pending_age = approvals
+        families.append(
+            GaugeMetricFamily(
+                "hookwise_approvals_pending",
+                "Tool calls waiting for a person's approval, from the store",
+                value=pending_n,
+            )
+        )
+        families.append(
+            GaugeMetricFamily(
+                "hookwise_approvals_oldest_seconds",
+                "Age of the oldest pending approval (0 when none waits)",
+                value=pending_age or 0.0,
+            )
+        )
     build = GaugeMetricFamily(
         "hookwise_build_info",
         "The running build (always 1): hookwise's version and Python's",

@@ -20,6 +20,7 @@ import attrs
 from ..errors import ConfigError, ConfigIssue
 from ..names import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 from .budgets import BudgetConfig
+from .grants import Entry, with_approvals
 from .model_policy import ModelPolicy
 from .models import AgentDefaults, Config, HeartbeatConfig
 
@@ -45,7 +46,7 @@ class Agent:
     timeout_seconds: float
     max_concurrent_runs: int
     #: the tools of its `/agent` runs and heartbeats (`server.tool`, `server.*`)
-    tools: tuple[str, ...] = ()
+    tools: tuple[Entry, ...] = ()
     #: what its runs may spend per window (`hookwise.engine.config.budgets`); None: no ceiling
     budget: BudgetConfig | None = None
 
@@ -178,7 +179,10 @@ class Roster:
                     ),
                     timeout_seconds=entry.timeout_seconds or agent.timeout_seconds,
                     max_concurrent_runs=entry.max_concurrent_runs or agent.max_concurrent_runs,
-                    tools=entry.tools if entry.tools is not None else agent.tools,
+                    tools=with_approvals(
+                        entry.tools if entry.tools is not None else defaults.tools,
+                        entry.approve if entry.approve is not None else defaults.approve,
+                    ),
                     budget=entry.budget if entry.budget is not None else agent.budget,
                 )
             )
@@ -200,6 +204,6 @@ def _agent(
         heartbeat=defaults.heartbeat,
         timeout_seconds=defaults.timeout_seconds,
         max_concurrent_runs=defaults.max_concurrent_runs,
-        tools=defaults.tools,
+        tools=with_approvals(defaults.tools, defaults.approve),
         budget=defaults.budget,
     )

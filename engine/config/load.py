@@ -23,7 +23,7 @@ from ..envrefs import resolve_env
 from ..errors import ConfigError, ConfigIssue
 from ..yamlfile import YamlSyntaxError, load_yaml
 from .convert import structure
-from .grants import SERVER_NAME, check_grant
+from .grants import SERVER_NAME, Entry, check_grant
 from .model_policy import model_list
 from .models import (
     MIN_TOKEN_LENGTH,
@@ -291,12 +291,16 @@ def _check_tools(config: Config, issues: list[ConfigIssue], warnings: list[str])
             camel = key.split("_")[0] + "".join(w.title() for w in key.split("_")[1:])
             issues.append(ConfigIssue(f"tools.{camel}", "must be positive"))
     servers = tools.mcp_servers.keys()
-    grants: list[tuple[str, tuple[str, ...] | None]] = [
-        ("agents.defaults.tools", config.agents.defaults.tools)
+    defaults = config.agents.defaults
+    grants: list[tuple[str, tuple[Entry, ...] | None, tuple[str, ...] | None]] = [
+        ("agents.defaults.tools", defaults.tools, defaults.approve)
     ]
-    grants += [(f"agents.list[{i}].tools", a.tools) for i, a in enumerate(config.agents.list)]
-    for where, entries in grants:
-        more, notes = check_grant(entries, where, servers)
+    grants += [
+        (f"agents.list[{i}].tools", a.tools, a.approve) for i, a in enumerate(config.agents.list)
+    ]
+    issues.extend(config.approvals.check())
+    for where, entries, approve in grants:
+        more, notes = check_grant(entries, where, servers, approve)
         issues.extend(more)
         warnings.extend(notes)
 

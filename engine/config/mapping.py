@@ -18,6 +18,7 @@ import attrs
 from .budgets import BudgetConfig
 from .convert import converter
 from .durations import Duration
+from .grants import Entry
 from .limits import RateLimitConfig, RouteLimitsConfig, positive
 
 
@@ -292,7 +293,9 @@ class MappingConfig:
     dedupe: Literal["off", "provider"] | DedupeConfig | None = None
     # The MCP tools its runs may use (`server.tool`, `server.*`); none when unset, never the
     # agent's (see hookwise.engine.config.grants).
-    tools: tuple[str, ...] = ()
+    tools: tuple[Entry, ...] = ()
+    # Globs (`server.tool` patterns) of granted tools whose calls wait for a person's approval.
+    approve: tuple[str, ...] = ()
     # Per-route limits (`hookwise.engine.config.limits`): shared by every rule on the rule's path.
     rate_limit: RateLimitConfig | None = None
     max_in_flight: int | None = attrs.field(default=None, validator=positive)

@@ -15,10 +15,12 @@ import attrs
 
 from ..errors import ConfigIssue
 from .alerts import AlertsConfig
+from .approvals import ApprovalsConfig
 from .budgets import BudgetConfig
 from .convert import converter, structure
 from .durations import Duration
 from .gmail import GmailConfig
+from .grants import Entry
 from .limits import HookLimitsConfig
 from .mapping import MappingConfig, VerifyConfig
 from .prices import BreakerConfig, PriceConfig
@@ -177,7 +179,9 @@ class AgentDefaults:
     heartbeat: HeartbeatConfig = attrs.field(factory=HeartbeatConfig)
     fallback_channel: str | None = None
     #: the tools (`server.tool`, `server.*`) of an `/agent` run and of heartbeats; none if unset
-    tools: tuple[str, ...] = ()
+    tools: tuple[Entry, ...] = ()
+    #: globs (`server.tool` patterns) of granted tools whose calls wait for approval
+    approve: tuple[str, ...] = ()
     #: each agent's own budget unless it sets one (see `hookwise.engine.config.budgets`)
     budget: BudgetConfig | None = None
 
@@ -196,7 +200,8 @@ class AgentEntry:
     heartbeat: HeartbeatOverride | None = None
     timeout_seconds: float | None = None
     max_concurrent_runs: int | None = None
-    tools: tuple[str, ...] | None = None
+    tools: tuple[Entry, ...] | None = None
+    approve: tuple[str, ...] | None = None
     budget: BudgetConfig | None = None
 
 
@@ -472,6 +477,8 @@ class Config:
     #: rules that open alerts and tell a person (`hookwise.server.alerts`)
     alerts: AlertsConfig = attrs.field(factory=AlertsConfig)
     telemetry: TelemetryConfig = attrs.field(factory=TelemetryConfig)
+    #: who decides the calls that wait for approval, where they are asked, how long they wait
+    approvals: ApprovalsConfig = attrs.field(factory=ApprovalsConfig)
 
 
 @attrs.frozen

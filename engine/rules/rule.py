@@ -122,7 +122,7 @@ def compile_rule(
 ) -> CompiledRule:
     issues: list[ConfigIssue] = []
     prefix = f"{where}." if where else ""
-    more_issues, notes = check_grant(config.tools, prefix + "tools", tool_servers)
+    more_issues, notes = check_grant(config.tools, prefix + "tools", tool_servers, config.approve)
     issues.extend(more_issues)
     if warnings is not None:
         warnings.extend(f"rule {rule_id!r}: {n}" for n in notes)

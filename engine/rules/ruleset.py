@@ -73,6 +73,7 @@ import attrs
 
 from ..actions import AGENT_FIELDS, INTERNAL_AGENT_FIELDS, NOTIFY_FIELDS, WAKE_FIELDS
 from ..callbacks import refuse_url
+from ..config.grants import Entry, with_approvals
 from ..config.limits import RouteLimitsConfig, path_limits
 from ..config.mapping import CallbackConfig, MappingConfig, RespondConfig, VerifyConfig
 from ..config.sessions import SessionPolicy
@@ -285,10 +286,17 @@ class RuleSet:
             raise ConfigError(issues)
         return cls(rules, host, doors, warnings, route_limits, unmatched)
 
-    def tools_of(self, rule_id: str) -> tuple[str, ...]:
-        """The tool grant of rule `rule_id` (none for a rule that is not, or no longer, there)."""
+    def tools_of(self, rule_id: str) -> tuple[Entry, ...]:
+        """The tool grant of rule `rule_id` with its `approve` globs (none for a rule that is
+        not, or no longer, there)."""
         rule = self._by_id.get(rule_id)
-        return rule.config.tools if rule is not None else ()
+        return with_approvals(rule.config.tools, rule.config.approve) if rule is not None else ()
+
+    def verifies(self, rule_id: str) -> bool:
+        """Whether rule `rule_id` checks its provider's signature (`verify`): a request it
+        accepted carried a valid one."""
+        rule = self._by_id.get(rule_id)
+        return rule is not None and rule.config.verify is not None
 
     def callback_of(self, rule_id: str) -> CallbackConfig | None:
         """The `callback` of rule `rule_id` (None for a rule that is not, or no longer, there)."""

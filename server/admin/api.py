@@ -24,6 +24,7 @@ from ...engine.errors import RequestError
 from ..store.base import Store
 from ..store.records import Filters
 from .models import (
+    Approval,
     Breaker,
     BreakerPage,
     Delivery,
@@ -33,6 +34,7 @@ from .models import (
     Heartbeat,
     HeartbeatPage,
     ModelCall,
+    RefusedDecision,
     RequestAnswer,
     RequestEntry,
     RequestPage,
@@ -46,6 +48,7 @@ from .models import (
     SessionTurn,
     ToolCall,
     TurnPage,
+    iso,
 )
 from .query import (
     CURSOR,
@@ -178,6 +181,16 @@ class AdminController(Controller):
             retries=[Retry.of(r) for r in retries],
             tool_calls=[ToolCall.of(c) for c in await store.tool_calls(run_id)],
             model_calls=[ModelCall.of(c) for c in model_calls],
+            approvals=[
+                Approval.of(a, arguments=request.app.state.gateway.runtime.approvals.show_arguments)
+                for a in await store.approvals(run_id=run_id)
+            ],
+            refused_decisions=[
+                RefusedDecision(
+                    approval_id=r.approval_id, at=iso(r.at), by=r.by, via=r.via, reason=r.reason
+                )
+                for r in await store.approval_refusals(run_id)
+            ],
         )
         return RunAnswer(run=detail)
 

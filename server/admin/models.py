@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from ...engine.times import iso_utc
+from ..store.approvals import ApprovalRecord
 from ..store.base import EventRecord, RequestLogEntry, RunRecord
 from ..store.modelcalls import BreakerRecord, ModelCallRecord
 from ..store.modelcalls import Usage as SummedUsage
@@ -287,6 +288,67 @@ class ToolCall(Model, kw_only=True):
         )
 
 
+class Approval(Model, kw_only=True):
+    """A tool call that waited for (or waits for) a person's decision: `state` `pending`,
+    `approved`, `denied` or `timed_out`; who decided, when and through what (`via`: `api`,
+    `console`, `link`, `telegram`, `slack`, `sweep`). `arguments` only where payloads are kept;
+    `argumentsDigest` (what the decider saw) always."""
+
+    approval_id: str
+    run_id: str
+    seq: int
+    server: str
+    tool: str
+    arguments: str | None
+    arguments_digest: str
+    state: str
+    created_at: str
+    expires_at: str
+    decided_at: str | None
+    decided_by: str | None
+    via: str | None
+    agent_id: str | None
+    rule: str | None
+    session_key: str | None
+    #: who sent the hook that started the run (client address and path), and whether its
+    #: signature was verified (its mapping checks one)
+    sender: str | None
+    verified: bool
+
+    @classmethod
+    def of(cls, a: ApprovalRecord, *, arguments: bool) -> Approval:
+        return cls(
+            approval_id=a.approval_id,
+            run_id=a.run_id,
+            seq=a.seq,
+            server=a.server,
+            tool=a.tool,
+            arguments=a.arguments if arguments else None,
+            arguments_digest=a.arguments_digest,
+            state=a.state,
+            created_at=iso(a.created_at),
+            expires_at=iso(a.expires_at),
+            decided_at=iso_or_none(a.decided_at),
+            decided_by=a.decided_by,
+            via=a.via,
+            agent_id=a.agent_id,
+            rule=a.rule_id,
+            session_key=a.session_key,
+            sender=a.sender,
+            verified=a.verified,
+        )
+
+
+class RefusedDecision(Model, kw_only=True):
+    """A decision refused (forged, replayed, late, second, not an approver): it changed nothing."""
+
+    approval_id: str | None
+    at: str
+    by: str
+    via: str
+    reason: str
+
+
 class RunDetail(Run, kw_only=True):
     """A run with its deliveries, the retries that sent it back to the queue, and its tool
     calls."""
@@ -296,6 +358,9 @@ class RunDetail(Run, kw_only=True):
     tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
     #: every model call of every attempt, and every model its chain skipped, in order
     model_calls: list[ModelCall] = msgspec.field(default_factory=list)
+    #: its tool calls that waited for approval, and the decisions refused
+    approvals: list[Approval] = msgspec.field(default_factory=list)
+    refused_decisions: list[RefusedDecision] = msgspec.field(default_factory=list)
 
 
 class Heartbeat(Model, kw_only=True):

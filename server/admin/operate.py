@@ -100,6 +100,8 @@ async def _scrape(request: Request) -> Response[bytes]:
     queues = await gateway.store.queue_stats(now=now)
     now_running = await in_flight(gateway, now)
     breakers = {b.model: b.state_at(now) for b in await gateway.store.breakers()}
+    pending = await gateway.store.pending_approvals()
+    age = None if pending.oldest_created_at is None else max(0.0, now - pending.oldest_created_at)
     body = metrics.render(
         queues,
         now_running.running,
@@ -108,6 +110,7 @@ async def _scrape(request: Request) -> Response[bytes]:
         breakers,
         await gateway.budgets.gauges(),
         await gateway.alerts.open_counts(),
+        approvals=(pending.count, age),
     )
     return Response(body, media_type=metrics.CONTENT_TYPE)
 

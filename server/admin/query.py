@@ -18,7 +18,15 @@ from litestar.types import Scope
 from ...engine.errors import RequestError
 from ..store.records import Filters
 
-RUN_STATES = ("queued", "held", "running", "succeeded", "failed", "timed_out")
+RUN_STATES = (
+    "queued",
+    "held",
+    "running",
+    "awaiting_approval",
+    "succeeded",
+    "failed",
+    "timed_out",
+)
 RETRYABLE_RUN_STATES = ("failed", "timed_out")
 DELIVERY_STATES = ("pending", "sent", "skipped", "failed")
 RETRYABLE_DELIVERY_STATES = ("failed",)

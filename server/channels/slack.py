@@ -55,6 +55,8 @@ class SlackConfig:
     bot_token: str
     base_url: str = "https://slack.com/api"
     default_to: str | None = None
+    #: the app's signing secret: interactivity requests (approval buttons) are verified with it
+    signing_secret: str | None = attrs.field(default=None, repr=False)
 
 
 @attrs.define

@@ -44,6 +44,9 @@ class TelegramConfig:
     bot_token: str
     base_url: str = "https://api.telegram.org"
     default_to: str | None = None
+    #: the `secret_token` given to `setWebhook`: Telegram sends it in
+    #: `X-Telegram-Bot-Api-Secret-Token` with every update (approval buttons' callbacks)
+    webhook_secret: str | None = attrs.field(default=None, repr=False)
 
 
 @attrs.frozen

@@ -213,6 +213,24 @@ def _listing(path: str, columns: list[tuple[str, str]], *names: str) -> Callable
     return command
 
 
+APPROVAL_COLUMNS = [
+    ("APPROVAL", "approvalId"),
+    ("TOOL", "tool"),
+    ("STATE", "state"),
+    ("BY", "decidedBy"),
+    ("VIA", "via"),
+    ("AT", "decidedAt"),
+    ("ARGS SEEN", "argumentsDigest"),
+]
+REFUSAL_COLUMNS = [
+    ("APPROVAL", "approvalId"),
+    ("BY", "by"),
+    ("VIA", "via"),
+    ("AT", "at"),
+    ("WHY", "reason"),
+]
+
+
 def cmd_runs_show(args: argparse.Namespace) -> int:
     with _client(args) as client:
         run = client.get(f"/api/runs/{args.run_id}")["run"]
@@ -221,7 +239,14 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
         for key, value in run.items():
             if key == "usage":
                 print(f"{key:>15}: {usage_line(value)}", file=out)
-            elif key not in ("deliveries", "retries", "toolCalls", "modelCalls"):
+            elif key not in (
+                "deliveries",
+                "retries",
+                "toolCalls",
+                "modelCalls",
+                "approvals",
+                "refusedDecisions",
+            ):
                 print(f"{key:>15}: {_text(value) if key != 'message' else value}", file=out)
         print("\ndeliveries:", file=out)
         table(run["deliveries"], DELIVERY_COLUMNS, out)
@@ -231,6 +256,12 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
         table(run.get("modelCalls", []), MODEL_CALL_COLUMNS, out)
         print("\ntool calls:", file=out)
         table(run.get("toolCalls", []), TOOL_CALL_COLUMNS, out)
+        if run.get("approvals"):
+            print("\napprovals:", file=out)
+            table(run["approvals"], APPROVAL_COLUMNS, out)
+        if run.get("refusedDecisions"):
+            print("\nrefused decisions:", file=out)
+            table(run["refusedDecisions"], REFUSAL_COLUMNS, out)
 
     _emit(args, run, show)
     return 0

@@ -253,6 +253,7 @@ def _add_optional_commands(sub: Any) -> None:
     from ..gmail.cli import add_cli as add_gmail
     from .admin import add_cli as add_admin
     from .alerts import add_cli as add_alerts
+    from .approvals import add_cli as add_approvals
     from .audit import add_cli as add_audit
     from .budgets import add_cli as add_budgets
     from .lanes import add_cli as add_lanes
@@ -277,6 +278,7 @@ def _add_optional_commands(sub: Any) -> None:
     add_lanes(sub)
     add_budgets(sub)
     add_alerts(sub)
+    add_approvals(sub)
     add_gmail(providers)
 
 

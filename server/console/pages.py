@@ -24,6 +24,7 @@ from ...engine.errors import RequestError
 from ...engine.request import InboundRequest
 from ..admin.audit import note
 from ..admin.models import (
+    Approval,
     Breaker,
     Delivery,
     Event,
@@ -46,6 +47,7 @@ from ..store.records import Filters
 from . import STATIC
 from .activity import overview_activity
 from .alerts import ack_alert_page, alert_page, alerts_page, retry_alert_page
+from .approvals import approval_page, approvals_page, approve_page, deny_page
 from .audit import audit_page
 from .common import (
     PAGE,
@@ -273,6 +275,7 @@ async def run_page(request: Request[Any, Any, Any], run_id: str) -> Template:
         attempts=attempts,
         retries=[Retry.of(r) for r in retries],
         tool_calls=[ToolCall.of(c) for c in await store.tool_calls(run_id)],
+        approvals=[Approval.of(a, arguments=False) for a in await store.approvals(run_id=run_id)],
         turns=mine,
         summary=Event.of(summary.items[0]) if summary.items else None,
         nav="runs",
@@ -488,6 +491,10 @@ def console_router() -> Router:
             alert_page,
             ack_alert_page,
             retry_alert_page,
+            approvals_page,
+            approval_page,
+            approve_page,
+            deny_page,
             static,
         ],
         before_request=check_request,

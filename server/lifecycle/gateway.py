@@ -30,7 +30,7 @@ from ..ingress.auth import TokenCheck, lockout_throttle
 from ..ingress.dispatch import Dispatcher
 from ..ingress.hooks import HookEndpoint, HookSettings
 from ..ingress.limits import RouteLimiter, SharedCounters, route_limits
-from ..store.base import Store
+from ..store.base import RunRecord, Store
 from ..store.sqlite import SQLiteStore
 
 log = logging.getLogger("hookwise")
@@ -235,6 +235,17 @@ class Gateway:
             waiters=waiters,
         )
         self.dispatcher.subscribe(self.runtime.on_accepted)
+        from ..channels.approvals import ChannelAsker
+
+        approvals = self.runtime.approvals
+        #: approval requests go to `approvals.via` with buttons (Telegram)
+        approvals.on_request = ChannelAsker(
+            self.channels,
+            self.config.approvals,
+            lambda: approvals.show_arguments,
+            link_secret=self.config.gateway.auth.token,
+        )
+        approvals.sender_of = self._sender_of
         from ..runtime.lanes import Lanes
 
         #: pausing and resuming mappings, hook paths and agents (admin API, CLI, console, config)
@@ -283,6 +294,15 @@ class Gateway:
         self.runtime.rule_tools = lambda rule_id: (
             self.rules.tools_of(rule_id) if self.rules is not None else ()
         )
+
+    async def _sender_of(self, run: RunRecord) -> tuple[str | None, bool]:
+        """Who sent the hook that started `run` (its request's client address and path) and
+        whether that request's signature was verified (its mapping has `verify`)."""
+        entry = await self.store.get_request(run.request_id) if run.request_id else None
+        sender = None if entry is None else f"{entry.client or '-'} {entry.path}"
+        rules = self.rules
+        verified = bool(run.rule_id and rules is not None and rules.verifies(run.rule_id))
+        return sender, verified
 
     def _per_rule(self, field: str) -> dict[str, Any]:
         """Each loaded mapping's `field` of its config by rule id, where set (worked out once

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...engine.config.agents import Agent, Roster
+from ...engine.config.grants import Entry
 from ...engine.config.models import Config
 from ..store.base import NewEvent, NewRun, RunRecord, Store
 from ..store.modelcalls import BreakerPolicy
@@ -103,15 +104,21 @@ class Runtime:
         #: the MCP servers of this process (connected on first use)
         self.tool_host = ToolHost(config.tools, base_dir=Path(base_dir or os.getcwd()))
         #: a mapping's tool grant by rule id (the gateway points it at its live rules)
-        self.rule_tools: Callable[[str], Sequence[str]] = lambda rule_id: ()
+        self.rule_tools: Callable[[str], Sequence[Entry]] = lambda rule_id: ()
         #: each mapping's `maxConcurrentRuns` by rule id (the gateway points it at its rules)
         self.mapping_caps: Callable[[], Mapping[str, int]] = dict
         #: the budget check of claimed runs (the gateway sets it when a budget is configured)
         self.budgets: Budgets | None = None
+        from .approvals import Approvals
+
+        #: tool calls that wait for a person (`hookwise.server.runtime.approvals`)
+        self.approvals = Approvals(store, config.approvals, on_resumed=self.resumed)
         several = len(self.roster.agents) > 1
         retention = config.hooks.payload_retention
         # tool results are kept where payloads of every kind are (a written retainPayloads)
         keep_payloads = retention is not None and retention.keeps_built_in
+        #: approvers see a call's arguments only where payloads are kept
+        self.approvals.show_arguments = keep_payloads
         #: each agent's heartbeat and run lane, by agent id
         self.heartbeats: dict[str, Heartbeats] = {}
         self.lanes: dict[str, RunWorkers] = {}
@@ -164,6 +171,7 @@ class Runtime:
                 accounting=self.accounting,
                 fallbacks=agent.models.fallbacks,
                 admit=self._admit,
+                park=self.approvals.park,
             )
         self._topics = {
             a.id: "heartbeat" if a.default else f"heartbeat_{i}"
@@ -263,6 +271,15 @@ class Runtime:
         for agent in self.roster.agents:
             self.request_heartbeat("resume", agent.id)
 
+    def resumed(self) -> None:
+        """Runs decided out of `awaiting_approval` are queued again: every lane claims, in every
+        process."""
+        if not self._started:
+            return
+        self._notify_lanes()
+        if self.shared:
+            self._signal("runs")
+
     def requeued(self, kind: str) -> None:
         """Failed work went back to the queue (an admin retry): `run` or `delivery`."""
         if kind == "run":
@@ -298,6 +315,9 @@ class Runtime:
                 asyncio.create_task(self._recover_forever(), name="hookwise-recover")
             )
         self.waiters.start()
+        self._tasks.append(
+            asyncio.create_task(self.approvals.sweep_forever(), name="hookwise-approvals")
+        )
         for lane in self.lanes.values():
             lane.start()
         self.deliveries.start()

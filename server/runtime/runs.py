@@ -12,6 +12,11 @@ one commit: the run's state, its transcript turns, the summary event for the mai
 the pending delivery of the reply. The summary goes to the run's agent's main session, and `last`
 delivers along that session's last route. Then `wakeMode: now` requests that agent's heartbeat.
 
+A run whose model asks for a call that needs approval is parked (`hookwise.server.runtime.
+approvals`): its conversation and pending approvals are written, it leaves its slot, and no
+ending is written. Once decided it is queued again; claimed, it resumes from the stored
+conversation (`parking`), in whichever process claims it.
+
 Slots bound only the model calls; the final commit happens outside the slot so that the pool
 keeps the provider busy while commits are grouped.
 
@@ -48,6 +53,7 @@ from .ack import is_ack
 from .callbacks import SignedOutcomes
 from .chain import Accounting
 from .external import wrap_external
+from .parking import Parked, ParkedState, Resume
 from .prompts import RUN_SYSTEM, safe_name, summary_line
 from .providers.base import ChatMessage, ProviderError, ProviderTimeout
 from .providers.registry import Providers
@@ -98,7 +104,10 @@ class RunWorkers:
         accounting: Accounting | None = None,
         fallbacks: tuple[str, ...] = (),
         admit: Callable[[list[RunRecord]], Awaitable[list[RunRecord]]] | None = None,
+        park: Callable[[RunRecord, Parked, str], Awaitable[bool]] | None = None,
     ) -> None:
+        #: parks a run whose model asked for calls that need approval (None: none do)
+        self._park = park
         #: the budget check of claimed runs (`hookwise.server.runtime.budgets`); None: no budgets
         self._admit = admit
         #: each mapping's `maxConcurrentRuns` (rule id -> cap), read at every claim (reloads)
@@ -297,11 +306,14 @@ class RunWorkers:
         try:
             with telemetry.run_span(run) as span:  # tracing: under the request's trace
                 outcome = await self._call_model(run)
-                telemetry.run_ended(span, outcome.state)
+                telemetry.run_ended(span, outcome.state if outcome else "awaiting_approval")
             self._slots.give()
             released = True
             # what the run spent is in the store before its ending is visible (budgets)
             await self._accounting.settle(run.run_id)
+            if outcome is None:  # parked for approval: nothing ends; its lane may go on
+                self._wakeup.set()
+                return
             await self._finish(run, outcome)
             # the run's session is free: its next run may be claimed now (session lanes)
             self._wakeup.set()
@@ -330,7 +342,8 @@ class RunWorkers:
                 if self._mapping_caps().get(run.rule_id) is not None:
                     self._wakeup.set()  # a full mapping has room again
 
-    async def _call_model(self, run: RunRecord) -> RunOutcome:
+    async def _call_model(self, run: RunRecord) -> RunOutcome | None:
+        """The run's ending, or None when it was parked for approval."""
         timeout = run.timeout_seconds or self._default_timeout
         # a run's `model` is its chain: the models in the order tried, separated by spaces
         models = run.model.split() if run.model else [self._default_model, *self._fallbacks]
@@ -349,13 +362,20 @@ class RunWorkers:
         reply = error = model_used = None
         usage_in = usage_out = None
         state = "succeeded"
+        resume: Resume | None = None
         try:
-            history = await self._store.session_turns(run.session_key, limit=HISTORY_TURNS)
-            messages = [
-                ChatMessage("system", self._system),
-                *(ChatMessage(t.role, t.content) for t in history),
-                ChatMessage("user", content),
-            ]
+            if run.parked is not None:
+                stored = ParkedState.loads(run.parked)
+                content = stored.content
+                resume = Resume(stored, tuple(await self._store.approvals(run_id=run.run_id)))
+                messages: list[ChatMessage] = []
+            else:
+                history = await self._store.session_turns(run.session_key, limit=HISTORY_TURNS)
+                messages = [
+                    ChatMessage("system", self._system),
+                    *(ChatMessage(t.role, t.content) for t in history),
+                    ChatMessage("user", content),
+                ]
             tools = self._tools_for(run)
             async with asyncio.timeout(timeout):
                 completion, _calls = await converse(
@@ -365,11 +385,17 @@ class RunWorkers:
                     thinking=run.thinking,
                     deadline=time.monotonic() + timeout,
                     tools=tools,
+                    resume=resume,
                 )
             reply = completion.text
             model_used = f"{(chain.used or models[0]).split('/', 1)[0]}/{completion.model}"
             if completion.usage is not None:
                 usage_in, usage_out = completion.usage.input_tokens, completion.usage.output_tokens
+        except Parked as parked:
+            if self._park is not None and await self._park(run, parked, content):
+                return None
+            state = "failed"
+            error = "the run asked for a call that needs approval, and could not wait"
         except (TimeoutError, ProviderTimeout):
             state, error = "timed_out", f"the run took longer than {timeout:g} s and was cancelled"
         except ProviderError as e:

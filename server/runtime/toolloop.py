@@ -13,6 +13,12 @@ Names: a tool is offered under a wire name that both APIs accept (`<server>__<to
 `[a-zA-Z0-9_-]{1,64}`, numbered where two would collide) and mapped back here; a name the model
 invents, or a tool outside the grant, is never called.
 
+Approval (issue 34): a granted tool the grant gates (`Grant.needs_approval`) is not called when
+the model asks for it. The answer's other calls are made at once; then `Parked` is raised with the
+conversation so far, and the runtime parks the run (`hookwise.server.runtime.approvals`). Resumed
+(`resume`), the loop makes the approved calls, answers the denied or timed-out ones with an error
+result naming the decision, and goes on from the stored conversation.
+
 Every call made is recorded through `ToolRecorder`: a `started` row before it is made (so a run
 interrupted mid-call is known to have called tools) and its outcome after. A heartbeat uses the
 same loop with the agent's grant (`BeatTools`); its recorder first writes the heartbeat itself as
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import re
 import time
@@ -33,13 +40,14 @@ from typing import Any, Protocol
 
 import attrs
 
-from ...engine.config.grants import Grant
+from ...engine.config.grants import Entry, Grant
 from .. import telemetry
 from ..store.base import RunRecord, Store
 from ..store.toolcalls import ToolCallRecord
 from ..tools.connection import ToolInfo
 from ..tools.host import ToolHost, arguments_json
 from .external import wrap_external
+from .parking import GatedCall, Parked, Resume
 from .providers.base import (
     ChatMessage,
     Completion,
@@ -81,6 +89,8 @@ class RunTools:
     #: why the run must stop calling tools (its budget was crossed), asked after each model
     #: answer that asks for tools, with the run's usage so far; None: go on
     over_budget: Callable[[Usage | None], Awaitable[str | None]] | None = None
+    #: whether the run can wait for approvals (a heartbeat cannot: its gated calls are refused)
+    can_park: bool = True
 
 
 def wire_names(tools: Sequence[ToolInfo]) -> dict[str, ToolInfo]:
@@ -115,17 +125,25 @@ async def converse(
     thinking: str | None,
     deadline: float,
     tools: RunTools | None,
+    resume: Resume | None = None,
 ) -> tuple[Completion, list[ToolCallRecord]]:
-    """The model's final answer to `messages`, calling granted tools on the way; the calls made."""
+    """The model's final answer to `messages`, calling granted tools on the way; the calls made.
+    Raises `Parked` when an answer asks for calls that wait for approval; `resume` continues a
+    parked run (its stored conversation replaces `messages`)."""
     offered: list[ToolInfo] = []
     if tools is not None and tools.grant and getattr(provider, "supports_tools", False):
         offer = await tools.host.offered(tools.grant)
         offered = offer.tools
         if offer.down:
             await _record_down(tools, offer.down)
+    if resume is not None and (not offered or tools is None):
+        # the grant (or every server) went away while the run waited: nothing can be called
+        return await _resume_without_tools(provider, model, resume, thinking, deadline)
     if not offered or tools is None:
         return await provider.complete(model, messages, thinking=thinking, deadline=deadline), []
     recorded, earlier = await tools.recorder.previous(tools.run_id)
+    if resume is not None and recorded == resume.state.recorded:
+        earlier = 0  # the calls it made before it parked; none since
     if earlier:
         # never repeat a call silently: a run cut off after calling tools ends here, visibly
         raise ProviderError(
@@ -141,8 +159,16 @@ async def converse(
     records: list[ToolCallRecord] = []
     usage: Usage | None = None
     refused_rounds = 0
+    #: calls this run made before it parked (they count toward the limit)
+    before = 0
+    if resume is not None:
+        conversation = list(resume.state.conversation)
+        usage = resume.state.usage
+        before = _made_calls(conversation, resume.state.results)
+        results = await _decided(resume, by_wire, tools, records, limit - before, recorded)
+        conversation.append(ChatMessage("tool", "", tool_results=tuple(results)))
     while True:
-        choice = "auto" if len(records) < limit else "none"
+        choice = "auto" if len(records) + before < limit else "none"
         completion = await provider.complete(  # type: ignore[call-arg]
             model,
             conversation,
@@ -174,8 +200,108 @@ async def converse(
                 raw=completion.raw,
             )
         )
-        results = await _answer(completion.tool_calls, by_wire, tools, records, limit, recorded)
+        gated = [
+            GatedCall(call, target.server, target.name)
+            for call in completion.tool_calls
+            if call.arguments is not None
+            and (target := by_wire.get(call.name)) is not None
+            and tools.grant.needs_approval(target.server, target.name)
+        ]
+        waiting = {g.call.id for g in gated}
+        now_calls = [c for c in completion.tool_calls if c.id not in waiting]
+        results = await _answer(now_calls, by_wire, tools, records, limit - before, recorded)
+        if gated and not tools.can_park:
+            log.info(
+                "run %s: %d call(s) needing approval refused (cannot wait)",
+                tools.run_id,
+                len(gated),
+            )
+            refused = [
+                ToolResult(
+                    g.call.id,
+                    "not called: this call needs a person's approval, which a heartbeat cannot"
+                    " wait for",
+                    True,
+                )
+                for g in gated
+            ]
+            order = {c.id: i for i, c in enumerate(completion.tool_calls)}
+            results = sorted([*results, *refused], key=lambda r: order.get(r.call_id, 0))
+        elif gated:
+            raise Parked(conversation, results, gated, recorded + len(records), usage)
         conversation.append(ChatMessage("tool", "", tool_results=tuple(results)))
+
+
+def _made_calls(conversation: Sequence[ChatMessage], pending: Sequence[ToolResult]) -> int:
+    """Calls answered so far in a stored conversation (approximately the calls made: each
+    result answers one call the model asked for), those of the parked answer included."""
+    return sum(len(m.tool_results) for m in conversation) + len(pending)
+
+
+async def _resume_without_tools(
+    provider: Provider,
+    model: str,
+    resume: Resume,
+    thinking: str | None,
+    deadline: float,
+) -> tuple[Completion, list[ToolCallRecord]]:
+    """A parked run whose tools are gone: every gated call gets an error result, then the model
+    answers without tools."""
+    results = list(resume.state.results)
+    for a in resume.approvals:
+        results.append(ToolResult(a.call_id, "not called: the tool is no longer granted", True))
+    conversation = [
+        *resume.state.conversation,
+        ChatMessage("tool", "", tool_results=tuple(results)),
+    ]
+    completion = await provider.complete(model, conversation, thinking=thinking, deadline=deadline)
+    return attrs.evolve(completion, usage=_usage_sum(resume.state.usage, completion.usage)), []
+
+
+def denial_text(state: str, decided_by: str | None, via: str | None) -> str:
+    """The error result a denied or timed-out call gets (the model reads it)."""
+    if state == "timed_out":
+        return (
+            "not called: this call needed a person's approval and the request timed out"
+            " (treated as denied). Do not try it again; answer with what you have."
+        )
+    who = f" by {decided_by}" if decided_by else ""
+    through = f" via {via}" if via else ""
+    return (
+        f"not called: this call needed a person's approval and was denied{who}{through}."
+        " Do not try it again; answer with what you have."
+    )
+
+
+async def _decided(
+    resume: Resume,
+    by_wire: dict[str, ToolInfo],
+    tools: RunTools,
+    records: list[ToolCallRecord],
+    limit: int,
+    recorded: int,
+) -> list[ToolResult]:
+    """The results of a resumed answer: those made before it parked, the approved calls made
+    now, an error result for each denied or timed-out one, in the model's order."""
+    wire_of = {(t.server, t.name): name for name, t in by_wire.items()}
+    approved: list[ToolCall] = []
+    out: dict[str, ToolResult] = {r.call_id: r for r in resume.state.results}
+    for a in resume.approvals:
+        if a.state == "approved":
+            name = wire_of.get((a.server, a.tool), f"{a.server}.{a.tool}")
+            try:
+                args = json.loads(a.arguments)
+            except ValueError:
+                args = None
+            approved.append(ToolCall(a.call_id, name, args if isinstance(args, dict) else None))
+        else:
+            out[a.call_id] = ToolResult(a.call_id, denial_text(a.state, a.decided_by, a.via), True)
+    if approved:
+        made = await _answer(approved, by_wire, tools, records, limit, recorded)
+        out.update({r.call_id: r for r in made})
+    asked = resume.state.conversation[-1].tool_calls if resume.state.conversation else ()
+    ordered = [out.pop(c.id) for c in asked if c.id in out]
+    return [*ordered, *out.values()]
 
 
 async def _record_down(tools: RunTools, down: dict[str, str]) -> None:
@@ -316,8 +442,8 @@ class LaneTools:
         host: ToolHost,
         recorder: ToolRecorder,
         *,
-        agent_tools: Sequence[str],
-        rule_tools: Callable[[str], Sequence[str]],
+        agent_tools: Sequence[Entry],
+        rule_tools: Callable[[str], Sequence[Entry]],
         keep_payloads: bool,
         over_budget: Callable[[RunRecord, Usage | None], Awaitable[str | None]] | None = None,
     ) -> None:
@@ -368,7 +494,7 @@ class BeatTools:
     (`agents.list[].tools`, else `agents.defaults.tools`)."""
 
     def __init__(
-        self, host: ToolHost, store: Store, *, agent_tools: Sequence[str], keep_payloads: bool
+        self, host: ToolHost, store: Store, *, agent_tools: Sequence[Entry], keep_payloads: bool
     ) -> None:
         self._host = host
         self._store = store
@@ -382,4 +508,7 @@ class BeatTools:
         if not self._host.connections or not self._grant:
             return None, None
         recorder = BeatRecorder(self._store, begin)
-        return RunTools(self._host, self._grant, recorder, heartbeat_id, self._keep), recorder
+        tools = RunTools(
+            self._host, self._grant, recorder, heartbeat_id, self._keep, can_park=False
+        )
+        return tools, recorder

@@ -22,6 +22,7 @@ import attrs
 from ...engine.names import DEFAULT_AGENT_ID
 from ..ids import new_id
 from .alerts import AlertRecord, NewAlert, Subjects
+from .approvals import ApprovalRecord, Decided, PendingStats, Refusal
 from .audit import AuditRecord
 from .coalesce import CoalesceSpec
 from .lanes import BudgetRaise, LaneStat, Pause
@@ -200,6 +201,9 @@ class RunRecord:
         parts = self.trace.split("-") if self.trace else ()
         return parts[1] if len(parts) == 4 else None
 
+    #: the conversation of a run parked for approval (JSON; `hookwise.server.runtime.parking`)
+    parked: str | None = attrs.field(default=None, repr=False)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "runId": self.run_id,
@@ -315,6 +319,45 @@ class Store(Protocol):
         using the store, does not execute (`keep`: those it does): a claim that was committed
         but whose answer was lost. Back to the queue without using up an attempt; how many."""
         ...
+
+    # approvals (`hookwise.server.store.approvals`) ------------------------------------------
+
+    async def park_run(self, run_id: str, parked: str, approvals: Sequence[ApprovalRecord]) -> bool:
+        """A running run -> `awaiting_approval`, with its conversation and pending approvals, in
+        one transaction; False (nothing written) when it is not `running` any more."""
+        ...
+
+    async def decide_approval(
+        self,
+        *,
+        approval_id: str | None = None,
+        token_hash: str | None = None,
+        state: str,
+        by: str,
+        via: str,
+        now: float,
+        refuse: str | None = None,
+    ) -> Decided:
+        """Decide a pending approval (conditional: only while pending and not expired); a
+        decision that changes nothing is recorded as refused. Releases the run once none of its
+        approvals is pending."""
+        ...
+
+    async def expire_approvals(self, *, now: float, state: str) -> list[str]:
+        """Pending approvals past their time -> `state`; the runs released."""
+        ...
+
+    async def approvals(
+        self, *, state: str | None = None, run_id: str | None = None, limit: int = 100
+    ) -> list[ApprovalRecord]: ...
+
+    async def approval(
+        self, approval_id: str | None = None, *, token_hash: str | None = None
+    ) -> ApprovalRecord | None: ...
+
+    async def approval_refusals(self, run_id: str) -> list[Refusal]: ...
+
+    async def pending_approvals(self) -> PendingStats: ...
 
     async def record_tool_calls(self, calls: Sequence[ToolCallRecord]) -> None:
         """Write (or rewrite) tool-call rows of runs and heartbeats (see `store.toolcalls`)."""

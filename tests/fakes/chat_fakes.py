@@ -9,12 +9,15 @@ Mattermost's 16,383 characters), and answers in the service's own shapes.
 from __future__ import annotations
 
 import html.parser
+import itertools
+import json
 import re
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 from tests.fakes.fake_http import FakeServer, Recorded, Reply, bearer, json_of
-from tests.fakes.specs import problems
+from tests.fakes.specs import problems, spec
 
 # --- Telegram Bot API ------------------------------------------------------------------------
 
@@ -84,12 +87,97 @@ def telegram_visible_text(text: str) -> tuple[str, str | None]:
     return "".join(parser.text), error
 
 
+def _keyboard_problem(markup: Any) -> str | None:
+    """What is wrong with an `InlineKeyboardMarkup` (fields of telegram_callbacks.json; a
+    button's `callback_data` is 1-64 bytes), or None."""
+    types = spec("telegram_callbacks")["types"]
+    known = {f["name"] for f in types["InlineKeyboardButton"]["fields"]}
+    rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+        return 'field "inline_keyboard" must be an Array of Array of InlineKeyboardButton'
+    for row in rows:
+        for button in row:
+            if not isinstance(button, dict) or not isinstance(button.get("text"), str):
+                return "can't parse inline keyboard button: Text buttons are unallowed"
+            if set(button) - known:
+                return f"can't parse inline keyboard button: unknown {sorted(set(button) - known)}"
+            data = button.get("callback_data")
+            if data is not None and not 1 <= len(str(data).encode()) <= 64:
+                return "BUTTON_DATA_INVALID"
+    return None
+
+
 class TelegramFake(FakeServer):
     name = "telegram"
 
     def __init__(self, token: str = "123456789:AAFakeTelegramBotToken_for-tests") -> None:
         super().__init__()
         self.token = token
+        #: the sendMessage bodies, by the message id answered (for buttons and their callbacks)
+        self.sent_messages: dict[int, dict[str, Any]] = {}
+        #: answerCallbackQuery and editMessageText bodies, in order
+        self.callback_answers: list[dict[str, Any]] = []
+        self.edits: list[dict[str, Any]] = []
+        self._callback_ids = itertools.count(1)
+
+    def _callbacks(self, method: str, body: Any) -> Reply:
+        """`answerCallbackQuery` and `editMessageText`, checked against the Bot API's fields
+        (telegram_callbacks.json): required fields present, known fields only."""
+        if not isinstance(body, dict):
+            return self._error(400, "Bad Request: the body is not a JSON object")
+        fields = {f["name"]: f for f in spec("telegram_callbacks")["methods"][method]["fields"]}
+        unknown = sorted(set(body) - set(fields))
+        missing = [n for n, f in fields.items() if f["required"] and n not in body]
+        if unknown or missing:
+            return self._error(400, f"Bad Request: invalid parameters: {unknown or missing}")
+        if method == "answerCallbackQuery":
+            if not body["callback_query_id"]:
+                return self._error(400, "Bad Request: query is too old or query ID is invalid")
+            self.callback_answers.append(body)
+            return Reply(200, {"ok": True, "result": True})
+        if "inline_message_id" not in body and not ("chat_id" in body and "message_id" in body):
+            return self._error(400, "Bad Request: message identifier is not specified")
+        if not body.get("text"):
+            return self._error(400, "Bad Request: message text is empty")
+        if int(body.get("message_id", 0)) not in self.sent_messages:
+            return self._error(400, "Bad Request: message to edit not found")
+        self.edits.append(body)
+        chat_id = int(str(body["chat_id"])) if str(body["chat_id"]).lstrip("-").isdigit() else 0
+        message = {
+            "message_id": body["message_id"],
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+            "date": int(time.time()),
+            "edit_date": int(time.time()),
+            "text": body["text"],
+        }
+        return Reply(200, {"ok": True, "result": message})
+
+    def click(self, message_id: int, button: str, user_id: int) -> dict[str, Any]:
+        """The `Update` Telegram POSTs to the bot's webhook when `user_id` presses the button
+        labelled `button` of message `message_id` (a `callback_query`)."""
+        sent = self.sent_messages[message_id]
+        [data] = [
+            b["callback_data"]
+            for row in sent["reply_markup"]["inline_keyboard"]
+            for b in row
+            if b["text"] == button
+        ]
+        chat_id = int(str(sent["chat_id"]))
+        return {
+            "update_id": 100000 + next(self._callback_ids),
+            "callback_query": {
+                "id": str(4382000000000000000 + next(self._callback_ids)),
+                "from": {"id": user_id, "is_bot": False, "first_name": "Op"},
+                "message": {
+                    "message_id": message_id,
+                    "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "group"},
+                    "date": int(time.time()),
+                    "text": sent["text"],
+                },
+                "chat_instance": "-5555555555555555555",
+                "data": data,
+            },
+        }
 
     def config(self) -> dict[str, Any]:
         return {"botToken": self.token, "baseUrl": self.url}
@@ -115,14 +203,26 @@ class TelegramFake(FakeServer):
         prefix, _, method = req.path.lstrip("/").partition("/")
         if prefix != f"bot{self.token}":
             return self._error(401, "Unauthorized")
+        if method in ("answerCallbackQuery", "editMessageText"):
+            return self._callbacks(method, json_of(req))
         if method != "sendMessage":
             return self._error(404, "Not Found")
         body = json_of(req)
         if not isinstance(body, dict) or body.get("chat_id") in (None, ""):
             return self._error(400, "Bad Request: chat_id is empty")
-        found = problems("telegram", "#/sendMessage/json_schema", body)
+        # telegram.json lacks the keyboard types: the markup is checked against
+        # telegram_callbacks.json (InlineKeyboardMarkup, InlineKeyboardButton) below
+        found = problems(
+            "telegram",
+            "#/sendMessage/json_schema",
+            {k: v for k, v in body.items() if k != "reply_markup"},
+        )
         if found:
             return self._error(400, f"Bad Request: invalid parameters: {found[0]}")
+        if "reply_markup" in body:
+            refused = _keyboard_problem(body["reply_markup"])
+            if refused:
+                return self._error(400, f"Bad Request: {refused}")
         chat = str(body["chat_id"])
         if chat in self.missing:
             return self._error(400, "Bad Request: chat not found")
@@ -148,6 +248,7 @@ class TelegramFake(FakeServer):
         if "message_thread_id" in body:
             message["message_thread_id"] = body["message_thread_id"]
             message["is_topic_message"] = True
+        self.sent_messages[message["message_id"]] = body
         return Reply(200, {"ok": True, "result": message})
 
 
@@ -285,6 +386,35 @@ _SLACK_USER = re.compile(r"[UW][A-Z0-9]{2,}")
 SLACK_TEXT_LIMIT = 40000
 
 
+def _slack_blocks_problem(blocks: Any) -> str | None:
+    """Block Kit as Slack checks it for what hookwise sends: section (text at most 3,000
+    characters) and actions (buttons: plain_text label at most 75, action_id at most 255, value
+    at most 2,000 characters)."""
+    if not isinstance(blocks, list) or len(blocks) > 50:
+        return "blocks must be a list of at most 50"
+    for b in blocks:
+        kind = b.get("type") if isinstance(b, dict) else None
+        if kind == "section":
+            text = b.get("text") or {}
+            if (
+                text.get("type") not in ("plain_text", "mrkdwn")
+                or not 1 <= len(text.get("text", "")) <= 3000
+            ):
+                return "section text"
+        elif kind == "actions":
+            for e in b.get("elements", []):
+                label = e.get("text") or {}
+                if e.get("type") != "button" or label.get("type") != "plain_text":
+                    return "button"
+                if not 1 <= len(label.get("text", "")) <= 75 or len(e.get("action_id", "")) > 255:
+                    return "button text or action_id"
+                if len(e.get("value", "")) > 2000:
+                    return "button value"
+        else:
+            return f"block type {kind!r}"
+    return None
+
+
 class SlackFake(FakeServer):
     """`channel_names` maps `#name` (or `name`) to the conversation id chat.postMessage uses."""
 
@@ -294,6 +424,9 @@ class SlackFake(FakeServer):
         super().__init__()
         self.bot_token = bot_token
         self.channel_names: dict[str, str] = {"general": "C0GENERAL01"}
+        #: chat.postMessage bodies by the `ts` answered; chat.update bodies, in order
+        self.posted: dict[str, dict[str, Any]] = {}
+        self.updates: list[dict[str, Any]] = []
 
     def config(self) -> dict[str, Any]:
         return {"botToken": self.bot_token, "baseUrl": f"{self.url}/api"}
@@ -310,7 +443,7 @@ class SlackFake(FakeServer):
 
     def handle(self, req: Recorded) -> Reply:
         method = req.path.removeprefix("/api/")
-        if method not in ("chat.postMessage", "conversations.open"):
+        if method not in ("chat.postMessage", "conversations.open", "chat.update"):
             return Reply(404, {"ok": False, "error": "unknown_method"})
         token = bearer(req)
         if token is None:
@@ -325,7 +458,10 @@ class SlackFake(FakeServer):
             return Reply(200, {"ok": False, "error": "invalid_form_data"})
         # Slack reads JSON without a charset but warns: "missing_charset".
         warning = None if "charset=utf-8" in ctype.replace(" ", "").lower() else "missing_charset"
-        reply = self._open(body) if method == "conversations.open" else self._post(body)
+        if method == "chat.update":
+            reply = self._update(body)
+        else:
+            reply = self._open(body) if method == "conversations.open" else self._post(body)
         if warning and reply.body.get("ok"):
             reply.body["warning"] = warning
             reply.body["response_metadata"] = {"warnings": [warning]}
@@ -352,10 +488,75 @@ class SlackFake(FakeServer):
             return Reply(200, {"ok": False, "error": "no_text"})
         if len(text) > SLACK_TEXT_LIMIT:
             return Reply(200, {"ok": False, "error": "msg_too_long"})
+        if "blocks" in body and _slack_blocks_problem(body["blocks"]):
+            return Reply(200, {"ok": False, "error": "invalid_blocks"})
         ts = f"1700000000.{self._next_id():06d}"
         message = {"type": "message", "text": text, "user": "U0FAKEBOT", "ts": ts}
         message["bot_id"] = "B0FAKEBOT1"
+        if "blocks" in body:
+            message["blocks"] = body["blocks"]
+        self.posted[ts] = {**body, "channel": channel}
         return Reply(200, {"ok": True, "channel": channel, "ts": ts, "message": message})
+
+    def _update(self, body: dict[str, Any]) -> Reply:
+        """`chat.update`: `channel` and `ts` of a message the bot posted, new `text`/`blocks`
+        (Slack: `cant_update_message`, `message_not_found`, `no_text`)."""
+        channel, ts = body.get("channel"), body.get("ts")
+        if not isinstance(channel, str) or not _SLACK_CONVERSATION.fullmatch(channel):
+            return Reply(200, {"ok": False, "error": "channel_not_found"})
+        posted = self.posted.get(ts) if isinstance(ts, str) else None
+        if posted is None or posted["channel"] != channel:
+            return Reply(200, {"ok": False, "error": "message_not_found"})
+        if not body.get("text") and not body.get("blocks"):
+            return Reply(200, {"ok": False, "error": "no_text"})
+        if "blocks" in body and _slack_blocks_problem(body["blocks"]):
+            return Reply(200, {"ok": False, "error": "invalid_blocks"})
+        self.updates.append(body)
+        message = {"text": body.get("text", ""), "blocks": body.get("blocks", [])}
+        return Reply(
+            200,
+            {"ok": True, "channel": channel, "ts": ts, "text": message["text"], "message": message},
+        )
+
+    def click(self, ts: str, button: str, user_id: str) -> bytes:
+        """The form body Slack POSTs to the app's Request URL when `user_id` clicks the button
+        labelled `button` of message `ts`: `payload=<block_actions JSON>`, url-encoded."""
+        posted = self.posted[ts]
+        [(block, element)] = [
+            (b, e)
+            for b in posted["blocks"]
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if e["text"]["text"] == button
+        ]
+        payload = {
+            "type": "block_actions",
+            "user": {"id": user_id, "username": "op", "team_id": "T0FAKETEAM"},
+            "api_app_id": "A0FAKEAPP1",
+            "token": "verification-token-unused",
+            "container": {"type": "message", "message_ts": ts, "channel_id": posted["channel"]},
+            "trigger_id": "1234567890.123456789.abcdef",
+            "team": {"id": "T0FAKETEAM", "domain": "fake"},
+            "channel": {"id": posted["channel"], "name": "ops"},
+            "message": {
+                "type": "message",
+                "ts": ts,
+                "text": posted["text"],
+                "blocks": posted["blocks"],
+            },
+            "response_url": f"{self.url}/actions/T0FAKETEAM/1/abc",
+            "actions": [
+                {
+                    "type": "button",
+                    "block_id": block.get("block_id", "b"),
+                    "action_id": element["action_id"],
+                    "text": element["text"],
+                    "value": element.get("value"),
+                    "action_ts": "1700000100.000001",
+                }
+            ],
+        }
+        return urlencode({"payload": json.dumps(payload)}).encode()
 
 
 # --- Mattermost REST API v4 ------------------------------------------------------------------

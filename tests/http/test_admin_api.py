@@ -99,6 +99,7 @@ def test_the_openapi_schema_and_its_page_are_served_without_auth(gw: GatewayProc
         "queued",
         "held",
         "running",
+        "awaiting_approval",
         "succeeded",
         "failed",
         "timed_out",
@@ -235,7 +236,8 @@ def test_a_bad_state_names_the_parameter_and_the_allowed_values(gw: GatewayProce
     body = refused(gw, "/api/runs", state="bogus")
     assert body == {
         "ok": False,
-        "error": "state must be one of: queued, held, running, succeeded, failed, timed_out",
+        "error": "state must be one of: queued, held, running, awaiting_approval, succeeded, failed,"
+        " timed_out",
         "code": "invalid_query",
         "field": "state",
     }

@@ -68,6 +68,10 @@ OPERATE = {
     ("POST", "/api/alerts/{alert_id:str}/retry"),
     ("POST", "/ui/alerts/{alert_id:str}/ack"),
     ("POST", "/ui/alerts/{alert_id:str}/retry"),
+    ("POST", "/api/approvals/{approval_id:str}/approve"),
+    ("POST", "/api/approvals/{approval_id:str}/deny"),
+    ("POST", "/ui/approvals/{approval_id:str}/approve"),
+    ("POST", "/ui/approvals/{approval_id:str}/deny"),
 }
 ADMIN = {
     ("POST", "/api/reload"),

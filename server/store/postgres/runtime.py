@@ -67,7 +67,8 @@ async def recover_runs(
     return len(requeued), len(failed)
 
 
-#: a queued run `q` may start only when its session has no run `running` and no older run still
+#: a queued run `q` may start only when its session has no run `running` or
+#: `awaiting_approval` (a parked run holds its session, not a slot) and no older run still
 #: waiting (`queued` or `held`): one run of a session at a time, in acceptance order. Each
 #: check is a seek in the partial index `runs_lane` (session_key, state, seq) of active runs.
 #: Between processes: a run another claim holds (locked, not committed) is still `queued` in
@@ -78,7 +79,7 @@ async def recover_runs(
 #: candidate row, as the seek it is meant to be, and the walk stops at the claim's limit.
 SESSION_FREE = (
     " AND (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
-    " AND r.state = 'running' LIMIT 1) IS NULL"
+    " AND r.state IN ('running', 'awaiting_approval') LIMIT 1) IS NULL"
     " AND (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
     " AND r.state IN ('queued', 'held') AND r.seq < q.seq LIMIT 1) IS NULL"
 )

@@ -40,6 +40,7 @@ from . import runtime as rt
 from .accept import AcceptLane, insert_log
 from .admin import PostgresAdminReads
 from .alerts import PostgresAlerts
+from .approvals import PostgresApprovals
 from .coalesce import accept_coalescing
 from .lanes import PostgresLanes
 from .migrate import migrate, quote_ident
@@ -67,6 +68,7 @@ async def _no_session_state(_conn: asyncpg.Connection) -> None:
 
 
 class PostgresStore(
+    PostgresApprovals,
     PostgresAdminReads,
     PostgresLanes,
     PostgresStats,

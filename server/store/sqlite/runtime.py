@@ -76,14 +76,15 @@ def recover_runs(
 
 #: the runs of a session lane: the partial index `runs_lane` holds these rows only, and SQLite
 #: uses it only for a query that repeats its WHERE term as is (migration 0012)
-ACTIVE = "state IN ('queued', 'running', 'held')"
+ACTIVE = "state IN ('queued', 'running', 'held', 'awaiting_approval')"
 
-#: a queued run `q` may start only when its session has no run `running` and no older run still
-#: waiting (`queued` or `held`): one run of a session at a time, in acceptance order. Each
+#: a queued run `q` may start only when its session has no run `running` (or parked,
+#: `awaiting_approval`: it holds its session, not a slot) and no older run still waiting
+#: (`queued` or `held`): one run of a session at a time, in acceptance order. Each
 #: check is a seek in `runs_lane` (session_key, state, seq), whatever the session's history.
 SESSION_FREE = (
     " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
-    f" AND r.state = 'running' AND r.{ACTIVE})"
+    f" AND r.state IN ('running', 'awaiting_approval') AND r.{ACTIVE})"
     " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_key = q.session_key"
     f" AND r.state IN ('queued', 'held') AND r.{ACTIVE} AND r.seq < q.seq)"
 )

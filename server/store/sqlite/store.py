@@ -40,6 +40,7 @@ from . import writes
 from .accept import accept, accept_rows, log_rows
 from .admin import SQLiteAdminReads
 from .alerts import SQLiteAlerts
+from .approvals import SQLiteApprovals
 from .connect import BATCH, WriteLock, connect, connect_writer, wal_to_sync
 from .lanes import SQLiteLanes
 from .modelcalls import SQLiteModelCalls
@@ -61,6 +62,7 @@ class StoreInUse(Exception):
 
 
 class SQLiteStore(
+    SQLiteApprovals,
     SQLiteAdminReads,
     SQLiteLanes,
     SQLiteStats,
