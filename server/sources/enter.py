@@ -33,8 +33,9 @@ import attrs
 from ...engine.errors import RequestError
 from ...engine.request import InboundRequest
 from ...engine.signatures import Verifier
+from ..ingress.body import MAX_IDEMPOTENCY_KEY
 from ..ingress.dispatch import Dispatcher, RequestMeta
-from ..ingress.hooks import MAX_IDEMPOTENCY_KEY, HookEndpoint
+from ..ingress.hooks import HookEndpoint
 from ..ingress.payload import content_type, parse_payload, takes_arrays
 from ..logs import escape_control
 from ..store.base import StoreUnavailable
