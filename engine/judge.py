@@ -5,7 +5,7 @@ door and the body stages in `hookwise.server.ingress`), a replayed one (the admi
 message pulled from a broker (`hookwise.server.sources`). It selects the rule, runs it (verify,
 extract, render, transform: `RuleSet.evaluate`), validates the actions it makes against the
 configured policy (agents, session keys, models, channels) and answers a `Judgement`, or raises
-a typed refusal (`RequestError`: a stable code, a sentence, the field and the rule).
+a typed refusal (`Refusal`: a stable code, a sentence, the field and the rule).
 
 `wake` and `agent` are judged as their payload itself; every other name goes through the rules
 a `RuleSource` gives at that moment (the gateway's current rules, swapped on reload).
@@ -24,7 +24,7 @@ import attrs
 from .actions import Action, ValidationPolicy, validate_action, validate_agent, validate_wake
 from .config.mapping import CoalesceConfig, RespondConfig
 from .config.sessions import mapping_source
-from .errors import RequestError
+from .errors import Refusal
 from .request import InboundRequest
 from .rules.rule import CompiledRule
 from .rules.ruleset import Outcome
@@ -96,7 +96,7 @@ async def judge(
     acknowledge: bool = False,
 ) -> Judgement:
     """Judge the request to the hook `sub` carrying `payload`: `wake`, `agent`, or the mapped
-    rules for any other name; the validated actions, or a `RequestError`.
+    rules for any other name; the validated actions, or a `Refusal`.
 
     `request_of(payload)` builds the engine's view of a mapped request (not built for `wake` and
     `agent`); `url` gives the URL for schemes that sign it (asked only when one may); `verified`
@@ -108,13 +108,13 @@ async def judge(
     if sub == "agent":
         return Judgement([validate_agent(payload, policy)])
     if rules is None:
-        raise RequestError(404, "not_found", f"no hook or mapping matches {sub!r}")
+        raise Refusal("not_found", f"no hook or mapping matches {sub!r}")
     request = request_of(payload)
     rule = rules.select(request)
     if rule is None:
         if acknowledge and rules.unmatched(sub) == "acknowledge":
             return Judgement([], ignored=True)
-        raise RequestError(404, "not_found", rules.why_unmatched(request))
+        raise Refusal("not_found", rules.why_unmatched(request))
     signs_url = rule.verifier is not None or rules.door(sub) is not None
     if url is not None and not request.url and signs_url:
         # only schemes that sign the URL read it (Twilio, Square): made when one may
@@ -132,7 +132,7 @@ async def judge(
             validate_action(spec.kind, spec.fields, policy, internal=True, source=source)
             for spec in outcome.actions
         ]
-    except RequestError as e:
+    except Refusal as e:
         raise attrs.evolve(
             e,
             message=f"rule {rule_id!r} produced an invalid action: {e.message}",

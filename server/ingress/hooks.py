@@ -45,7 +45,7 @@ import attrs
 from litestar.types import HTTPScope, Receive, Scope, Send
 
 from ...engine.actions import ValidationPolicy
-from ...engine.errors import RequestError
+from ...engine.errors import Refusal, RequestError
 from ...engine.judge import Judgement, RuleSource, judge, no_rules
 from ...engine.request import InboundRequest
 from ...engine.signatures import SignatureError, Verifier
@@ -64,6 +64,7 @@ from .door import DoorStage, LockedOut, Turned
 from .fetch import KeyFetcher
 from .limits import Limited, RouteLimiter
 from .pacing import RefusalPacer
+from .refusals import as_error
 from .request import HookRequest, sub_path
 
 log = logging.getLogger("hookwise.hooks")
@@ -267,17 +268,21 @@ class HookEndpoint:
     ) -> Judgement:
         """The judge stage, for every request that reaches it: live (`_walk`), replayed
         (`resolve`) or pulled from a broker (`hookwise.server.sources.enter`). The engine's
-        `judge` over the rules in force now and the configured policy."""
-        return await judge(
-            sub,
-            payload,
-            request_of,
-            rules=self._rules(),
-            policy=self.settings.policy,
-            url=url,
-            verified=verified,
-            acknowledge=acknowledge,
-        )
+        `judge` over the rules in force now and the configured policy; its refusals answered
+        with the status `refusals` chooses."""
+        try:
+            return await judge(
+                sub,
+                payload,
+                request_of,
+                rules=self._rules(),
+                policy=self.settings.policy,
+                url=url,
+                verified=verified,
+                acknowledge=acknowledge,
+            )
+        except Refusal as e:  # the engine's typed refusal: its status is chosen here
+            raise as_error(e) from e.__cause__
 
     async def resolve(
         self,
