@@ -21,10 +21,10 @@ from typing import Any, Protocol
 
 import attrs
 
-from .actions import Action, ValidationPolicy, validate_action, validate_agent, validate_wake
-from .config.mapping import CoalesceConfig, RespondConfig
+from .actions import ValidationPolicy, validate_action, validate_agent, validate_wake
 from .config.sessions import mapping_source
 from .errors import Refusal
+from .judgement import Judgement
 from .request import InboundRequest
 from .rules.rule import CompiledRule
 from .rules.ruleset import Outcome
@@ -59,29 +59,6 @@ class RuleSource(Protocol):
 def no_rules() -> Rules | None:
     """The `RuleSource` of a gateway without mapped hooks."""
     return None
-
-
-@attrs.frozen
-class Judgement:
-    """What the judge decided about a request: its validated actions, the rule that made them
-    and the rule's fixed answer; `skipped` when a transform dropped it; `ignored` when no rule
-    matched on a path that acknowledges such requests."""
-
-    actions: list[Action]
-    rule_id: str | None = None
-    respond: RespondConfig | None = None
-    skipped: bool = False
-    #: the provider's id of this delivery (a rule's `dedupe`), for deduplication
-    delivery_id: str | None = None
-    #: made by a `forEach` fan-out
-    batch: bool = False
-    #: no rule matched, and the path acknowledges such requests (`unmatched: acknowledge`)
-    ignored: bool = False
-    #: where its runs' outcomes are posted when they end (the rule's `callback`)
-    callback_url: str | None = None
-    #: the rule's `coalesce`, and its key rendered for this request (None: it does not coalesce)
-    coalesce: CoalesceConfig | None = None
-    coalesce_key: str | None = None
 
 
 async def judge(

@@ -18,13 +18,12 @@ import attrs
 
 from ...engine.config.mapping import CoalesceConfig
 from ...engine.errors import RequestError
-from ...engine.judge import Judgement
+from ...engine.judgement import Judgement
 from ..store.base import Accepted
 from ..store.coalesce import CoalesceSpec, stored_key
 from .answer import Answers
-from .body import MAX_IDEMPOTENCY_KEY
 from .dispatch import Dispatcher, RequestMeta
-from .request import HookRequest
+from .request import MAX_IDEMPOTENCY_KEY, HookRequest
 
 
 @attrs.frozen

@@ -41,7 +41,7 @@ from ...engine.actions import Action, AgentAction
 from ...engine.config.durations import Duration
 from ...engine.config.mapping import RespondConfig
 from ...engine.errors import RequestError
-from ...engine.judge import Judgement
+from ...engine.judgement import Judgement
 from ...engine.signatures.handshakes import HandshakeAnswer
 from ..runtime.waiting import FINAL_STATES, RunWaiters, WaitingFull
 from ..store.base import Accepted, RunRecord

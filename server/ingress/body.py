@@ -32,9 +32,8 @@ from .auth import TOKEN_HEADER
 from .dispatch import RequestMeta
 from .fetch import KeyFetcher
 from .payload import content_type, parse_payload, takes_arrays
-from .request import HookRequest
+from .request import MAX_IDEMPOTENCY_KEY, HookRequest
 
-MAX_IDEMPOTENCY_KEY = 256
 MAX_PROVIDER_VALUE = 200
 
 #: never kept with a payload: whatever may carry a credential

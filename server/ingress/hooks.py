@@ -46,7 +46,8 @@ from litestar.types import HTTPScope, Receive, Scope, Send
 
 from ...engine.actions import ValidationPolicy
 from ...engine.errors import Refusal, RequestError
-from ...engine.judge import Judgement, RuleSource, judge, no_rules
+from ...engine.judge import RuleSource, judge, no_rules
+from ...engine.judgement import Judgement
 from ...engine.request import InboundRequest
 from ...engine.signatures import SignatureError, Verifier
 from .. import metrics

@@ -19,6 +19,9 @@ from litestar.types import Scope
 from ...engine.request import InboundRequest
 from ...engine.signatures.door import Door
 
+#: the longest `Idempotency-Key` taken (and the longest key derived from a provider's id)
+MAX_IDEMPOTENCY_KEY = 256
+
 #: headers as the ASGI server gives them (lower-cased names; uvicorn sends a list)
 Headers = list[tuple[bytes, bytes]]
 
