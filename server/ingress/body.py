@@ -91,7 +91,7 @@ class BodyStage:
                 timeout=self._body_timeout,
             )
         meta.size = len(body)
-        request = attrs.evolve(request, body=body)
+        request = request.with_body(body)
         if self._retention.enabled and not request.by_signature:
             self._retain(request, meta)
         return request
@@ -116,7 +116,7 @@ class BodyStage:
         payload = parse_payload(
             request.body, content_type(request.headers), arrays=takes_arrays(request.sub)
         )
-        request = attrs.evolve(request, payload=payload, idempotency_key=_idempotency_key(request))
+        request = request.with_payload(payload, _idempotency_key(request))
         if door is not None:  # what the provider calls this delivery, for the request log
             named = request.inbound(payload)
             meta.event_type = meta.event_type or provider_value(door.verifier.event_type(named))
