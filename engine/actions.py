@@ -2,7 +2,7 @@
 
 A direct `/wake` or `/agent` payload and the fields a mapping rule renders go through the same
 functions here, so a mapped hook is refused for exactly the reasons a direct call would be. Every
-refusal is a `RequestError` with status 400, a stable code and the offending field.
+refusal is a `Refusal` with a stable code and the offending field.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .config.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 from .config.channels import CHANNEL_IDS, LAST, canonical_channel, unknown_channel_hint
 from .config.durations import Duration
 from .config.sessions import KeySource, SessionPolicy
-from .errors import RequestError
+from .errors import Refusal
 
 WakeMode = Literal["now", "next-heartbeat"]
 WAKE_MODES: tuple[str, ...] = ("now", "next-heartbeat")
@@ -80,7 +80,7 @@ class ValidationPolicy:
     """What validation needs to know beyond the payload itself.
 
     `resolve_model` maps a model reference to its canonical `provider/model` or raises a
-    `RequestError`; `configured_channels` are the channels that can be delivered to (None: do
+    `Refusal`; `configured_channels` are the channels that can be delivered to (None: do
     not check); `check_recipient(channel, to)` returns a sentence when `to` is malformed.
     """
 
@@ -116,8 +116,8 @@ NOTIFY_FIELDS = ("text", "channel", "to")
 INTERNAL_AGENT_FIELDS = ("allowUnsafeExternalContent",)
 
 
-def _bad(field: str, message: str, code: str = "invalid_field") -> RequestError:
-    return RequestError(400, code, message, field=field)
+def _bad(field: str, message: str, code: str = "invalid_field") -> Refusal:
+    return Refusal(code, message, field=field)
 
 
 def _unknown_keys(payload: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
@@ -166,7 +166,7 @@ def validate_wake(
     source: KeySource = "request",
 ) -> WakeAction:
     """A wake payload -> `WakeAction` for its agent's main session (`agentId`, default: the
-    default agent), or a 400 `RequestError` naming the field."""
+    default agent), or a `Refusal` naming the field."""
     _unknown_keys(payload, WAKE_FIELDS)
     text = _text(payload, "text", required=True)
     mode = _choice(payload, "mode", WAKE_MODES, "now")
@@ -196,7 +196,7 @@ def validate_agent(
     internal: bool = False,
     source: KeySource = "request",
 ) -> AgentAction:
-    """An agent payload -> `AgentAction`, or a 400 `RequestError` naming the field.
+    """An agent payload -> `AgentAction`, or a `Refusal` naming the field.
 
     `internal` admits the fields only a mapping may set (`allowUnsafeExternalContent`);
     `source` says where `sessionKey` came from, for the session policy.

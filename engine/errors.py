@@ -1,8 +1,11 @@
 """The engine's error types: problems found in configuration, and problems found in a request.
 
 `ConfigError` gathers every problem found while loading or compiling configuration, each with the
-key path (and, for rule files, the file and rule id) that names where it is.  `RequestError` is a
-problem with one inbound request; the server turns it into the one JSON error shape.
+key path (and, for rule files, the file and rule id) that names where it is.  `Refusal` is the
+engine's typed refusal of one inbound request: a stable code, a sentence, the field and the rule,
+but no HTTP status: the server's ingress chooses the status from the code
+(`hookwise.server.ingress.refusals`). `RequestError` is the server's refusal, status included,
+which it turns into the one JSON error shape; the engine never raises it.
 """
 
 from __future__ import annotations
@@ -38,6 +41,24 @@ class ConfigError(Exception):
 
 
 @attrs.frozen
+class Refusal(Exception):
+    """A request the engine refuses: a stable code and a sentence for a person; `field` names the
+    offending payload field, `rule_id` the mapping that refused it. No HTTP status."""
+
+    code: str
+    message: str
+    field: str | None = None
+    rule_id: str | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_body(self) -> dict[str, object]:
+        """The one error shape's body (`ok`, `error`, `code`, and `field`, `rule` when known)."""
+        return error_body(self.message, self.code, self.field, self.rule_id)
+
+
+@attrs.frozen
 class RequestError(Exception):
     """A request the service refuses: HTTP status, stable code, a sentence for a person.
 
@@ -55,9 +76,16 @@ class RequestError(Exception):
         return self.message
 
     def to_body(self) -> dict[str, object]:
-        body: dict[str, object] = {"ok": False, "error": self.message, "code": self.code}
-        if self.field is not None:
-            body["field"] = self.field
-        if self.rule_id is not None:
-            body["rule"] = self.rule_id
-        return body
+        return error_body(self.message, self.code, self.field, self.rule_id)
+
+
+def error_body(
+    message: str, code: str, field: str | None, rule_id: str | None
+) -> dict[str, object]:
+    """The one error shape: `{"ok": false, "error", "code"}`, plus `field` and `rule` when known."""
+    body: dict[str, object] = {"ok": False, "error": message, "code": code}
+    if field is not None:
+        body["field"] = field
+    if rule_id is not None:
+        body["rule"] = rule_id
+    return body

@@ -13,8 +13,9 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
-from ..engine.errors import RequestError
+from ..engine.errors import Refusal, RequestError
 from .console.headers import HEADERS as CONSOLE_HEADERS
+from .ingress.refusals import as_error
 from .store.base import StoreUnavailable
 from .store.bounded import retry_after_store, store_unavailable
 
@@ -44,6 +45,12 @@ def _response(
 
 def request_error(_: Request, exc: RequestError) -> Response:
     return Response(exc.to_body(), status_code=exc.status, media_type="application/json")
+
+
+def refusal(request: Request, exc: Refusal) -> Response:
+    """An engine refusal that reached a route (not through the hook path): answered with the
+    status the ingress chooses for its code."""
+    return request_error(request, as_error(exc))
 
 
 def http_error(_: Request, exc: HTTPException) -> Response:
@@ -98,6 +105,7 @@ def _console_aware(handler: Any) -> Any:
 
 EXCEPTION_HANDLERS = {
     RequestError: _console_aware(request_error),
+    Refusal: _console_aware(refusal),
     StoreUnavailable: _console_aware(store_error),
     HTTPException: _console_aware(http_error),
     Exception: _console_aware(unexpected_error),

@@ -10,7 +10,7 @@ others the fallbacks) are the models a run tries in turn when the one before is 
 like the default, they are always allowed. `resolve_chain` resolves a request's chain
 (`model: [a, b]`, or `model` with `fallbacks`), each item as `resolve` does.
 
-`ModelPolicy.resolve(ref)` returns the canonical `provider/model`, or raises `RequestError`:
+`ModelPolicy.resolve(ref)` returns the canonical `provider/model`, or raises `Refusal`:
 `invalid_field` for a value that is not a non-blank string of that form, `model_not_allowed` for
 one outside the allowlist, `model_not_available` for one whose provider is not configured (when
 the policy knows the providers: `models.providers` and the built-in `echo`), so that a run that
@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from ..errors import ConfigError, ConfigIssue, RequestError
+from ..errors import ConfigError, ConfigIssue, Refusal
 from .models import AgentDefaults
 
 _MODEL_REF = re.compile(r"[^\s/]+/\S+")
@@ -155,29 +155,27 @@ class ModelPolicy:
         if ref is None:
             return self.default_model
         if not isinstance(ref, str):
-            raise RequestError(400, "invalid_field", "model must be a string", field="model")
+            raise Refusal("invalid_field", "model must be a string", field="model")
         value = ref.strip()
         if not value:
-            raise RequestError(400, "invalid_field", "model must not be blank", field="model")
+            raise Refusal("invalid_field", "model must not be blank", field="model")
         canonical = self.aliases.get(value, value)
         if not is_model_ref(canonical):
-            raise RequestError(
-                400,
+            raise Refusal(
                 "invalid_field",
                 f"model {_show(value)} must be <provider>/<model> or a known alias",
                 field="model",
             )
         if self.enforced and canonical not in self.allowed and canonical not in self.default_chain:
-            raise RequestError(
-                400,
+            raise Refusal(
                 "model_not_allowed",
                 f"model {_show(value)} is not allowed; allowed models: "
                 f"{', '.join(sorted(self.allowed | {self.default_model}))}",
                 field="model",
             )
         if self.providers is not None and canonical.partition("/")[0] not in self.providers:
-            raise RequestError(
-                400, "model_not_available", self._unavailable_message(canonical), field="model"
+            raise Refusal(
+                "model_not_available", self._unavailable_message(canonical), field="model"
             )
         return canonical
 
@@ -190,19 +188,19 @@ class ModelPolicy:
         items: list[tuple[str, object]] = []
         if isinstance(ref, list):
             if not ref:
-                raise RequestError(400, "invalid_field", "model must not be empty", field="model")
+                raise Refusal("invalid_field", "model must not be empty", field="model")
             items += [(f"model[{i}]", r) for i, r in enumerate(ref)]
         else:
             items.append(("model", ref))
         if fallbacks is not None:
             if not isinstance(fallbacks, list):
-                raise RequestError(
-                    400, "invalid_field", "fallbacks must be a list of models", field="fallbacks"
+                raise Refusal(
+                    "invalid_field", "fallbacks must be a list of models", field="fallbacks"
                 )
             items += [(f"fallbacks[{i}]", r) for i, r in enumerate(fallbacks)]
         if len(items) > MAX_CHAIN:
-            raise RequestError(
-                400, "invalid_field", f"a model chain has at most {MAX_CHAIN} models", field="model"
+            raise Refusal(
+                "invalid_field", f"a model chain has at most {MAX_CHAIN} models", field="model"
             )
         chain: list[str] = []
         for field, item in items:
@@ -211,8 +209,8 @@ class ModelPolicy:
             else:
                 try:
                     canonical = self.resolve(item)
-                except RequestError as e:
-                    raise RequestError(e.status, e.code, e.message, field=field) from None
+                except Refusal as e:
+                    raise Refusal(e.code, e.message, field=field) from None
             if canonical not in chain:
                 chain.append(canonical)
         return tuple(chain)

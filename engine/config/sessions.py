@@ -37,7 +37,7 @@ from typing import Literal
 
 import attrs
 
-from ..errors import ConfigError, ConfigIssue, RequestError
+from ..errors import ConfigError, ConfigIssue, Refusal
 from .agents import Agent, Roster
 from .mapping import MappingConfig
 from .models import Config
@@ -77,9 +77,8 @@ def is_reserved(key: str) -> bool:
     return scoped is not None and scoped[1].strip().lower() == "main"
 
 
-def _reserved(key: str) -> RequestError:
-    return RequestError(
-        400,
+def _reserved(key: str) -> Refusal:
+    return Refusal(
         "session_key_reserved",
         f"sessionKey {_show(key)} names an agent's main session, which hooks cannot address",
         field="sessionKey",
@@ -135,18 +134,15 @@ class SessionPolicy:
         return any(c.startswith(p) for c in candidates for p in self.prefixes)
 
     def agent(self, requested: object, *, source: KeySource) -> Agent:
-        """The agent an `agentId` (None: not given) names; raises a 400 `RequestError`."""
+        """The agent an `agentId` (None: not given) names; raises a `Refusal`."""
         if requested is None:
             return self._allowed(self.roster.default, explicit=False)
         if not isinstance(requested, str) or not requested.strip():
-            raise RequestError(
-                400, "invalid_field", "agentId must be a non-blank string", field="agentId"
-            )
+            raise Refusal("invalid_field", "agentId must be a non-blank string", field="agentId")
         agent = self.roster.get(requested)
         if agent is None:
             if source == "request":
-                raise RequestError(
-                    400,
+                raise Refusal(
                     "unknown_agent",
                     f"unknown agentId {_show(requested.strip())}; known agents: "
                     f"{', '.join(self.roster.ids)}",
@@ -164,23 +160,21 @@ class SessionPolicy:
         which = (
             f"agentId {agent.id!r}" if explicit else f"the default agent {agent.id!r} (no agentId)"
         )
-        raise RequestError(
-            400,
+        raise Refusal(
             "agent_not_allowed",
             f"{which} is not allowed by hooks.allowedAgentIds (allowed: {allowed})",
             field="agentId",
         )
 
     def session_key(self, agent: Agent, requested: str | None, *, source: KeySource) -> str | None:
-        """The key `agent`'s turn runs under; raises a 400 `RequestError`. None only when a
+        """The key `agent`'s turn runs under; raises a `Refusal`. None only when a
         fresh key is needed and no `new_key` was given (the caller then makes `hook:<uuid>`)."""
         key: str | None = None
         if source != "per-request" and requested is not None:
             if is_reserved(requested):
                 raise _reserved(requested)
             if source == "request" and not self.allow_request_key:
-                raise RequestError(
-                    400,
+                raise Refusal(
                     "session_key_not_allowed",
                     "sessionKey is not accepted in hook requests (hooks.allowRequestSessionKey is"
                     " false)",
@@ -197,8 +191,7 @@ class SessionPolicy:
         if is_reserved(key):
             raise _reserved(key)
         if not self.allows_prefix(key):
-            raise RequestError(
-                400,
+            raise Refusal(
                 "session_key_not_allowed",
                 f"sessionKey {_show(key)} does not start with one of hooks.allowedSessionKeyPrefixes"
                 f" ({', '.join(self.prefixes)})",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.convert import kind_of
-from ..errors import RequestError
+from ..errors import Refusal
 from .extract import JsonPath
 from .rule import CompiledRule
 
@@ -26,8 +26,7 @@ def capped(rule: CompiledRule, items: list[Any]) -> list[Any]:
     cap = rule.config.for_each_max
     if len(items) <= cap:
         return items
-    raise RequestError(
-        413,
+    raise Refusal(
         "for_each_max_exceeded",
         f"rule {rule.id!r}: forEach: {(rule.config.for_each or '').strip()} has {len(items)}"
         f" items, more than forEachMax ({cap}); nothing was accepted, send smaller batches",
@@ -62,8 +61,8 @@ def listed(rule: CompiledRule, payload: Any) -> list[Any]:
         problem = f"is not a list (it is {kind_of(value)})"
     else:
         return capped(rule, value)
-    raise RequestError(
-        400, "missing_value", f"rule {rule.id!r}: forEach: {path} {problem}", "forEach", rule.id
+    raise Refusal(
+        "missing_value", f"rule {rule.id!r}: forEach: {path} {problem}", "forEach", rule.id
     )
 
 

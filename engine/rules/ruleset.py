@@ -53,7 +53,7 @@ environment itself), as the config loader does for `hooks.mappings`.
 `respond` gives the caller a fixed answer: its status (2xx) and headers as written, string values
 of its body rendered as templates. It is returned whenever the rule matched, skipped or not.
 
-Errors (`hookwise.engine.errors.RequestError`, always naming the rule, never quoting the payload):
+Errors (`hookwise.engine.errors.Refusal`, always naming the rule, never quoting the payload):
 401 `invalid_signature` (missing, malformed or wrong signature, or a stale signed timestamp),
 400 `missing_value` (a `| required` value is absent), 400 `template_error`, 500
 `transform_failed` (raised, bad result, memory limit), 504 `transform_timeout`, 503
@@ -77,7 +77,7 @@ from ..config.grants import Entry, with_approvals
 from ..config.limits import RouteLimitsConfig, path_limits
 from ..config.mapping import CallbackConfig, MappingConfig, RespondConfig, VerifyConfig
 from ..config.sessions import SessionPolicy
-from ..errors import ConfigError, ConfigIssue, RequestError
+from ..errors import ConfigError, ConfigIssue, Refusal
 from ..request import InboundRequest
 from ..signatures import SignatureError, Verifier
 from ..signatures.door import Door, compile_doors
@@ -343,7 +343,7 @@ class RuleSet:
     async def evaluate(
         self, rule: CompiledRule, request: InboundRequest, *, verified: Verifier | None = None
     ) -> Outcome:
-        """Run a selected rule: verify, extract, render, transform. Raises `RequestError`.
+        """Run a selected rule: verify, extract, render, transform. Raises `Refusal`.
         `verified` is a block the door already checked (not checked again)."""
         door = self._doors.get(request.path.strip("/"))
         if door is not None and door.checks_every_request and door.verifier is not verified:
@@ -441,21 +441,19 @@ class RuleSet:
             verifier.verify(request)
         except SignatureError as exc:
             where = f"rule {owner!r}" if owner else verifier.where
-            raise RequestError(
-                401, "invalid_signature", f"{where}: {exc}", None, owner or rule.id
-            ) from None
+            raise Refusal("invalid_signature", f"{where}: {exc}", None, owner or rule.id) from None
 
     @staticmethod
     def _guard(rule: CompiledRule, key: str, render: Callable[[], Any]) -> Any:
         try:
             return render()
         except MissingValueError as exc:
-            raise RequestError(
-                400, "missing_value", f"rule {rule.id!r}: {key}: {exc.reason}", key, rule.id
+            raise Refusal(
+                "missing_value", f"rule {rule.id!r}: {key}: {exc.reason}", key, rule.id
             ) from None
         except TemplateRenderError as exc:
-            raise RequestError(
-                400, "template_error", f"rule {rule.id!r}: {key}: {exc.reason}", key, rule.id
+            raise Refusal(
+                "template_error", f"rule {rule.id!r}: {key}: {exc.reason}", key, rule.id
             ) from None
 
     #: wraps each transform call (the server times them for its metrics); the engine reads no
@@ -477,16 +475,16 @@ class RuleSet:
                 return action
             return _merge(action.kind, action.fields, result)
         except TransformTimedOut as exc:
-            status, code = 504, "transform_timeout"
+            code = "transform_timeout"
             error: TransformError | _BadResult = exc
         except TransformBusy as exc:
-            status, code, error = 503, "transform_busy", exc
+            code, error = "transform_busy", exc
         except TransformError as exc:
-            status, code, error = 500, "transform_failed", exc
+            code, error = "transform_failed", exc
         except _BadResult as exc:
-            status, code, error = 500, "transform_failed", exc
+            code, error = "transform_failed", exc
         reason = error.reason if isinstance(error, TransformError) else str(error)
-        raise RequestError(status, code, f"rule {rule.id!r}: {reason}", None, rule.id) from error
+        raise Refusal(code, f"rule {rule.id!r}: {reason}", None, rule.id) from error
 
     def close(self) -> None:
         """Free the transforms' V8 contexts and worker threads."""
@@ -504,8 +502,6 @@ def _callback_url(rule: CompiledRule, payload: Any) -> str | None:
     url = rule.callback_from.first(payload)
     problem = refuse_url(url, callback.allow, callback.allow_hosts)
     if problem is not None:
-        raise RequestError(
-            400, "callback_url_refused", f"rule {rule.id!r}: {problem}", "callback", rule.id
-        )
+        raise Refusal("callback_url_refused", f"rule {rule.id!r}: {problem}", "callback", rule.id)
     assert isinstance(url, str)
     return url.strip()

@@ -10,7 +10,7 @@
  "extracted": {...}, "skipped": false,
  "actions": [{"kind": "agent", "fields": {...}}],   # raw fields, before validation
  "respond": {"status": 200, "body": ..., "headers": {...}} | null,
- "error": {"status": 400, "code": ..., "error": ..., "rule": ..., "detail": ...} | null}
+ "error": {"code": ..., "error": ..., "rule": ..., "detail": ...} | null}
 ```
 
 `shadowed` marks a rule that would match but comes after the one that did. An `error` carries
@@ -24,7 +24,7 @@ import asyncio
 import concurrent.futures
 from typing import Any
 
-from ..errors import RequestError
+from ..errors import Refusal
 from ..request import InboundRequest
 from ..transforms import TransformError
 from .ruleset import Outcome, RuleSet
@@ -69,8 +69,8 @@ async def explain_async(ruleset: RuleSet, request: InboundRequest) -> dict[str, 
         return report
     try:
         outcome: Outcome = await ruleset.evaluate(selected, request)
-    except RequestError as exc:
-        error: dict[str, Any] = {"status": exc.status, **exc.to_body()}
+    except Refusal as exc:
+        error: dict[str, Any] = exc.to_body()  # the status is the server's to choose
         cause = exc.__cause__
         if isinstance(cause, TransformError) and cause.detail:
             error["detail"] = cause.detail

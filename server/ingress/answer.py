@@ -1,4 +1,12 @@
-"""The answer stage's wait: hold an accepted agent request open until its run ends.
+"""The answer stage of the hook path: what the caller is sent, and the wait for a run.
+
+The last stage after door -> body -> judge -> accept (see `hookwise.server.ingress.hooks`):
+`committed` answers an accepted request (200/202, the mapping's fixed answer, the
+`Idempotency-Replayed` header), `judged` one that was judged but not stored (204 or the
+mapping's answer when a transform skipped it; `200 {"ok": true, "ignored": true}` when no rule
+matched on a path that acknowledges such requests), `handshake` a provider's handshake.
+
+The wait: hold an accepted agent request open until its run ends.
 
 A caller asks to wait with the agent payload's `wait` field, a `?wait=` query parameter, or the
 mapping's `respond: {wait: 30s}`; the longest asked is bounded by `hooks.maxWait`. The request
@@ -33,14 +41,44 @@ from ...engine.actions import Action, AgentAction
 from ...engine.config.durations import Duration
 from ...engine.config.mapping import RespondConfig
 from ...engine.errors import RequestError
+from ...engine.judgement import Judgement
+from ...engine.signatures.handshakes import HandshakeAnswer
 from ..runtime.waiting import FINAL_STATES, RunWaiters, WaitingFull
-from ..store.base import RunRecord
+from ..store.base import Accepted, RunRecord
 from .asgi import encode_json, send_error, send_json
+from .dispatch import respond_body
 
 #: the sub-path of the run status URLs under the hook path
 STATUS_PREFIX = "runs/"
 _NOT_FOUND = RequestError(404, "run_not_found", "no such run (or not yours to read)")
 _decode = msgspec.json.Decoder()
+_REPLAYED = [(b"idempotent-replayed", b"true")]
+#: the answer to a request no rule matched on a path that acknowledges them
+_IGNORED = b'{"ok":true,"ignored":true,"code":"no_rule_matched"}'
+
+
+async def judged(send: Send, judgement: Judgement) -> int:
+    """Answer a request judged but not stored: ignored (no rule matched, acknowledged) or
+    skipped (204, or the mapping's fixed answer)."""
+    if judgement.ignored:
+        return await send_json(send, 200, _IGNORED)
+    respond = judgement.respond
+    if respond is None:
+        return await send_json(send, 204, None)
+    headers = [(k.lower().encode(), v.encode()) for k, v in respond.headers.items()]
+    return await send_json(send, respond.status, respond_body(respond), headers)
+
+
+async def handshake(send: Send, found: HandshakeAnswer) -> int:
+    """Answer a provider's verification handshake as its scheme says."""
+    hdrs: list[tuple[bytes, bytes]] = [(k.lower().encode(), v.encode()) for k, v in found.headers]
+    hdrs += [
+        (b"content-type", found.content_type.encode()),
+        (b"content-length", str(len(found.body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": found.status, "headers": hdrs})
+    await send({"type": "http.response.body", "body": found.body, "more_body": False})
+    return found.status
 
 
 def outcome_body(run: RunRecord) -> dict[str, Any]:
@@ -160,3 +198,23 @@ async def _disconnected(receive: Receive) -> None:
         message = await receive()
         if message["type"] == "http.disconnect":
             return
+
+
+async def committed(
+    send: Send,
+    receive: Receive | None,
+    judgement: Judgement,
+    accepted: Accepted,
+    wait: float | None = None,
+    answers: Answers | None = None,
+) -> int:
+    """Answer an accepted request: the store's answer with the mapping's headers, at once, or,
+    when it waits (`wait`, an agent run accepted 202), once its run ends."""
+    respond = judgement.respond
+    extra = list(respond.headers.items()) if respond is not None else []
+    hdrs = [(k.lower().encode(), v.encode()) for k, v in extra]
+    if accepted.replayed:
+        hdrs += _REPLAYED
+    if wait and accepted.status == 202 and answers is not None and receive is not None:
+        return await answers.hold(accepted.body, wait, receive, send, hdrs)
+    return await send_json(send, accepted.status, accepted.body or None, hdrs)

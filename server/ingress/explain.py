@@ -13,9 +13,10 @@ import attrs
 
 from ...engine.actions import Action, ValidationPolicy, validate_action
 from ...engine.config.sessions import mapping_source
-from ...engine.errors import RequestError
+from ...engine.errors import Refusal
 from ...engine.request import InboundRequest
 from ...engine.rules.ruleset import RuleSet
+from .refusals import status_of
 
 
 def _camel(name: str) -> str:
@@ -49,6 +50,8 @@ async def explain_with_validation_async(
 def _validated(
     ruleset: RuleSet, report: dict[str, Any], policy: ValidationPolicy
 ) -> dict[str, Any]:
+    if report["error"] is not None:  # the engine's refusal: its status is chosen here
+        report["error"] = {"status": status_of(report["error"]["code"]), **report["error"]}
     rule = next((r for r in ruleset.rules if r.id == report["matched"]), None)
     source = mapping_source(rule.config) if rule is not None else "mapping"
     actions: list[dict[str, Any]] = []
@@ -65,13 +68,13 @@ def _validated(
                     entry["kind"], entry["fields"], policy, internal=True, source=source
                 )
             )
-        except RequestError as e:
+        except Refusal as e:
             e = attrs.evolve(
                 e,
                 message=f"rule {report['matched']!r} produced an invalid action: {e.message}",
                 rule_id=report["matched"],
             )
-            item["error"] = {"status": e.status, **e.to_body()}
+            item["error"] = {"status": status_of(e.code), **e.to_body()}
             if report["error"] is None:
                 report["error"] = item["error"]
         actions.append(item)

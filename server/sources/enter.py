@@ -34,8 +34,9 @@ from ...engine.errors import RequestError
 from ...engine.request import InboundRequest
 from ...engine.signatures import Verifier
 from ..ingress.dispatch import Dispatcher, RequestMeta
-from ..ingress.hooks import MAX_IDEMPOTENCY_KEY, HookEndpoint
+from ..ingress.hooks import HookEndpoint
 from ..ingress.payload import content_type, parse_payload, takes_arrays
+from ..ingress.request import MAX_IDEMPOTENCY_KEY
 from ..logs import escape_control
 from ..store.base import StoreUnavailable
 

@@ -51,6 +51,11 @@ def active() -> bool:
     return _tracer is not None
 
 
+def tracing_request() -> bool:
+    """Whether the stages of a hook request being handled here are traced now."""
+    return _tracer is not None and _stages and _request.get() is not None
+
+
 def _hex_parent(traceparent: str | None) -> Any:
     """The context whose parent is the W3C `traceparent` (an invalid one starts a new trace)."""
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator

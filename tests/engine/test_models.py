@@ -6,7 +6,8 @@ import pytest
 
 from hookwise.engine.config.load import load_data
 from hookwise.engine.config.model_policy import ModelPolicy
-from hookwise.engine.errors import ConfigError, RequestError
+from hookwise.engine.errors import ConfigError, Refusal
+from hookwise.server.ingress.refusals import status_of
 
 
 def policy(defaults: dict) -> ModelPolicy:
@@ -58,11 +59,11 @@ def test_allowed_models_and_aliases_resolve_to_provider_slash_model(defaults, re
     ],
 )
 def test_models_outside_the_allowlist_are_refused(defaults, ref):
-    with pytest.raises(RequestError) as info:
+    with pytest.raises(Refusal) as info:
         policy(defaults).resolve(ref)
 
     error = info.value
-    assert (error.status, error.code, error.field) == (400, "model_not_allowed", "model")
+    assert (status_of(error.code), error.code, error.field) == (400, "model_not_allowed", "model")
     assert error.message.startswith(f"model {ref!r} is not allowed; allowed models: ")
 
 
@@ -84,11 +85,11 @@ def test_models_outside_the_allowlist_are_refused(defaults, ref):
     ],
 )
 def test_blank_or_ill_formed_models_are_invalid_fields(defaults, ref, message):
-    with pytest.raises(RequestError) as info:
+    with pytest.raises(Refusal) as info:
         policy(defaults).resolve(ref)
 
     error = info.value
-    assert (error.status, error.code, error.field, error.message) == (
+    assert (status_of(error.code), error.code, error.field, error.message) == (
         400,
         "invalid_field",
         "model",
@@ -97,7 +98,7 @@ def test_blank_or_ill_formed_models_are_invalid_fields(defaults, ref, message):
 
 
 def test_the_refusal_names_the_allowed_models():
-    with pytest.raises(RequestError) as info:
+    with pytest.raises(Refusal) as info:
         policy(LISTED).resolve("openai/o3")
 
     assert info.value.to_body() == {

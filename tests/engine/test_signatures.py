@@ -19,10 +19,11 @@ import yaml
 from hookwise.engine.config.convert import data_key, structure
 from hookwise.engine.config.load import load_data
 from hookwise.engine.config.mapping import MappingConfig, VerifyConfig
-from hookwise.engine.errors import ConfigError, RequestError
+from hookwise.engine.errors import ConfigError, Refusal
 from hookwise.engine.rules.ruleset import RuleSet
 from hookwise.engine.signatures import NAMES, SCHEMES, SignatureError, compile_verifier
 from hookwise.engine.signatures.sign import SignError, sign
+from hookwise.server.ingress.refusals import status_of
 from tests.engine.conftest import NOW, REPO, Rules, make_request, run
 
 SECRET = "gh-secret-7c1d9e0f3a"
@@ -227,10 +228,14 @@ def test_a_valid_signature_lets_the_rule_run(rules: Rules) -> None:
 
 
 def test_a_bad_signature_is_401_invalid_signature_naming_the_rule(rules: Rules) -> None:
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(Refusal) as caught:
         rules.one(_mapping(GITHUB), {"a": 1}, headers=github(secret="x"), raw_body=BODY)
     error = caught.value
-    assert (error.status, error.code, error.rule_id) == (401, "invalid_signature", "signed")
+    assert (status_of(error.code), error.code, error.rule_id) == (
+        401,
+        "invalid_signature",
+        "signed",
+    )
     assert error.to_body() == {
         "ok": False,
         "code": "invalid_signature",
@@ -242,7 +247,7 @@ def test_a_bad_signature_is_401_invalid_signature_naming_the_rule(rules: Rules) 
 
 def test_verification_runs_before_templates(rules: Rules) -> None:
     mapping = _mapping(GITHUB, messageTemplate="{{ ticket | required }}")
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(Refusal) as caught:
         rules.one(mapping, {}, raw_body=BODY)
     assert caught.value.code == "invalid_signature"
 
@@ -251,7 +256,7 @@ def test_verification_runs_before_transforms(rules: Rules, write_transform: Any)
     marker = rules.transforms_dir / "ran"
     write_transform("t.py", f"def transform(ctx):\n    open({str(marker)!r}, 'w').close()\n")
     mapping = _mapping(GITHUB, transform={"module": "t.py"})
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(Refusal) as caught:
         rules.one(mapping, {}, headers=github(secret="x"), raw_body=BODY)
     assert caught.value.code == "invalid_signature"
     assert not marker.exists()
@@ -273,7 +278,7 @@ def test_only_the_selected_rule_verifies(rules: Rules) -> None:
     )
     outcome = rules.outcome(ruleset, make_request("hook", {}, headers={"x-kind": "other"}))
     assert outcome.rule_id == "open"
-    with pytest.raises(RequestError, match="signature check failed"):
+    with pytest.raises(Refusal, match="signature check failed"):
         rules.outcome(ruleset, make_request("hook", {}, headers={"x-kind": "signed"}))
 
 
@@ -293,7 +298,7 @@ def test_secret_file_is_relative_to_the_config_folder(tmp_path: Path, rules: Rul
     ruleset = rules.compile([_mapping(verify)], base_dir=tmp_path)
     request = make_request("hook", {}, headers=github(), raw_body=BODY)
     assert rules.outcome(ruleset, request).rule_id == "signed"
-    with pytest.raises(RequestError, match="does not match"):
+    with pytest.raises(Refusal, match="does not match"):
         rules.outcome(ruleset, make_request("hook", {}, headers=github(secret="x"), raw_body=BODY))
 
 
@@ -531,7 +536,7 @@ def test_the_commented_verify_examples_work_when_uncommented(
         assert rule is not None
         run(ruleset.evaluate(rule, request))
         tampered = make_request(scheme, payload, headers=headers, raw_body=body + b" ")
-        with pytest.raises(RequestError) as caught:
+        with pytest.raises(Refusal) as caught:
             run(ruleset.evaluate(rule, tampered))
         assert (caught.value.code, caught.value.rule_id) == ("invalid_signature", rule.id)
     finally:

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import pytest
 
-from hookwise.engine.errors import RequestError
+from hookwise.engine.errors import Refusal
 from hookwise.engine.request import InboundRequest
 from hookwise.engine.rules.render import (
     RequestView,
@@ -17,6 +17,7 @@ from hookwise.engine.rules.render import (
     compile_template,
     template_variables,
 )
+from hookwise.server.ingress.refusals import status_of
 from tests.engine.conftest import Rules
 
 PAYLOAD: dict[str, Any] = {
@@ -122,9 +123,9 @@ def test_escape_attempts_render_nothing(rules: Rules, template: str) -> None:
     ],
 )
 def test_calls_to_missing_things_fail_as_template_error(rules: Rules, template: str) -> None:
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(Refusal) as caught:
         text(rules, template)
-    assert (caught.value.status, caught.value.code, caught.value.rule_id) == (
+    assert (status_of(caught.value.code), caught.value.code, caught.value.rule_id) == (
         400,
         "template_error",
         "mapping-1",
@@ -132,7 +133,7 @@ def test_calls_to_missing_things_fail_as_template_error(rules: Rules, template: 
 
 
 def test_the_immutable_sandbox_refuses_mutation(rules: Rules) -> None:
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(Refusal) as caught:
         text(rules, "{{ messages.append(1) }}")
     assert caught.value.code == "template_error"
     assert PAYLOAD["messages"][0]["id"] == "m1" and len(PAYLOAD["messages"]) == 1
@@ -145,10 +146,10 @@ def test_required_fails_the_request_with_400_naming_rule_and_field(rules: Rules)
     from tests.engine.conftest import make_request, run
 
     request = make_request("hook", {"body": "secret-payload-text"})
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(Refusal) as caught:
         run(ruleset.evaluate(ruleset.select(request), request))
     error = caught.value
-    assert (error.status, error.code, error.rule_id, error.field) == (
+    assert (status_of(error.code), error.code, error.rule_id, error.field) == (
         400,
         "missing_value",
         "mail",
@@ -159,14 +160,14 @@ def test_required_fails_the_request_with_400_naming_rule_and_field(rules: Rules)
 
 
 def test_required_with_a_message_uses_it(rules: Rules) -> None:
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(Refusal) as caught:
         text(rules, "{{ empty | required('the alert needs a title') }}")
     assert caught.value.code == "missing_value"
     assert "the alert needs a title" in caught.value.message
 
 
 def test_render_errors_do_not_quote_the_payload(rules: Rules) -> None:
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(Refusal) as caught:
         text(rules, "{{ messages[0].subject + 1 }}")
     assert caught.value.code == "template_error"
     assert "Hello" not in caught.value.message

@@ -9,10 +9,11 @@ from typing import Any
 import attrs
 import pytest
 
-from hookwise.engine.errors import ConfigError, RequestError
+from hookwise.engine.errors import ConfigError, Refusal
 from hookwise.engine.rules.ruleset import ActionSpec
 from hookwise.engine.transforms import TransformLimits
 from hookwise.engine.transforms.jsmodule import ModuleSyntaxError, module_to_script
+from hookwise.server.ingress.refusals import status_of
 from tests.engine.conftest import Rules, make_request, run
 
 FAST = TransformLimits(timeout_ms=200, memory_mb=32, pool_size=1)
@@ -31,8 +32,8 @@ def call(rules: Rules, ruleset: Any, payload: dict[str, Any] | None = None, **re
     return rules.outcome(ruleset, make_request("hook", payload or {}, **request))
 
 
-def failure(rules: Rules, ruleset: Any, payload: dict[str, Any] | None = None) -> RequestError:
-    with pytest.raises(RequestError) as caught:
+def failure(rules: Rules, ruleset: Any, payload: dict[str, Any] | None = None) -> Refusal:
+    with pytest.raises(Refusal) as caught:
         call(rules, ruleset, payload)
     assert caught.value.rule_id == "js"
     return caught.value
@@ -261,7 +262,7 @@ def test_failures_are_500_transform_failed_without_the_payload(
     # time enough on a loaded machine: these fail by what they do, never by the clock
     ruleset = rules.compile([mapping("t.js")], limits=attrs.evolve(FAST, timeout_ms=3000))
     error = failure(rules, ruleset, {"secret": "s3cr3t-payload"})
-    assert (error.status, error.code) == (500, "transform_failed")
+    assert (status_of(error.code), error.code) == (500, "transform_failed")
     assert reason in error.message and "'js'" in error.message
     assert "s3cr3t-payload" not in error.message
 
@@ -300,7 +301,7 @@ def test_a_runaway_transform_times_out_with_504_and_the_next_request_works(
     )
     ruleset = rules.compile([mapping("t.js")], limits=FAST)
     error = failure(rules, ruleset, {"spin": True})
-    assert (error.status, error.code) == (504, "transform_timeout")
+    assert (status_of(error.code), error.code) == (504, "transform_timeout")
     assert "200 ms" in error.message
     for _ in range(3):
         assert call(rules, ruleset, {"spin": False}).actions[0].fields["message"] == "ok"
@@ -327,7 +328,7 @@ def test_a_memory_bomb_fails_with_500_and_the_next_request_works(
         [mapping("t.js")], limits=TransformLimits(timeout_ms=5000, memory_mb=32, pool_size=1)
     )
     error = failure(rules, ruleset, {"bomb": True})
-    assert (error.status, error.code) == (500, "transform_failed")
+    assert (status_of(error.code), error.code) == (500, "transform_failed")
     assert "32 MiB memory limit" in error.message
     assert call(rules, ruleset, {"bomb": False}).actions[0].fields["message"] == "ok"
 
@@ -402,7 +403,7 @@ def test_prototype_pollution_fails_and_does_not_stick(
     outcome_or_error: Any
     try:
         outcome_or_error = call(rules, ruleset, payload).actions[0].fields["message"]
-    except RequestError as exc:
+    except Refusal as exc:
         outcome_or_error = exc.code
     assert outcome_or_error in ("transform_failed", "undefined,1")
     assert call(rules, ruleset, {"attack": "none"}).actions[0].fields["message"] == "undefined,1"
@@ -501,7 +502,7 @@ def test_close_frees_the_contexts(rules: Rules, write_transform: Any) -> None:
     ruleset = rules.compile([mapping("t.js")], limits=FAST)
     call(rules, ruleset)
     ruleset.close()
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(Refusal) as caught:
         call(rules, ruleset)
     assert caught.value.code == "transform_failed"
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from hookwise.engine.errors import ConfigError, RequestError
+from hookwise.engine.errors import ConfigError, Refusal
 from hookwise.engine.transforms import TransformLimits
+from hookwise.server.ingress.refusals import status_of
 from tests.engine.conftest import Rules, make_request
 
 FAST = TransformLimits(timeout_ms=200, pool_size=1)
@@ -92,10 +93,10 @@ def test_named_export(rules: Rules) -> None:
     ],
 )
 def test_failures(rules: Rules, source: str, status: int, code: str, reason: str) -> None:
-    with pytest.raises(RequestError) as caught:
+    with pytest.raises(Refusal) as caught:
         evaluate(rules, source, {"secret": "s3cr3t"})
     error = caught.value
-    assert (error.status, error.code, error.rule_id) == (status, code, "py")
+    assert (status_of(error.code), error.code, error.rule_id) == (status, code, "py")
     assert reason in error.message and "s3cr3t" not in error.message
 
 
@@ -105,7 +106,7 @@ def test_after_a_timeout_the_next_call_works(rules: Rules) -> None:
         "time.sleep(1)\n    return {'message': 'ok'}\n"
     )
     ruleset = rules.compile([mapping("t.py")], limits=TransformLimits(timeout_ms=200, pool_size=2))
-    with pytest.raises(RequestError):
+    with pytest.raises(Refusal):
         rules.outcome(ruleset, make_request("hook", {"slow": True}))
     assert rules.outcome(ruleset, make_request("hook", {})).actions[0].fields["message"] == "ok"
 

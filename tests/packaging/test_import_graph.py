@@ -201,3 +201,41 @@ def test_no_import_of_the_projects_own_modules_is_silenced():
                     if isinstance(inner, ast.ImportFrom) and inner.level:
                         wrong.append(f"{name}:{inner.lineno}: {'.' * inner.level}{inner.module}")
     assert wrong == []
+
+
+#: the hook path's stages, in the order a request walks them (`server/ingress/hooks.py`)
+STAGES = (
+    "server.ingress.door",
+    "server.ingress.body",
+    "engine.judge",
+    "server.ingress.accept",
+    "server.ingress.answer",
+)
+
+
+def test_the_hook_path_s_stages_import_no_stage_before_them_and_only_the_walker_knows_them_all():
+    graph = _graph()
+    assert all(stage in graph for stage in STAGES)  # the stages are modules of the tree
+    back = sorted(
+        f"{later} -> {earlier}"
+        for i, later in enumerate(STAGES)
+        for earlier in STAGES[:i]
+        if earlier in _reachable(graph, later)
+    )
+    assert back == []
+    # the walker imports the stages; no stage (nor anything under one) imports the walker
+    assert {s for s in STAGES if not s.startswith("engine")} <= graph["server.ingress.hooks"]
+    assert not [s for s in STAGES if "server.ingress.hooks" in _reachable(graph, s)]
+    # the judge is pure: nothing it reaches is a server module
+    assert not [m for m in _reachable(graph, "engine.judge") if m.startswith("server")]
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph[todo.pop()]:
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen

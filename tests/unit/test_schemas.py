@@ -11,7 +11,7 @@ import pytest
 from hookwise.engine.actions import ValidationPolicy, validate_agent, validate_wake
 from hookwise.engine.config.load import load_config, read_file
 from hookwise.engine.config.schema import config_schema
-from hookwise.engine.errors import ConfigError, RequestError
+from hookwise.engine.errors import ConfigError, Refusal
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "schemas"
@@ -120,6 +120,6 @@ def test_payload_schemas_agree_with_validation(kind: str, payload: dict) -> None
         else:
             validate_agent(payload, ValidationPolicy())
         model_ok = True
-    except RequestError:
+    except Refusal:
         model_ok = False
     assert schema_ok == model_ok

@@ -1,0 +1,101 @@
+"""The accept stage of the hook path: one store commit for what the judge decided.
+
+`AcceptStage.accept` takes a `HookRequest` and its `Judgement` (actions to store) and commits
+them with their request log line and idempotency record in one group-committed transaction
+(`Dispatcher.dispatch`): nothing is answered 200/202 before that commit returns. Here the
+request's idempotency key is settled: the caller's `Idempotency-Key`, else the provider's
+delivery id a rule's `dedupe` reads (scoped to the path: a retry re-signed is the same
+delivery), else, for a `forEach` batch, a digest of the path and the body (a batch redelivered
+identically replays). A key already committed for a different request is refused 422
+`idempotency_key_reused`. A malformed `?wait=` is refused (400) before anything is stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import attrs
+
+from ...engine.config.mapping import CoalesceConfig
+from ...engine.errors import RequestError
+from ...engine.judgement import Judgement
+from ..store.base import Accepted
+from ..store.coalesce import CoalesceSpec, stored_key
+from .answer import Answers
+from .dispatch import Dispatcher, RequestMeta
+from .request import MAX_IDEMPOTENCY_KEY, HookRequest
+
+
+@attrs.frozen
+class Committed:
+    """What the store answered for an accepted request, and how long its caller waits."""
+
+    accepted: Accepted
+    #: seconds to hold the answer open for the run (None: answer at once)
+    wait: float | None
+
+
+class AcceptStage:
+    """Commits judged requests through the dispatcher."""
+
+    def __init__(self, dispatcher: Dispatcher, answers: Answers | None) -> None:
+        self._dispatcher = dispatcher
+        self._answers = answers
+
+    async def accept(
+        self, request: HookRequest, judgement: Judgement, meta: RequestMeta
+    ) -> Committed:
+        """Commit the judgement's actions (one transaction); raises `RequestError` (422, 400)
+        or `StoreUnavailable`."""
+        idem_key = request.idempotency_key
+        fingerprint: str | None = None
+        if idem_key is None and judgement.delivery_id is not None:
+            # A verified provider id is authoritative: a retry re-signed (Mailgun signs in
+            # the body) is still the same delivery, so the key is its own fingerprint.
+            idem_key = fingerprint = delivery_key(meta.path, judgement.delivery_id)
+        if idem_key is None and judgement.batch:
+            # a fan-out batch redelivered identically replays (the peer derives a key too);
+            # the tab keeps it apart from every key a caller can send (printable only)
+            idem_key = "\tbatch:" + digest(meta.path, request.body)
+        if idem_key is not None and fingerprint is None:
+            fingerprint = digest(meta.path, request.body)
+        wait = None
+        if self._answers is not None:  # refused before anything is stored when malformed
+            wait = self._answers.seconds(judgement.actions, judgement.respond, request.query)
+        accepted = await self._dispatcher.dispatch(
+            judgement.actions,
+            meta=meta,
+            rule_id=judgement.rule_id,
+            respond=judgement.respond,
+            idempotency_key=idem_key,
+            fingerprint=fingerprint,
+            callback_url=judgement.callback_url,
+            coalesce=coalesce_spec(judgement.coalesce, judgement.coalesce_key),
+        )
+        if accepted.conflict:
+            raise RequestError(
+                422,
+                "idempotency_key_reused",
+                "this Idempotency-Key was already used for a different request",
+            )
+        return Committed(accepted, wait)
+
+
+def digest(path: str, body: bytes) -> str:
+    """The fingerprint of a request: its path and its body."""
+    return hashlib.sha256(path.encode() + b"\n" + body).hexdigest()
+
+
+def delivery_key(path: str, delivery_id: str) -> str:
+    """The idempotency key of a provider's delivery: its id, scoped to the hook path."""
+    key = f"delivery:{path}:{delivery_id}"
+    if len(key) > MAX_IDEMPOTENCY_KEY:
+        key = "delivery:" + hashlib.sha256(key.encode()).hexdigest()
+    return key
+
+
+def coalesce_spec(config: CoalesceConfig | None, key: str | None) -> CoalesceSpec | None:
+    """A rule's `coalesce` for one request (None: the rule does not coalesce)."""
+    if config is None or key is None:
+        return None
+    return CoalesceSpec(stored_key(key), config.window, config.max_wait, config.keep)
