@@ -67,6 +67,7 @@ from .limits import Limited, RouteLimiter
 from .pacing import RefusalPacer
 from .refusals import as_error
 from .request import HookRequest, sub_path
+from .traced import traced_rules
 
 log = logging.getLogger("hookwise.hooks")
 
@@ -285,7 +286,7 @@ class HookEndpoint:
                 sub,
                 payload,
                 request_of,
-                rules=telemetry.traced_rules(self._rules()),  # tracing: hook.rule, .transform
+                rules=traced_rules(self._rules()),  # tracing: hook.rule, .transform
                 policy=self.settings.policy,
                 url=url,
                 verified=verified,

@@ -9,7 +9,6 @@ process executes the run (the context is stored with it). When tracing is off ev
 returns at once: no SDK work on the hook path. See docs/tracing.md.
 """
 
-from .rules import traced_rules
 from .setup import shutdown, start
 from .spans import (
     active,
@@ -40,6 +39,5 @@ __all__ = [
     "start",
     "tool_call",
     "trace_id",
-    "traced_rules",
     "traceparent",
 ]

@@ -1,4 +1,4 @@
-"""The judge stage's spans: a `Rules` that times rule selection (`hook.rule`) and the
+"""The judge stage's spans (imported by the walker, `ingress.hooks`, only): a `Rules` that times rule selection (`hook.rule`) and the
 evaluation of the chosen rule (`hook.transform`: extraction, templates and the transform, its
 sandbox worker's time included) as children of the request's span.
 
@@ -14,7 +14,7 @@ from typing import Any
 from ...engine.judge import Rules
 from ...engine.request import InboundRequest
 from ...engine.signatures import Verifier
-from . import spans
+from ..telemetry import spans
 
 
 class TracedRules:
