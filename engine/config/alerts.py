@@ -47,6 +47,9 @@ KINDS: dict[str, KindSpec] = {
     "breaker_open": KindSpec(None, 1, 0, "a model's breaker open (or half-open)"),
     "budget_crossed": KindSpec(None, 1, 0, "a mapping or agent held by its budget"),
     "runs_held": KindSpec(None, 1, 0, "runs held (paused or over budget) at least threshold"),
+    "approvals_waiting": KindSpec(
+        None, 900, 0, "a tool call waiting for a person's approval for threshold s or more"
+    ),
     "signature_failures": KindSpec(
         "path", 10, 300, "requests refused for a bad signature on a path in the window"
     ),

@@ -199,6 +199,19 @@ async def runs_held(rule: AlertRuleConfig, look: Look) -> list[Finding]:
     ]
 
 
+@kind("approvals_waiting")
+async def approvals_waiting(rule: AlertRuleConfig, look: Look) -> list[Finding]:
+    """The age of the oldest tool call waiting for a person's approval."""
+    stats = await look.store.pending_approvals()
+    if not stats.count or stats.oldest_created_at is None:
+        return []
+    age = max(0.0, look.now - stats.oldest_created_at)
+    pending = await look.store.approvals(state="pending", limit=SCAN)
+    summary = f"{stats.count} tool call(s) wait for approval, the oldest for {_ago(round(age))}"
+    runs = tuple(dict.fromkeys(a.run_id for a in pending))
+    return [Finding("approvals", age, summary, {"runs": runs})]
+
+
 @kind("signature_failures")
 async def signature_failures(rule: AlertRuleConfig, look: Look) -> list[Finding]:
     """Requests to the path refused with `invalid_signature` in the window."""

@@ -15,6 +15,7 @@ import attrs
 from hookwise.engine.config.alerts import AlertRuleConfig, AlertsConfig
 from hookwise.engine.config.convert import structure
 from hookwise.server.alerts.evaluator import AlertEvaluator
+from hookwise.server.store.approvals import ApprovalRecord
 from hookwise.server.store.lanes import BY_BUDGET, Pause
 from hookwise.server.store.modelcalls import BreakerPolicy
 from hookwise.server.store.records import Filters, RunOutcome
@@ -191,3 +192,38 @@ def test_a_rule_removed_from_the_configuration_resolves_its_alerts_untold(
 def test_rule_ids_default_to_kind_and_scope() -> None:
     assert AlertRuleConfig("runs_failing", mapping="m").rule_id == "runs_failing:m"
     assert AlertRuleConfig("dead_letters").rule_id == "dead_letters"
+
+
+def test_a_tool_call_waiting_for_approval_too_long_opens_and_resolves_when_decided(
+    backend: Backend,
+) -> None:
+    async def body(store: Any) -> None:
+        run = new_run()
+        await store.accept(accept_op(runs=(run,)))
+        [claimed] = await store.claim_runs(limit=1, now=NOW)
+        approval = ApprovalRecord(
+            approval_id="apr_1",
+            run_id=claimed.run_id,
+            seq=0,
+            call_id="call_1",
+            server="github",
+            tool="merge_pull_request",
+            arguments="{}",
+            arguments_digest="sha256:0",
+            token_hash="0" * 64,
+            state="pending",
+            created_at=NOW,
+            expires_at=NOW + 3600,
+        )
+        assert await store.park_run(claimed.run_id, "{}", [approval])
+        evaluator = _evaluator(store, {"kind": "approvals_waiting"}, Clock(NOW + 60))
+        assert (await evaluator.evaluate_once())["opened"] == 0  # under the 900 s default
+        evaluator = _evaluator(store, {"kind": "approvals_waiting"}, Clock(NOW + 1000))
+        assert (await evaluator.evaluate_once())["opened"] == 1
+        [alert] = await store.active_alerts()
+        assert alert.key == "approvals" and alert.value >= 1000
+        assert alert.subjects["runs"] == (claimed.run_id,)
+        await store.expire_approvals(now=NOW + 4000, state="timed_out")
+        assert (await evaluator.evaluate_once())["resolved"] == 1
+
+    backend.run(body)
