@@ -17,7 +17,7 @@ from litestar.response import Redirect, Template
 from ..admin.models import Approval
 from ..admin.recover import actor
 from ..admin.scopes import requires
-from ..runtime.approvals import link_signature
+from ..runtime.approvals import link_secret, link_signature
 from .common import Form, back_to, gateway_of, render_page
 
 RECENT = 50
@@ -70,7 +70,7 @@ async def approval_page(request: Request[Any, Any, Any], approval_id: str) -> Te
     approvals = gateway.runtime.approvals
     sig = request.query_params.get("sig")
     if sig is not None:
-        secret = gateway.config.gateway.auth.token or ""
+        secret = link_secret(gateway.config.gateway.auth) or ""
         if not secret or not hmac.compare_digest(sig, link_signature(secret, approval_id)):
             await approvals.decide(
                 approve=False,

@@ -236,6 +236,7 @@ class Gateway:
         )
         self.dispatcher.subscribe(self.runtime.on_accepted)
         from ..channels.approvals import ChannelAsker
+        from ..runtime.approvals import link_secret
 
         approvals = self.runtime.approvals
         #: approval requests go to `approvals.via` with buttons (Telegram)
@@ -243,7 +244,7 @@ class Gateway:
             self.channels,
             self.config.approvals,
             lambda: approvals.show_arguments,
-            link_secret=self.config.gateway.auth.token,
+            link_secret=link_secret(self.config.gateway.auth),
         )
         approvals.sender_of = self._sender_of
         from ..runtime.lanes import Lanes

@@ -23,6 +23,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import attrs
 
@@ -217,6 +218,16 @@ class Approvals:
                 await self.sweep()
             except Exception:
                 log.exception("the approvals' timeout sweep failed")
+
+
+def link_secret(auth: Any) -> str | None:
+    """The key that signs approval links: derived from every admin token of `gateway.auth`
+    (the single `token` and the scoped `tokens`), so a link is worthless to whoever holds no
+    admin token and every link is void once the tokens change; None without an admin token."""
+    tokens = sorted({t.token for t in auth.tokens if t.token} | ({auth.token} - {None, ""}))
+    if not tokens:
+        return None
+    return hashlib.sha256(("approval-links\0" + "\0".join(tokens)).encode()).hexdigest()
 
 
 def link_signature(secret: str, approval_id: str) -> str:
