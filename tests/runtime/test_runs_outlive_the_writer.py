@@ -129,7 +129,9 @@ def test_final_writes_held_at_a_paused_writer_are_written_by_the_next_one(
             os.kill(writer, signal.SIGKILL)
         gw.stop()
     log = gw.stderr()
-    assert "its final write failed" in log
+    # what waited at the paused writer: each run's final write, or before it the records of its
+    # model calls (committed before a run's ending is visible: budgets count them)
+    assert "its final write failed" in log or "recorded on try" in log
     assert "could not be finished" not in log
 
 

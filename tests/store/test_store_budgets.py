@@ -136,7 +136,7 @@ def forget_totals(backend: Backend) -> None:
     """Take the database back to before migration 0025's totals (its records kept)."""
     if backend.name == "sqlite":
         conn = sqlite3.connect(backend.path)
-        conn.executescript("DROP TABLE budget_usage; PRAGMA user_version = 20;")
+        conn.executescript("DROP TABLE budget_usage; PRAGMA user_version = 24;")
         conn.close()
         return
 

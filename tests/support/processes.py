@@ -9,7 +9,10 @@ def children(pid: int) -> list[int]:
     """The pids of `pid`'s child processes (every thread's)."""
     found: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended while the list was read (it has no children now)
     return found
 
 
