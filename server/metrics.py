@@ -213,6 +213,13 @@ class _Metrics:
             " refused (forged, replayed, late, second or not an approver: changed nothing)",
             ("outcome",),
         )
+        self.approval_asks = counter(
+            "hookwise_approval_asks",
+            "Tries to ask a person for an approval on approvals.via, by channel and outcome: sent,"
+            " retried (failed, tried again), failed (refused, or given up before the approval"
+            " expired)",
+            ("channel", "outcome"),
+        )
         self._http_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def bounded(self, label: str, value: str) -> str:
@@ -411,6 +418,12 @@ def approval_decision(outcome: str) -> None:
     """An approval was decided (`approved`, `denied`, `timed_out`) or a decision `refused`."""
     if _metrics is not None:
         _metrics.approval_decisions.labels(outcome).inc()
+
+
+def approval_ask(channel: str, outcome: str) -> None:
+    """One try to ask for an approval on `channel`: `sent`, `retried` or `failed`."""
+    if _metrics is not None:
+        _metrics.approval_asks.labels(_metrics.bounded("channel", channel), outcome).inc()
 
 
 def heartbeat(agent: str, outcome: str) -> None:

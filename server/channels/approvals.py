@@ -24,6 +24,15 @@ console, CLI).
 
 The request shows the tool, its arguments (only where payloads are kept; else their digest),
 the mapping and run, and the request that started it. The token never reaches a log line.
+
+Asking is retried: a send that fails as the service's trouble (no connection, a timeout, 429,
+5xx) is tried again with the one back-off (`ASK_BACKOFF`, honouring `Retry-After`) while the
+approval is still pending and before it expires; one the service refuses as ours (another 4xx:
+a chat that does not exist, a bot not in it) is not. Each try's outcome is a log line with the
+approval's id and `hookwise_approval_asks_total{channel,outcome}` (`sent`, `retried`,
+`failed`). The token lives only in this process's memory (only its hash is stored), so a
+restart between two tries ends the asking; the approval stays listed (console, API, CLI) and
+times out as configured.
 """
 
 from __future__ import annotations
@@ -32,7 +41,9 @@ import asyncio
 import hmac
 import json
 import logging
-from collections.abc import Callable, Mapping
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,15 +57,56 @@ from ...engine.config.mapping import VerifyConfig
 from ...engine.errors import RequestError
 from ...engine.request import InboundRequest
 from ...engine.signatures import SignatureError, compile_verifier
+from ...plumbing.backoff import Backoff, Retries
+from .. import metrics
+from ..retry import retry_after_seconds
 from ..runtime.approvals import Approvals, link_signature
 from ..runtime.approvals import Request as ApprovalRequest
 from ..store.approvals import ApprovalRecord
 from ..version import outbound_client
-from .base import Channel
+from .base import Channel, DeliveryError
 
 log = logging.getLogger("hookwise.approvals")
 
 MAX_CALLBACK_BODY = 64 * 1024
+
+ASK_BACKOFF = Backoff(base=1.0, cap=60.0)
+"""The waits between tries of one approval request (1 s doubling to a minute, jittered)."""
+
+
+class AskRefused(RuntimeError):
+    """The service refused the request as the caller's fault (a 4xx other than 429): another
+    try would be refused the same way."""
+
+
+class AskFailed(RuntimeError):
+    """The service could not take the request now (no connection, a timeout, 429, 5xx)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _api_error(
+    method: str, r: httpx.Response, detail: Any, retry_after: Any = None
+) -> RuntimeError:
+    """The error of a refused Web or Bot API call: whether to try again follows the status;
+    `retry_after` is a wait the API gave in its body (Telegram's `parameters.retry_after`)."""
+    text = f"{method}: HTTP {r.status_code}: {detail}"
+    if r.status_code == 429 or r.status_code >= 500:
+        after = retry_after_seconds(r.headers.get("retry-after"), now=time.time())
+        if isinstance(retry_after, int | float) and not isinstance(retry_after, bool):
+            after = float(retry_after)
+        return AskFailed(text, after)
+    if r.is_success:  # HTTP 200 with `ok: false`: Slack's own refusal of the call
+        return AskRefused(text) if detail not in _SLACK_TRANSIENT else AskFailed(text)
+    return AskRefused(text)
+
+
+#: Slack errors of an HTTP 200 answer that are the service's trouble, not the call's
+_SLACK_TRANSIENT = frozenset(
+    {"ratelimited", "internal_error", "fatal_error", "service_unavailable"}
+)
 
 
 def request_text(a: ApprovalRecord, *, arguments: bool) -> str:
@@ -80,8 +132,10 @@ class ChannelAsker:
         config: ApprovalsConfig,
         show_arguments: Callable[[], bool],
         link_secret: str | None = None,
+        pending: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
         self._channels = channels
+        self._pending = pending
         self._via = config.via
         self._public_url = config.public_url
         self._link_secret = link_secret
@@ -99,8 +153,10 @@ class ChannelAsker:
                 channel,
             )
             return
-        send = {"telegram": self._telegram, "slack": self._slack}.get(channel)
-        coro = send(request, to) if send is not None else self._linked(request, channel, to)
+        send = {"telegram": self._telegram, "slack": self._slack}.get(channel) or (
+            lambda r, t: self._linked(r, channel, t)
+        )
+        coro = self._ask(request, channel, lambda: send(request, to))
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -120,11 +176,7 @@ class ChannelAsker:
                 ]
             },
         }
-        try:
-            await telegram_call(cfg, "sendMessage", body)
-            log.info("approval %s: asked on telegram", a.approval_id)
-        except Exception as e:
-            log.error("approval %s: asking on telegram failed: %s", a.approval_id, e)
+        await telegram_call(cfg, "sendMessage", body)
 
     async def _linked(self, request: ApprovalRequest, channel: str, to: str) -> None:
         """A channel without buttons: the request as text, with a signed link to its page."""
@@ -134,17 +186,13 @@ class ChannelAsker:
             sig = link_signature(self._link_secret, a.approval_id)
             base = self._public_url.rstrip("/")
             text += f"\nDecide: {base}/ui/approvals/{a.approval_id}?sig={sig}"
-        try:
-            async with outbound_client(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
-                target = self._channels[channel]
-                signed = getattr(target, "send_signed", None)
-                if signed is not None:  # a signed webhook: the approval's id is its message id
-                    await signed(client, to, text, msg_id=a.approval_id)
-                else:
-                    await target.send(client, to, text)
-            log.info("approval %s: asked on %s with a link", a.approval_id, channel)
-        except Exception as e:
-            log.error("approval %s: asking on %s failed: %s", a.approval_id, channel, e)
+        async with outbound_client(timeout=httpx.Timeout(30.0, connect=10.0)) as client:
+            target = self._channels[channel]
+            signed = getattr(target, "send_signed", None)
+            if signed is not None:  # a signed webhook: the approval's id is its message id
+                await signed(client, to, text, msg_id=a.approval_id)
+            else:
+                await target.send(client, to, text)
 
     async def _slack(self, request: ApprovalRequest, to: str) -> None:
         cfg: Any = getattr(self._channels["slack"], "config", None)
@@ -155,11 +203,72 @@ class ChannelAsker:
             "text": text,
             "blocks": slack_blocks(text, request.token),
         }
+        await slack_call(cfg, "chat.postMessage", body)
+
+    async def _ask(
+        self, request: ApprovalRequest, channel: str, send: Callable[[], Awaitable[None]]
+    ) -> None:
+        """`send` until it succeeds, is refused as ours, the approval is decided or it would
+        expire before the next try (module docstring)."""
+        a = request.approval
+        retries = Retries(ASK_BACKOFF, random.random)
+        while True:
+            try:
+                await send()
+            except DeliveryError as e:  # a channel's own send (`_linked`): its classification
+                failure: Exception = (
+                    AskFailed(str(e), e.retry_after) if e.retryable else AskRefused(str(e))
+                )
+            except Exception as e:  # the service's trouble, or the network's
+                failure = e
+            else:
+                metrics.approval_ask(channel, "sent")
+                log.info("approval %s: asked on %s", a.approval_id, channel)
+                return
+            if isinstance(failure, AskRefused):
+                metrics.approval_ask(channel, "failed")
+                log.error(
+                    "approval %s: asking on %s was refused: %s", a.approval_id, channel, failure
+                )
+                return
+            wait = retries.next(getattr(failure, "retry_after", None))
+            if time.time() + wait >= a.expires_at:
+                metrics.approval_ask(channel, "failed")
+                log.error(
+                    "approval %s: asking on %s failed %d time(s), the last: %s; given up: the"
+                    " approval expires before another try",
+                    a.approval_id,
+                    channel,
+                    retries.count,
+                    _reason(failure),
+                )
+                return
+            metrics.approval_ask(channel, "retried")
+            log.warning(
+                "approval %s: asking on %s failed: %s; trying again in %.1fs",
+                a.approval_id,
+                channel,
+                _reason(failure),
+                wait,
+            )
+            await asyncio.sleep(wait)
+            if self._pending is not None and not await self._still_pending(a.approval_id):
+                log.info("approval %s: decided meanwhile; not asked again", a.approval_id)
+                return
+
+    async def _still_pending(self, approval_id: str) -> bool:
+        assert self._pending is not None
         try:
-            await slack_call(cfg, "chat.postMessage", body)
-            log.info("approval %s: asked on slack", a.approval_id)
-        except Exception as e:
-            log.error("approval %s: asking on slack failed: %s", a.approval_id, e)
+            return await self._pending(approval_id)
+        except Exception:  # the store unreachable: keep asking (the decision is checked anyway)
+            return True
+
+
+def _reason(e: BaseException) -> str:
+    """What failed, for a log line: the API's answer, or the network error's class."""
+    if isinstance(e, AskFailed | AskRefused):
+        return str(e)
+    return type(e).__name__
 
 
 def slack_blocks(text: str, token: str | None) -> list[dict[str, Any]]:
@@ -207,7 +316,7 @@ async def slack_call(cfg: Any, method: str, body: dict[str, Any]) -> dict[str, A
     data = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
     if not r.is_success or not isinstance(data, dict) or not data.get("ok"):
         code = data.get("error", "") if isinstance(data, dict) else ""
-        raise RuntimeError(f"{method}: HTTP {r.status_code}: {code}")
+        raise _api_error(method, r, code)
     return data
 
 
@@ -216,8 +325,11 @@ async def telegram_call(cfg: Any, method: str, body: dict[str, Any]) -> dict[str
     async with outbound_client(timeout=httpx.Timeout(15.0, connect=5.0)) as client:
         r = await client.post(f"{cfg.base_url}/bot{cfg.bot_token}/{method}", json=body)
     data = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
-    if not r.is_success or not data.get("ok"):
-        raise RuntimeError(f"{method}: HTTP {r.status_code}: {data.get('description', '')}")
+    if not r.is_success or not isinstance(data, dict) or not data.get("ok"):
+        detail = data.get("description", "") if isinstance(data, dict) else ""
+        params = data.get("parameters") if isinstance(data, dict) else None
+        after = params.get("retry_after") if isinstance(params, dict) else None
+        raise _api_error(method, r, detail, after)
     result = data.get("result")
     return result if isinstance(result, dict) else {}
 

@@ -245,6 +245,7 @@ class Gateway:
             self.config.approvals,
             lambda: approvals.show_arguments,
             link_secret=link_secret(self.config.gateway.auth),
+            pending=self._approval_pending,
         )
         approvals.sender_of = self._sender_of
         from ..runtime.lanes import Lanes
@@ -295,6 +296,11 @@ class Gateway:
         self.runtime.rule_tools = lambda rule_id: (
             self.rules.tools_of(rule_id) if self.rules is not None else ()
         )
+
+    async def _approval_pending(self, approval_id: str) -> bool:
+        """Whether the approval still waits for a decision (its request is worth asking again)."""
+        record = await self.store.approval(approval_id)
+        return record is not None and record.state == "pending"
 
     async def _sender_of(self, run: RunRecord) -> tuple[str | None, bool]:
         """Who sent the hook that started `run` (its request's client address and path) and
