@@ -133,10 +133,12 @@ def test_two_stores_recording_at_once_count_every_call(backend: Backend) -> None
 
 
 def forget_totals(backend: Backend) -> None:
-    """Take the database back to before migration 0025's totals (its records kept)."""
+    """Take the database back to before migration 0025's totals (its records kept), and so
+    before 0026's senders."""
+    undo_senders = "ALTER TABLE runs DROP COLUMN sender; ALTER TABLE model_calls DROP COLUMN sender;"
     if backend.name == "sqlite":
         conn = sqlite3.connect(backend.path)
-        conn.executescript("DROP TABLE budget_usage; PRAGMA user_version = 24;")
+        conn.executescript(f"DROP TABLE budget_usage; {undo_senders} PRAGMA user_version = 24;")
         conn.close()
         return
 
@@ -144,8 +146,10 @@ def forget_totals(backend: Backend) -> None:
         conn = await asyncpg.connect(POSTGRES_URL)
         try:
             await conn.execute(f'DROP TABLE "{backend.schema}".budget_usage')
+            for table in ("runs", "model_calls"):
+                await conn.execute(f'ALTER TABLE "{backend.schema}".{table} DROP COLUMN sender')
             await conn.execute(
-                f'DELETE FROM "{backend.schema}".schema_migrations WHERE version = 25'
+                f'DELETE FROM "{backend.schema}".schema_migrations WHERE version IN (25, 26)'
             )
         finally:
             await conn.close()
