@@ -135,7 +135,9 @@ def test_two_stores_recording_at_once_count_every_call(backend: Backend) -> None
 def forget_totals(backend: Backend) -> None:
     """Take the database back to before migration 0025's totals (its records kept), and so
     before 0026's senders."""
-    undo_senders = "ALTER TABLE runs DROP COLUMN sender; ALTER TABLE model_calls DROP COLUMN sender;"
+    undo_senders = (
+        "ALTER TABLE runs DROP COLUMN sender; ALTER TABLE model_calls DROP COLUMN sender;"
+    )
     if backend.name == "sqlite":
         conn = sqlite3.connect(backend.path)
         conn.executescript(f"DROP TABLE budget_usage; {undo_senders} PRAGMA user_version = 24;")
