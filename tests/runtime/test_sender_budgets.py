@@ -18,6 +18,7 @@ import httpx
 import yaml
 
 from tests.fakes.model_server import ModelServer
+from tests.http.test_pause import cli
 from tests.runtime.test_budgets import LONG, at, pauses, scrape
 from tests.runtime.test_runtime_http import config, run_state
 from tests.support.gateway import ADMIN_TOKEN, GatewayProcess
@@ -111,11 +112,14 @@ def test_one_sender_past_its_allowance_is_held_the_other_keeps_running(
     }
     labels = '{kind="tokens",name="shared",scope="mapping-sender"}'
     assert scrape(gw, "hookwise_budget_limit")[labels] == 500
+    listed = cli(gw, "budgets", "list")
+    [row] = [line.split() for line in listed.splitlines() if "shared/github#0" in line]
+    assert row[0] == "mapping-sender" and row[4].endswith("/500") and row[-1] == "true", listed
     # an operator releases that sender: its held runs go, in order, waived for the window
-    assert release(gw, "github#1").status_code == 409  # not held
-    r = release(gw, "github#0")
-    assert r.status_code == 200, r.text
-    assert r.json()["released"] == 2 and r.json()["senders"] == ["github#0"]
+    r = release(gw, "github#1")
+    assert r.status_code == 409 and r.json()["code"] == "not_held"
+    out = cli(gw, "budgets", "release", "mapping", "shared", "--sender", "github#0")
+    assert "released mapping shared sender(s) github#0: 2 run(s) back in the queue" in out, out
     second, third = done(gw, a2), done(gw, a3)
     assert second["state"] == third["state"] == "succeeded"
     assert at(second["startedAt"]) <= at(third["startedAt"])  # claimed in order, 2 at once

@@ -24,3 +24,16 @@ SELECT kind, name, bucket, SUM(tokens), SUM(cost) FROM (
 GROUP BY kind, name, bucket
 HAVING SUM(tokens) <> 0 OR SUM(cost) <> 0
 ORDER BY bucket, kind, name;
+-- a run accepted while its sender is held by a budget of its mapping or agent is written `held`
+CREATE OR REPLACE FUNCTION hookwise_hold_paused_run() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.state = 'queued' AND EXISTS (SELECT 1 FROM pauses
+        WHERE (kind = 'agent' AND name = NEW.agent_id)
+           OR (kind = 'mapping' AND name = NEW.rule_id)
+           OR (kind = 'agent-sender' AND name = NEW.agent_id || '/' || COALESCE(NEW.sender, 'none'))
+           OR (kind = 'mapping-sender' AND name = NEW.rule_id || '/' || COALESCE(NEW.sender, 'none'))) THEN
+        NEW.state := 'held';
+    END IF;
+    RETURN NEW;
+END
+$$;

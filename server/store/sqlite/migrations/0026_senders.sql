@@ -24,3 +24,13 @@ SELECT kind, name, bucket, SUM(tokens), SUM(cost) FROM (
 GROUP BY kind, name, bucket
 HAVING SUM(tokens) <> 0 OR SUM(cost) <> 0
 ORDER BY bucket, kind, name;
+-- a run accepted while its sender is held by a budget of its mapping or agent is written `held`
+DROP TRIGGER IF EXISTS runs_held_when_paused;
+CREATE TRIGGER runs_held_when_paused AFTER INSERT ON runs
+WHEN NEW.state = 'queued' AND EXISTS (SELECT 1 FROM pauses
+    WHERE (kind = 'agent' AND name = NEW.agent_id) OR (kind = 'mapping' AND name = NEW.rule_id)
+       OR (kind = 'agent-sender' AND name = NEW.agent_id || '/' || COALESCE(NEW.sender, 'none'))
+       OR (kind = 'mapping-sender' AND name = NEW.rule_id || '/' || COALESCE(NEW.sender, 'none')))
+BEGIN
+    UPDATE runs SET state = 'held' WHERE seq = NEW.seq;
+END;
