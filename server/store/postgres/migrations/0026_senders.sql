@@ -7,6 +7,10 @@
 -- of one sender only.
 ALTER TABLE runs ADD COLUMN sender TEXT;
 ALTER TABLE model_calls ADD COLUMN sender TEXT;
+-- a sender's spend in the first, partial minute of its window is read from the records by the
+-- same expression (server/store/modelcalls.py, SPEND_COLUMNS)
+CREATE INDEX IF NOT EXISTS model_calls_rule_sender_spend ON model_calls ((rule_id || '/' || sender), started_at);
+CREATE INDEX IF NOT EXISTS model_calls_agent_sender_spend ON model_calls ((agent_id || '/' || sender), started_at);
 -- the calls of runs stored before this version are of the sender `none` (heartbeats have none)
 UPDATE model_calls SET sender = 'none' WHERE owner_id IN (SELECT run_id FROM runs);
 -- and so are their running totals
