@@ -168,3 +168,32 @@ def test_config_check_refuses_a_by_other_than_sender(tmp_path) -> None:
     )
     assert r.returncode != 0
     assert "agents.defaults.budget.by" in r.stdout + r.stderr
+
+
+def test_the_sender_is_what_the_door_or_the_rule_verified(
+    start_gateway, model_server: ModelServer
+) -> None:
+    cfg = sender_config(model_server, tokens=500, per="1h")
+    [shared] = cfg["hooks"]["mappings"]
+    # the rule checks the signature itself (the path wants the hook token too)
+    checked = {**shared, "id": "checked", "match": {"path": "checked"}}
+    checked["verify"] = {"scheme": "github", "secrets": list(SECRETS)}
+    plain = {**shared, "id": "plain", "match": {"path": "plain"}}
+    del plain["verify"]
+    cfg["hooks"]["mappings"] = [shared, checked, plain]
+    gw = start_gateway(cfg)
+    body = json.dumps({"n": 1}).encode()
+    sig = hmac.new(SECRETS[1].encode(), body, hashlib.sha256).hexdigest()
+    headers = {"content-type": "application/json", "x-hub-signature-256": f"sha256={sig}"}
+    by_rule = gw.hook("checked", content=body, headers=headers).json()["runId"]
+    by_token = gw.hook("plain", {"n": 1}).json()["runId"]
+    # a payload cannot name its sender: only what authenticated it does
+    claims = gw.hook("plain", {"n": 2, "sender": "github#0"}).json()["runId"]
+    senders = [gw.admin(f"/api/runs/{i}")["run"]["sender"] for i in (by_rule, by_token, claims)]
+    assert senders == ["github#1", "token", "token"]
+    assert (
+        gw.hook(
+            "checked", content=body, headers={**headers, "x-hub-signature-256": "sha256=00"}
+        ).status_code
+        == 401
+    )

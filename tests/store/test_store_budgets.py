@@ -136,7 +136,9 @@ def forget_totals(backend: Backend) -> None:
     """Take the database back to before migration 0025's totals (its records kept), and so
     before 0026's senders."""
     undo_senders = (
-        "ALTER TABLE runs DROP COLUMN sender; ALTER TABLE model_calls DROP COLUMN sender;"
+        "DROP TRIGGER runs_held_when_paused; DROP INDEX model_calls_rule_sender_spend;"
+        " DROP INDEX model_calls_agent_sender_spend;"
+        " ALTER TABLE runs DROP COLUMN sender; ALTER TABLE model_calls DROP COLUMN sender;"
     )
     if backend.name == "sqlite":
         conn = sqlite3.connect(backend.path)
@@ -205,5 +207,38 @@ def test_the_running_totals_are_pruned_with_the_runs_horizon(backend: Backend) -
         # what is left: the minute of 600 (its agent's and its mapping's)
         assert await store.spend("rule_id", "m", since=0.0) == (10, 0.0)
         assert await store.spend("agent_id", "main", since=0.0) == (10, 0.0)
+
+    backend.run(body)
+
+
+def test_a_senders_spend_and_the_top_senders_of_a_scope(backend: Backend) -> None:
+    """Budgets by sender: each sender's calls are summed apart (exact, from the running totals
+    and the first partial minute), per mapping and per agent; a heartbeat's call (no sender)
+    counts for no sender; the top senders come from the totals' whole minutes."""
+    by_rule = "rule_id || '/' || sender"
+    by_agent = "agent_id || '/' || sender"
+    calls = [
+        call("a1", 1, rule_id="m", sender="github#0", input_tokens=100, cost=1.0, started_at=60.0),
+        call("a2", 1, rule_id="m", sender="github#0", input_tokens=50, started_at=130.0),
+        call("b1", 1, rule_id="m", sender="github#1", input_tokens=7, cost=0.5, started_at=125.0),
+        call("c1", 1, rule_id="other", sender="github#0", input_tokens=1000, started_at=70.0),
+        call("h1", 1, input_tokens=5000, started_at=90.0),  # a heartbeat's
+    ]
+
+    async def body(store) -> None:
+        await store.record_model_calls(calls)
+        assert await store.spend(by_rule, "m/github#0", since=0.0) == (150, 1.0)
+        assert await store.spend(by_rule, "m/github#0", since=100.0) == (50, 0.0)
+        assert await store.spend(by_rule, "m/github#1", since=0.0) == (7, 0.5)
+        assert await store.spend(by_rule, "m/token", since=0.0) == (0, 0.0)
+        assert await store.spend(by_agent, "main/github#0", since=65.0) == (1050, 0.0)
+        # the mapping's own budget still counts every sender
+        assert await store.spend("rule_id", "m", since=0.0) == (157, 1.5)
+        assert await store.spend(by_rule, "m/github#0", since=0.0, exclude="a1") == (50, 0.0)
+        top = await store.top_senders("mapping", "m", since=0.0, limit=10)
+        assert top == [("github#0", 150, 1.0), ("github#1", 7, 0.5)]
+        assert await store.top_senders("mapping", "m", since=0.0, limit=1) == [top[0]]
+        agents = await store.top_senders("agent", "main", since=0.0, limit=10)
+        assert [s for s, _, _ in agents] == ["github#0", "github#1"]
 
     backend.run(body)
