@@ -242,3 +242,71 @@ def test_a_senders_spend_and_the_top_senders_of_a_scope(backend: Backend) -> Non
         assert [s for s, _, _ in agents] == ["github#0", "github#1"]
 
     backend.run(body)
+
+
+def forget_senders(backend: Backend) -> None:
+    """Take the database back to before migration 0026 (its records kept)."""
+    if backend.name == "sqlite":
+        conn = sqlite3.connect(backend.path)
+        conn.executescript(
+            "DROP INDEX model_calls_rule_sender_spend; DROP INDEX model_calls_agent_sender_spend;"
+            " DROP TRIGGER runs_held_when_paused;"
+            " ALTER TABLE runs DROP COLUMN sender; ALTER TABLE model_calls DROP COLUMN sender;"
+            " DELETE FROM budget_usage WHERE kind LIKE '%-sender'; PRAGMA user_version = 25;"
+        )
+        conn.close()
+        return
+
+    async def back() -> None:
+        conn = await asyncpg.connect(POSTGRES_URL)
+        schema = f'"{backend.schema}"'
+        try:
+            for table in ("runs", "model_calls"):
+                await conn.execute(f"ALTER TABLE {schema}.{table} DROP COLUMN sender")
+            await conn.execute(f"DELETE FROM {schema}.budget_usage WHERE kind LIKE '%-sender'")
+            await conn.execute(f"DELETE FROM {schema}.schema_migrations WHERE version = 26")
+        finally:
+            await conn.close()
+
+    asyncio.run(back())
+
+
+def test_the_senders_migration_makes_earlier_runs_the_sender_none(backend: Backend) -> None:
+    """Migration 0026: the calls of runs stored before it are the sender `none` (with their
+    running totals), a heartbeat's are nobody's; a run from before it is held by a hold of
+    the sender `none` of its mapping, and goes back to the queue when it is lifted."""
+    from hookwise.server.store.lanes import Pause
+    from tests.store.support import add_runs
+
+    async def before(store) -> list[str]:
+        [run_id] = await add_runs(store, 1)
+        await store.record_model_calls(
+            [
+                call(run_id, 1, rule_id="rule-1", input_tokens=40, cost=0.5, started_at=120.0),
+                call("hb-1", 1, input_tokens=900, started_at=125.0),
+            ]
+        )
+        return [run_id]
+
+    [run_id] = backend.run(before)
+    forget_senders(backend)
+
+    async def after(store) -> None:
+        by_rule, by_agent = "rule_id || '/' || sender", "agent_id || '/' || sender"
+        for since in (0.0, 121.0):
+            expected = (40, 0.5) if since == 0.0 else (0, 0.0)
+            assert await store.spend(by_rule, "rule-1/none", since=since) == expected
+            assert await store.spend(by_agent, "main/none", since=since) == expected
+        assert await store.top_senders("agent", "main", since=0.0, limit=5) == [("none", 40, 0.5)]
+        assert await store.pause(Pause("mapping-sender", "rule-1/none", "budget", 1.0)) == 1
+        assert (await store.get_run(run_id)).state == "held"
+        assert await store.resume("mapping-sender", "rule-1/none") == 1
+        assert (await store.get_run(run_id)).state == "queued"
+        # a run accepted while its sender is held is written held (the trigger)
+        await store.pause(Pause("mapping-sender", "rule-1/none", "budget", 2.0))
+        [later] = await add_runs(store, 1)
+        assert (await store.get_run(later)).state == "held"
+        await store.pause(Pause("mapping-sender", "rule-1/github#0", "budget", 2.0))
+        assert await store.resume("mapping-sender", "rule-1/none") == 2
+
+    backend.run(after)
