@@ -112,6 +112,8 @@ def test_release_one_held_sender_from_the_queues_page(page: Any, gw: GatewayProc
     eventually(lambda: state(gw, ids[1]) == "succeeded", what="the released run", timeout=30)
     page.reload()
     assert "waived until" in row.locator("td.state").inner_text()
+    page.goto(f"{gw.url}/ui/runs/{ids[1]}")
+    assert page.locator("dd[data-sender]").inner_text() == "token"
 
 
 def test_a_bad_raise_is_refused_with_the_apis_message(page: Any, gw: GatewayProcess) -> None:
