@@ -197,3 +197,31 @@ def test_the_sender_is_what_the_door_or_the_rule_verified(
         ).status_code
         == 401
     )
+
+
+def test_an_agents_budget_by_sender_and_a_raise_of_it(
+    start_gateway, model_server: ModelServer
+) -> None:
+    cfg = sender_config(model_server, tokens=500, per="1h")
+    del cfg["hooks"]["mappings"][0]["budget"]
+    cfg["agents"]["defaults"]["budget"] = {"tokens": 500, "per": "1h", "by": "sender"}
+    gw = start_gateway(cfg)
+    model_server.reply(LONG, times=20)
+    assert done(gw, signed(gw, 0, 1))["state"] == "succeeded"
+    held = signed(gw, 0, 2)
+    run_state(gw, held, "held", timeout=30)
+    assert done(gw, signed(gw, 1, 1))["state"] == "succeeded"  # its own allowance
+    [pause] = pauses(gw)
+    assert (pause["kind"], pause["name"]) == ("agent-sender", "main/github#0")
+    # a raise is of the budget: every sender's allowance, so the held sender goes on
+    assert gw.client is not None
+    r = gw.client.post(
+        "/api/budgets/agent/main/raise",
+        json={"tokens": "1M", "for": "1h"},
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["budget"]["limitTokens"] == 1_000_000
+    assert done(gw, held)["state"] == "succeeded"
+    assert pauses(gw) == []
+    assert "budget of agent-sender main/github#0 has room again" in gw.stderr()
