@@ -168,6 +168,19 @@ def test_config_check_refuses_a_by_other_than_sender(tmp_path) -> None:
     )
     assert r.returncode != 0
     assert "agents.defaults.budget.by" in r.stdout + r.stderr
+    # by sender on a mapping nothing signs: valid, but every run is the sender `token`
+    mapping = {"id": "m", "match": {"path": "m"}, "action": "agent", "messageTemplate": "hi",
+               "budget": {"tokens": 10, "by": "sender"}}  # fmt: skip
+    hooks = {"enabled": True, "token": "a-long-hook-token-0123456789abcdef", "mappings": [mapping]}
+    path.write_text(yaml.safe_dump({"hooks": hooks}), encoding="utf-8")
+    r = subprocess.run(
+        [sys.executable, "-m", "hookwise.server.cli.main", "config", "check", "-c", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "hooks.mappings[0].budget.by is sender, but no verify block" in r.stderr
 
 
 def test_the_sender_is_what_the_door_or_the_rule_verified(
