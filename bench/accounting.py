@@ -2,7 +2,7 @@
 a run that falls back once waits for its reply.
 
     .venv/bin/python bench/accounting.py [--calls 400] [--concurrency 1,32] [--store sqlite|URL]
-                                         [--fallbacks 30]
+                                         [--fallbacks 30] [--rule metered] [--sender github#0]
 
 1. **The accounting's cost per call**: `--calls` model calls with the built-in echo model, made
    the way a run makes them (`runtime.chain.ModelChain`: the breaker read, the call, its record
@@ -17,7 +17,9 @@ a run that falls back once waits for its reply.
    backup's reply beside the primary's failure, and a call the primary answers itself for scale.
 
 The store is a fresh SQLite file (its writer in its own process, the default) unless `--store`
-names a PostgreSQL URL (a fresh schema on it, dropped afterwards). Figures are printed, never
+names a PostgreSQL URL (a fresh schema on it, dropped afterwards). `--rule` and `--sender` make the
+calls a run's of that mapping and sender: each call then adds to the running totals of the
+mapping and of the sender (`mapping-sender`, `agent-sender`) beside the agent's. Figures are printed, never
 asserted; the last line is `BENCH_JSON {...}`.
 """
 
@@ -121,7 +123,9 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
-async def accounting_cost(store: Any, calls: int, concurrency: int) -> dict[str, Any]:
+async def accounting_cost(
+    store: Any, calls: int, concurrency: int, rule: str | None = None, sender: str | None = None
+) -> dict[str, Any]:
     counting = Counting(store)
     providers = Providers({})
     acc = Accounting(counting, providers, prices=PRICES, breaker=BreakerPolicy())  # type: ignore[arg-type]
@@ -132,7 +136,13 @@ async def accounting_cost(store: Any, calls: int, concurrency: int) -> dict[str,
         await echo.complete("echo", MESSAGES, thinking=None, deadline=deadline)
 
     async def accounted(i: int) -> None:
-        chain = acc.chain(["echo/echo"], owner_id=f"bench-{concurrency}-{i}", agent_id="main")
+        chain = acc.chain(
+            ["echo/echo"],
+            owner_id=f"bench-{concurrency}-{i}",
+            agent_id="main",
+            rule_id=rule,
+            sender=sender,
+        )
         await chain.complete("echo/echo", MESSAGES, thinking=None, deadline=deadline)
 
     await timed_calls(accounted, 20, 1)  # warm the connections
@@ -209,7 +219,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         try:
             results: dict[str, Any] = {"store": "sqlite" if args.store == "sqlite" else "postgres"}
             results["accounting"] = [
-                await accounting_cost(store, args.calls, int(c))
+                await accounting_cost(store, args.calls, int(c), args.rule, args.sender)
                 for c in args.concurrency.split(",")
             ]
             results["fallback"] = await fallback_once(store, args.fallbacks)
@@ -244,6 +254,8 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", default="1,32")
     parser.add_argument("--store", default="sqlite", help="sqlite, or a PostgreSQL URL")
     parser.add_argument("--fallbacks", type=int, default=30)
+    parser.add_argument("--rule", default=None, help="the calls are a run's of this mapping")
+    parser.add_argument("--sender", default=None, help="the calls are a run's of this sender")
     out = asyncio.run(main(parser.parse_args()))
     report(out)
     print("BENCH_JSON " + json.dumps(out))

@@ -10,7 +10,9 @@ agent's (two of each). The budgets are never reached, so every run is admitted: 
 the check itself. Each budgeted way is timed twice: `records` sums the model-call records of
 the window, as the check did before the running totals (the query `Store.spend` still uses
 when a run's own records are left out), and `totals` reads the running totals (`budget_usage`,
-migration 0025), as the check does now. The store is a fresh SQLite file unless `--store` names a PostgreSQL URL (a
+migration 0025), as the check does now. `mapping budget by sender` is a mapping's budget
+`by: sender` (migration 0026): the run's sender's spend, one of `--senders` senders the records
+are spread over, read from the running totals of that sender. The store is a fresh SQLite file unless `--store` names a PostgreSQL URL (a
 fresh schema, dropped afterwards). Figures are printed, never asserted; the last line is
 `BENCH_JSON {...}`.
 """
@@ -27,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -39,6 +43,7 @@ from hookwise.server.store.base import RunRecord  # noqa: E402
 from hookwise.server.store.modelcalls import ModelCallRecord  # noqa: E402
 
 BIG = BudgetConfig(tokens=PerTokens(10**12), per=Duration(86400))
+BY_SENDER = BudgetConfig(tokens=PerTokens(10**12), per=Duration(86400), by="sender")
 
 
 def run(i: int) -> RunRecord:
@@ -49,13 +54,13 @@ def run(i: int) -> RunRecord:
     )  # fmt: skip
 
 
-async def fill(store: Any, records: int) -> None:
+async def fill(store: Any, records: int, senders: int) -> None:
     now = time.time()
     batch = []
     for i in range(records):
         rule = "metered" if i % 2 == 0 else "other"
         fields = (f"old-{i}", 1, 1, "fake/m", "main", rule, "ok", None, None, None)
-        tail = (now - (i % 3600), 10.0, 100, 20, None, None, 0.001)
+        tail = (now - (i % 3600), 10.0, 100, 20, None, None, 0.001, f"hmac#{i % senders}")
         batch.append(ModelCallRecord(*fields, *tail))
         if len(batch) == 1000:
             await store.record_model_calls(batch)
@@ -77,11 +82,12 @@ class SumsRecords:
         return await self._store.spend(column, name, since=since, exclude="-")
 
 
-async def timed(budgets: Budgets, runs: int) -> dict[str, float]:
+async def timed(budgets: Budgets, runs: int, senders: int) -> dict[str, float]:
     times = []
     for i in range(runs):
+        r = attrs.evolve(run(i), sender=f"hmac#{i % senders}")
         t = time.perf_counter()
-        kept = await budgets.admit([run(i)])
+        kept = await budgets.admit([r])
         times.append((time.perf_counter() - t) * 1000)
         assert len(kept) == 1
     times.sort()
@@ -97,12 +103,13 @@ async def main() -> None:
     ap.add_argument("--runs", type=int, default=400)
     ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--store", default="sqlite")
+    ap.add_argument("--senders", type=int, default=50)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(args.store, Path(tmp))
         await store.open()
         try:
-            await fill(store, args.records)
+            await fill(store, args.records, args.senders)
             results = {}
             for name, mapping, agent, way in (
                 ("no budget", {}, {}, store),
@@ -110,6 +117,7 @@ async def main() -> None:
                 ("mapping budget, totals", {"metered": BIG}, {}, store),
                 ("both budgets, records", {"metered": BIG}, {"main": BIG}, SumsRecords(store)),
                 ("both budgets, totals", {"metered": BIG}, {"main": BIG}, store),
+                ("mapping budget by sender", {"metered": BY_SENDER}, {}, store),
             ):
                 budgets = Budgets(
                     way,
@@ -117,7 +125,7 @@ async def main() -> None:
                     agent_budgets=lambda a=agent: a,
                     on_released=lambda: None,
                 )
-                results[name] = await timed(budgets, args.runs)
+                results[name] = await timed(budgets, args.runs, args.senders)
                 r = results[name]
                 print(
                     f"{name:28s} p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms"

@@ -124,4 +124,5 @@ async def judge(
         callback_url=outcome.callback_url,
         coalesce=rule.config.coalesce,
         coalesce_key=outcome.coalesce_key,
+        sender=outcome.sender,
     )

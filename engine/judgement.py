@@ -33,3 +33,6 @@ class Judgement:
     #: the rule's `coalesce`, and its key rendered for this request (None: it does not coalesce)
     coalesce: CoalesceConfig | None = None
     coalesce_key: str | None = None
+    #: who signed the request, when the rule's `verify` block checked it (`Verifier.sender`);
+    #: None: the door's check (or the hook token) says who (`HookRequest.sender`)
+    sender: str | None = None

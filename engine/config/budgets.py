@@ -4,8 +4,10 @@ money the runs they cover may spend in a window, and how the window is measured.
 `tokens` is a number of tokens (`2M`, `500K`, `3000`), `cost` an amount in the price table's
 currency (`models.prices`), `per` a duration (`1d`, `1h`, `10s`), `window` `rolling` (the last
 `per` seconds) or `calendar` (fixed windows of `per` seconds from the Unix epoch, in UTC: `1d`
-starts at midnight UTC). Either limit, or both. `window_start` is where the window that holds
-`now` starts. Pure (no clock: the caller gives `now`).
+starts at midnight UTC). Either limit, or both. `by: sender` gives each sender (who the door
+verified: the signature's scheme and secret, or the hook token) its own allowance of these
+limits, instead of one shared by all. `window_start` is where the window that holds `now`
+starts. Pure (no clock: the caller gives `now`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ class BudgetConfig:
     cost: float | None = attrs.field(default=None, validator=_non_negative)
     per: Duration = attrs.field(default=Duration(86400), validator=_positive_duration)
     window: Literal["rolling", "calendar"] = "rolling"
+    #: `sender`: each sender its own allowance (None: one for every run the budget covers)
+    by: Literal["sender"] | None = None
+
+    @property
+    def by_sender(self) -> bool:
+        return self.by == "sender"
 
     def __attrs_post_init__(self) -> None:
         if self.tokens is None and self.cost is None:

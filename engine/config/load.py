@@ -176,6 +176,13 @@ def _check(config: Config, base_dir: Path) -> tuple[Config, list[ConfigIssue], l
                     )
                 )
             seen_ids[m.id] = i
+        signed_paths = {p.strip().strip("/") for p in hooks.verify}
+        path_signed = (m.match.path or "").strip().strip("/") in signed_paths
+        if m.budget is not None and m.budget.by_sender and m.verify is None and not path_signed:
+            warnings.append(
+                f"hooks.mappings[{i}].budget.by is sender, but no verify block checks this"
+                " mapping's requests: its runs are all of the sender `token` (one allowance)"
+            )
 
     check_tokens(
         config.gateway.auth.tokens,

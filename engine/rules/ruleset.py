@@ -148,6 +148,8 @@ class Outcome:
     callback_url: str | None = None
     #: the rule's `coalesce.key` rendered for this request (None: the rule does not coalesce)
     coalesce_key: str | None = None
+    #: who signed the request, when a `verify` block was checked here (`Verifier.sender`)
+    sender: str | None = None
 
 
 def _merge(kind: ActionKind, fields: dict[str, Any], override: dict[str, Any]) -> ActionSpec:
@@ -346,11 +348,12 @@ class RuleSet:
         """Run a selected rule: verify, extract, render, transform. Raises `Refusal`.
         `verified` is a block the door already checked (not checked again)."""
         door = self._doors.get(request.path.strip("/"))
+        sender = None  # who signed it, when checked here (the door's own check: the caller's)
         if door is not None and door.checks_every_request and door.verifier is not verified:
-            self._verify(rule, request, door.verifier, door.rule_id)
+            sender = self._verify(rule, request, door.verifier, door.rule_id)
             verified = door.verifier
         if rule.verifier is not None and rule.verifier is not verified:
-            self._verify(rule, request, rule.verifier, rule.id)
+            sender = self._verify(rule, request, rule.verifier, rule.id)
         delivery_id = rule.dedupe.delivery_id(request, rule.verifier or verified)
         payload = request.payload
         extracted = {
@@ -416,6 +419,7 @@ class RuleSet:
             delivery_id,
             callback_url,
             coalesce_key,
+            sender,
         )
 
     def _render(self, rule: CompiledRule, scope: Mapping[str, Any]) -> ActionSpec:
@@ -435,10 +439,11 @@ class RuleSet:
     @staticmethod
     def _verify(
         rule: CompiledRule, request: InboundRequest, verifier: Verifier, owner: str | None
-    ) -> None:
-        """401 `invalid_signature` naming the block's rule (or its `hooks.verify` path)."""
+    ) -> str:
+        """Who signed it (`Verifier.verify`), or 401 `invalid_signature` naming the block's
+        rule (or its `hooks.verify` path)."""
         try:
-            verifier.verify(request)
+            return verifier.verify(request)
         except SignatureError as exc:
             where = f"rule {owner!r}" if owner else verifier.where
             raise Refusal("invalid_signature", f"{where}: {exc}", None, owner or rule.id) from None

@@ -332,28 +332,37 @@ class Keys:
     public: Any = attrs.field(default=None, repr=False)  # a cryptography public key
 
 
-def _hmac_ok(algorithm: str, keys: Keys, messages: Sequence[bytes], sigs: list[bytes]) -> bool:
+def _hmac_ok(
+    algorithm: str, keys: Keys, messages: Sequence[bytes], sigs: list[bytes]
+) -> int | None:
+    """The index of the first secret a signature matches, or None."""
     digest = DIGESTS[algorithm]
-    found = False
-    for key in keys.secrets:
+    found: int | None = None
+    for i, key in enumerate(keys.secrets):
         for message in messages:
             expected = hmac.new(key, message, digest).digest()
             for sig in sigs:  # no early exit: every comparison runs
-                found |= hmac.compare_digest(expected, sig)
+                if hmac.compare_digest(expected, sig) and found is None:
+                    found = i
     return found
 
 
-def _token_ok(keys: Keys, presented: list[bytes]) -> bool:
-    # Every presented token must be a configured one (Graph repeats clientState per item).
+def _token_ok(keys: Keys, presented: list[bytes]) -> int | None:
+    """The index of the secret the first presented token is, when every presented token is a
+    configured one (Graph repeats clientState per item); None otherwise."""
     wanted = [hashlib.sha256(k).digest() for k in keys.secrets]
     ok = bool(presented)
+    first: int | None = None
     for token in presented:
         digest = hashlib.sha256(token).digest()
         match = False
-        for w in wanted:
-            match |= hmac.compare_digest(digest, w)
+        for i, w in enumerate(wanted):
+            if hmac.compare_digest(digest, w):
+                match = True
+                if first is None:
+                    first = i
         ok &= match
-    return ok
+    return first if ok else None
 
 
 def _public_ok(algorithm: str, keys: Keys, messages: Sequence[bytes], sigs: list[bytes]) -> bool:
@@ -399,12 +408,13 @@ class Verifier:
             self.options.tolerance if self.options.tolerance is not None else self.scheme.tolerance
         )
 
-    def verify(self, request: InboundRequest) -> None:
-        """Raise `SignatureError` unless the request carries a valid signature."""
+    def verify(self, request: InboundRequest) -> str:
+        """Raise `SignatureError` unless the request carries a valid signature; who signed it
+        (`sender`): the scheme and which configured secret matched, never the secret."""
         scheme = self.scheme
         if scheme.check is not None:
             scheme.check(self, request)
-            return
+            return self.sender(None)
         parts = (scheme.parts or default_parts)(scheme, request, self.options)
         stamp: float | None = None
         if scheme.timestamped:
@@ -423,10 +433,13 @@ class Verifier:
             raise malformed(
                 scheme, f"the {fmt.header} header is not of the form {fmt.describe(shape(scheme))}"
             )
+        index: int | None = None
         if algorithm == "token":
-            ok = _token_ok(self.keys, decoded)
+            index = _token_ok(self.keys, decoded)
+            ok = index is not None
         elif algorithm in DIGESTS:
-            ok = _hmac_ok(algorithm, self.keys, parts.messages, decoded)
+            index = _hmac_ok(algorithm, self.keys, parts.messages, decoded)
+            ok = index is not None
         else:
             ok = _public_ok(scheme.algorithm, self.keys, parts.messages, decoded)
         if not ok:
@@ -438,6 +451,13 @@ class Verifier:
         tolerance = self.tolerance
         if stamp is not None and tolerance is not None:
             check_age(scheme.name, stamp, request.now, tolerance)
+        return self.sender(index)
+
+    def sender(self, index: int | None) -> str:
+        """Who a verified request came from, as budgets by sender key it: `<scheme>#<n>`, the
+        scheme and the index of the secret that matched in the block's `secrets` (0 for a
+        single `secret`), or the scheme alone (a public key, a provider's published keys)."""
+        return self.scheme.name if index is None else f"{self.scheme.name}#{index}"
 
     def delivery_id(self, request: InboundRequest) -> str | None:
         """The provider's id of this delivery (the same on every retry), or None."""

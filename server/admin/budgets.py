@@ -14,6 +14,11 @@ spend is under the raised limits. Raising again replaces the earlier raise.
 `POST /api/resume` does for that lane (the budget is waived until the end of its window).
 `404 budget_not_found` for a mapping or agent without a budget; `409 not_held` when its lane is
 not held by the budget (an operator's own pause is lifted with `/api/resume`).
+
+A budget `by: sender` lists its senders (`senders`: the most spent in the window, and every held
+one, each with its spend, `held` and `waivedUntil`); its `spentTokens`/`spentCost` are the most
+one sender spent, and `held` says whether any sender is held. `release?sender=<key>` releases
+one sender (`409 not_held` when that sender is not held); without `sender`, every held one.
 `X-Hookwise-Actor` names who asks (recorded with the client address).
 """
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
+import attrs
 import msgspec
 from litestar import Controller, Request, get, post
 
@@ -52,9 +58,21 @@ class RaiseInfo(Model, kw_only=True):
     at: str
 
 
+class SenderInfo(Model, kw_only=True):
+    """One sender of a budget by sender: its spend in the window, whether it is held, and until
+    when an operator's release waives it."""
+
+    sender: str
+    spent_tokens: int
+    spent_cost: float
+    held: bool
+    waived_until: str | None
+
+
 class BudgetInfo(Model, kw_only=True):
     """One budget: limits (as configured; `limitTokens`/`limitCost` as in force now), window,
-    spend in the current window, the operator's raise and waiver, and whether it holds its lane."""
+    spend in the current window, the operator's raise and waiver, and whether it holds its lane.
+    `by` is `sender` for a budget per sender, with its `senders` (None otherwise)."""
 
     kind: str
     name: str
@@ -70,6 +88,8 @@ class BudgetInfo(Model, kw_only=True):
     raised: RaiseInfo | None
     waived_until: str | None
     held: bool
+    by: str | None = None
+    senders: list[SenderInfo] | None = None
 
 
 class BudgetsAnswer(Answer, kw_only=True):
@@ -83,6 +103,8 @@ class BudgetAnswer(Answer, kw_only=True):
 class ReleaseAnswer(Answer, kw_only=True):
     budget: BudgetInfo
     released: int
+    #: the senders released (a budget by sender)
+    senders: list[str] | None = None
 
 
 class RaiseRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -98,11 +120,41 @@ def _budgets(gateway: Gateway) -> Budgets:
     return gateway.budgets
 
 
+async def sender_infos(gateway: Gateway, scope: Scope) -> list[SenderInfo]:
+    """The senders of a budget by sender worth showing: the most spent, then the held ones."""
+    budgets = _budgets(gateway)
+    held = await budgets.held_senders(scope.kind, scope.name)
+    top = [s for s, _, _ in await budgets.senders(scope)]
+    now = budgets.now()
+    found = []
+    for sender in dict.fromkeys([*top, *held]):
+        one = attrs.evolve(scope, sender=sender)
+        spent = await budgets.spend(one)
+        waived = await gateway.store.budget_waiver(one.held_kind, one.held_name)
+        found.append(
+            SenderInfo(
+                sender=sender,
+                spent_tokens=spent.tokens,
+                spent_cost=spent.cost,
+                held=sender in held,
+                waived_until=iso_or_none(waived) if waived is not None and waived > now else None,
+            )
+        )
+    return found
+
+
 async def info(gateway: Gateway, scope: Scope) -> BudgetInfo:
     budgets = _budgets(gateway)
     store = gateway.store
     b = scope.budget
     spent = await budgets.spend(scope)
+    senders = await sender_infos(gateway, scope) if b.by_sender else None
+    if senders is not None:  # the most one sender spent
+        spent = attrs.evolve(
+            spent,
+            tokens=max((s.spent_tokens for s in senders), default=0),
+            cost=max((s.spent_cost for s in senders), default=0.0),
+        )
     r = await budgets.raised(scope.kind, scope.name)
     limits = b if r is None else raised_limits(b, r)
     waived = await store.budget_waiver(scope.kind, scope.name)
@@ -110,7 +162,7 @@ async def info(gateway: Gateway, scope: Scope) -> BudgetInfo:
     held = any(
         (p.kind, p.name, p.paused_by) == (scope.kind, scope.name, BY_BUDGET)
         for p in await store.pauses()
-    )
+    ) or any(s.held for s in senders or ())
     return BudgetInfo(
         kind=scope.kind,
         name=scope.name,
@@ -130,6 +182,8 @@ async def info(gateway: Gateway, scope: Scope) -> BudgetInfo:
         ),
         waived_until=iso_or_none(waived) if waived is not None and waived > now else None,
         held=held,
+        by=b.by,
+        senders=senders,
     )
 
 
@@ -190,8 +244,16 @@ async def raise_budget(
     return BudgetAnswer(budget=await info(gateway, scope))
 
 
-async def release(gateway: Gateway, kind: str, name: str, who: str) -> ReleaseAnswer:
+async def release(
+    gateway: Gateway, kind: str, name: str, who: str, sender: str | None = None
+) -> ReleaseAnswer:
     scope = _scope(gateway, kind, name)
+    if scope.budget.by_sender:
+        return await release_senders(gateway, scope, who, sender)
+    if sender is not None:
+        raise RequestError(
+            400, "invalid_sender", f"the budget of {kind} {name} is not by sender", field="sender"
+        )
     held = [p for p in await gateway.store.pauses() if (p.kind, p.name) == (kind, name)]
     if not held or held[0].paused_by != BY_BUDGET:
         raise RequestError(409, "not_held", f"{kind} {name} is not held by its budget")
@@ -199,6 +261,22 @@ async def release(gateway: Gateway, kind: str, name: str, who: str) -> ReleaseAn
     if not names:  # lifted meanwhile (the window made room, another process released it)
         raise RequestError(409, "not_held", f"{kind} {name} is not held by its budget")
     return ReleaseAnswer(budget=await info(gateway, scope), released=released)
+
+
+async def release_senders(
+    gateway: Gateway, scope: Scope, who: str, sender: str | None
+) -> ReleaseAnswer:
+    """Release one held sender of a budget by sender, or every held one."""
+    budgets = _budgets(gateway)
+    held = await budgets.held_senders(scope.kind, scope.name)
+    wanted = held if sender is None else [s for s in held if s == sender]
+    what = f"{scope.kind} {scope.name}" + ("" if sender is None else f" sender {sender}")
+    if not wanted:
+        raise RequestError(409, "not_held", f"{what} is not held by its budget")
+    names, released = await budgets.release_senders(scope.kind, scope.name, wanted, by=who)
+    if not names:  # lifted meanwhile (the window made room, another process released it)
+        raise RequestError(409, "not_held", f"{what} is not held by its budget")
+    return ReleaseAnswer(budget=await info(gateway, scope), released=released, senders=names)
 
 
 class BudgetsController(Controller):
@@ -230,7 +308,14 @@ class BudgetsController(Controller):
         opt=requires("operate", audit="budget_release"),
     )
     async def release(
-        self, request: Request, kind: str, name: str, by: str | None = ACTOR
+        self,
+        request: Request,
+        kind: str,
+        name: str,
+        by: str | None = ACTOR,
+        sender: str | None = None,
     ) -> ReleaseAnswer:
-        note(request, kind=kind, name=name)
-        return await release(request.app.state.gateway, kind, name, actor(request, by))
+        note(request, kind=kind, name=name, sender=sender)
+        return await release(
+            request.app.state.gateway, kind, name, actor(request, by), sender=sender
+        )

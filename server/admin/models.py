@@ -162,6 +162,8 @@ class Run(Model, kw_only=True):
     usage: Usage
     #: the trace it belongs to (32 hex digits) when tracing was on (docs/tracing.md)
     trace_id: str | None = None
+    #: who the door verified sent it (`<scheme>#<n>`, `token`, ...; docs/accounting.md)
+    sender: str | None = None
 
     @classmethod
     def fields_of(cls, r: RunRecord, calls: Sequence[ModelCallRecord] = ()) -> dict[str, object]:
@@ -192,6 +194,7 @@ class Run(Model, kw_only=True):
             "model_used": r.model_used,
             "usage": Usage.of(calls, r),
             "trace_id": r.trace_id,
+            "sender": r.sender,
         }
 
     @classmethod

@@ -20,6 +20,7 @@ from ...engine.errors import RequestError
 from ..ingress.dispatch import RequestMeta
 from ..ingress.payload import content_type, parse_payload, takes_arrays
 from ..lifecycle.gateway import Gateway
+from ..store.senders import REPLAY_SENDER
 from .api import admin_guard, store_of
 from .audit import note
 from .models import PayloadDeleted, ReplayAction, Replayed, ReplayPreview
@@ -109,7 +110,11 @@ async def replay_request(
     status = 204
     if resolved.actions:
         accepted = await gateway.dispatcher.dispatch(
-            resolved.actions, meta=meta, rule_id=resolved.rule_id, respond=resolved.respond
+            resolved.actions,
+            meta=meta,
+            rule_id=resolved.rule_id,
+            respond=resolved.respond,
+            sender=resolved.sender or REPLAY_SENDER,
         )
         status = accepted.status
     logged = await gateway.store.get_request(meta.request_id)

@@ -4,10 +4,13 @@
     hookwise budgets raise mapping github --tokens 2M --for 2h
     hookwise budgets raise agent main --cost 50 --until 2026-12-01T00:00:00Z
     hookwise budgets release agent main                    # its held runs start now
+    hookwise budgets release mapping github --sender 'github#1'   # one sender (`by: sender`)
 
 A raise replaces the limits it names until its end, in every process; a release lets the held
 runs start and waives the budget until the end of its window (as `hookwise resume` does for a
-lane held by its budget). Both are recorded with your user name.
+lane held by its budget). Both are recorded with your user name. A budget by sender lists its
+senders under it (the most spent, and every held one); its release frees one sender
+(`--sender`) or, without it, every held one.
 """
 
 from __future__ import annotations
@@ -46,8 +49,28 @@ def _row(b: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _sender_rows(b: dict[str, Any]) -> list[dict[str, Any]]:
+    """The senders of a budget by sender, each a line under it (`mapping-sender`, `name/key`)."""
+    return [
+        _row(
+            {
+                **b,
+                "kind": f"{b['kind']}-sender",
+                "name": f"{b['name']}/{s['sender']}",
+                "spentTokens": s["spentTokens"],
+                "spentCost": s["spentCost"],
+                "raised": None,
+                "held": s["held"],
+            }
+        )
+        for s in b.get("senders") or ()
+    ]
+
+
 def _path(args: argparse.Namespace, action: str) -> str:
-    return f"/api/budgets/{args.kind}/{quote(args.name, safe='')}/{action}"
+    path = f"/api/budgets/{args.kind}/{quote(args.name, safe='')}/{action}"
+    sender = getattr(args, "sender", None)
+    return path if sender is None else f"{path}?sender={quote(sender, safe='')}"
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -55,7 +78,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         answer = client.get("/api/budgets")
 
     def show(out: TextIO) -> None:
-        table([_row(b) for b in answer["items"]], COLUMNS, out)
+        rows = [r for b in answer["items"] for r in (_row(b), *_sender_rows(b))]
+        table(rows, COLUMNS, out)
 
     _emit(args, answer, show)
     return 0
@@ -92,6 +116,14 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     def show(out: TextIO) -> None:
         b = answer["budget"]
+        senders = answer.get("senders")
+        if senders is not None:
+            print(
+                f"released {b['kind']} {b['name']} sender(s) {', '.join(senders)}: "
+                f"{answer['released']} run(s) back in the queue, waived for their window",
+                file=out,
+            )
+            return
         print(
             f"released {b['kind']} {b['name']}: {answer['released']} run(s) back in the queue, "
             f"its budget waived until {b['waivedUntil']}",
@@ -127,4 +159,7 @@ def add_cli(subparsers: Any) -> None:
     _common(p)
     p.add_argument("kind", choices=KINDS)
     p.add_argument("name", help="the mapping id or the agent id")
+    p.add_argument(
+        "--sender", help="a budget by sender: release this sender only (e.g. 'github#1')"
+    )
     p.set_defaults(func=guarded(cmd_release))

@@ -91,9 +91,11 @@ async def budget_raise_page(request: Request[Any, Any, Any], data: Form) -> Redi
 @post("/queues/budget/release", opt=requires("operate", audit="budget_release"))
 async def budget_release_page(request: Request[Any, Any, Any], data: Form) -> Redirect:
     kind, name = data.get("kind", ""), data.get("name", "")
-    note(request, kind=kind, name=name)
-    answer = await release(gateway_of(request), kind, name, actor(request, "console"))
+    sender = (data.get("sender") or "").strip() or None
+    note(request, kind=kind, name=name, sender=sender)
+    answer = await release(gateway_of(request), kind, name, actor(request, "console"), sender)
+    which = f"{kind} {name}" + ("" if sender is None else f" sender {sender}")
     return back_to(
         "/ui/queues",
-        f"Released the budget of {kind} {name}: {answer.released} run(s) back in the queue.",
+        f"Released the budget of {which}: {answer.released} run(s) back in the queue.",
     )

@@ -21,6 +21,7 @@ from ...engine.errors import RequestError
 from ...engine.judgement import Judgement
 from ..store.base import Accepted
 from ..store.coalesce import CoalesceSpec, stored_key
+from ..store.senders import TOKEN_SENDER
 from .answer import Answers
 from .dispatch import Dispatcher, RequestMeta
 from .request import MAX_IDEMPOTENCY_KEY, HookRequest
@@ -71,6 +72,7 @@ class AcceptStage:
             fingerprint=fingerprint,
             callback_url=judgement.callback_url,
             coalesce=coalesce_spec(judgement.coalesce, judgement.coalesce_key),
+            sender=judgement.sender or request.sender or TOKEN_SENDER,
         )
         if accepted.conflict:
             raise RequestError(

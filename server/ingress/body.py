@@ -106,9 +106,9 @@ class BodyStage:
             meta.event_type = provider_value(door.verifier.event_type(checked))
             meta.delivery_id = provider_value(door.verifier.delivery_id(checked))
             found = _at_door(door, request.method, checked)
-            if found is not None:
+            if isinstance(found, HandshakeAnswer):
                 return Handshake(found, door.rule_id)
-            request = attrs.evolve(request, checked=checked)
+            request = attrs.evolve(request, checked=checked, sender=found)
             if self._retention.enabled and door.verifier.signature_auth:
                 # authenticated by its signature just now (a door with `auth: signature` checks
                 # every request): kept as a token-authenticated request is, before its rules run
@@ -146,8 +146,9 @@ class BodyStage:
         )
 
 
-def _at_door(door: Door, method: str, request: InboundRequest) -> HandshakeAnswer | None:
-    """The provider's handshake answer, or None once the door's signature is checked."""
+def _at_door(door: Door, method: str, request: InboundRequest) -> HandshakeAnswer | str | None:
+    """The provider's handshake answer, or who signed the request once the door's signature
+    is checked (`Verifier.sender`; None: this door leaves the check to the rule)."""
     try:
         found = answer(door.verifier, method, request)
         if found is None and method != "POST":
@@ -155,7 +156,7 @@ def _at_door(door: Door, method: str, request: InboundRequest) -> HandshakeAnswe
                 405, "method_not_allowed", "GET is for the provider's verification handshake"
             )
         if found is None and door.checks_every_request:
-            door.verifier.verify(request)
+            return door.verifier.verify(request)
     except SignatureError as exc:
         where = f"rule {door.rule_id!r}" if door.rule_id else door.verifier.where
         raise RequestError(

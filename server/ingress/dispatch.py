@@ -46,7 +46,12 @@ class RequestMeta:
     delivery_id: str | None = None
 
 
-def _run(action: AgentAction, rule_id: str | None, callback_url: str | None = None) -> NewRun:
+def _run(
+    action: AgentAction,
+    rule_id: str | None,
+    callback_url: str | None = None,
+    sender: str | None = None,
+) -> NewRun:
     return NewRun(
         run_id=new_id(),
         session_key=action.session_key or f"hook:{new_id()}",
@@ -65,6 +70,7 @@ def _run(action: AgentAction, rule_id: str | None, callback_url: str | None = No
         agent_id=action.agent_id,
         callback_url=callback_url,
         trace=telemetry.traceparent(),  # the request's trace continues in the run's process
+        sender=sender,
     )
 
 
@@ -178,9 +184,14 @@ class Dispatcher:
         fingerprint: str | None = None,
         callback_url: str | None = None,
         coalesce: CoalesceSpec | None = None,
+        sender: str | None = None,
     ) -> Accepted:
+        """Commit what a request made (one transaction); `sender` is who the door or the rule
+        verified (`hookwise.server.runtime.senders`), stamped on its runs."""
         events = [_event(a, rule_id) for a in actions if isinstance(a, WakeAction)]
-        runs = [_run(a, rule_id, callback_url) for a in actions if isinstance(a, AgentAction)]
+        runs = [
+            _run(a, rule_id, callback_url, sender) for a in actions if isinstance(a, AgentAction)
+        ]
         notes = [
             d
             for a in actions

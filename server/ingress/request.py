@@ -49,6 +49,8 @@ class HookRequest:
     idempotency_key: str | None = None
     #: the engine's view the door checked (its fetched keys, its URL); None without a door
     checked: InboundRequest | None = None
+    #: who the door's signature check says sent it (`Verifier.sender`); None: not checked there
+    sender: str | None = None
 
     def with_body(self, body: bytes) -> HookRequest:
         """This request with its body read (built directly: `attrs.evolve` costs twice as much,
@@ -56,6 +58,7 @@ class HookRequest:
         return HookRequest(
             self.sub, self.method, self.client, self.headers, self.query, self.url, self.door,
             self.by_signature, body, self.payload, self.idempotency_key, self.checked,
+            self.sender,
         )  # fmt: skip
 
     def with_payload(self, payload: Any, idempotency_key: str | None) -> HookRequest:
@@ -63,6 +66,7 @@ class HookRequest:
         return HookRequest(
             self.sub, self.method, self.client, self.headers, self.query, self.url, self.door,
             self.by_signature, self.body, payload, idempotency_key, self.checked,
+            self.sender,
         )  # fmt: skip
 
     def inbound(self, payload: Any) -> InboundRequest:

@@ -19,6 +19,12 @@ otherwise.
 
 A breach is logged once per window and counted (`hookwise_budget_breaches`) by the process that
 holds the lane: the pause row is written once, whoever sees the breach first.
+
+A budget `by: sender` is checked per sender (`hookwise.server.store.senders`): the run's scope is
+its mapping or agent and its sender, the spend is that sender's, and a sender past it is held
+by a pause of kind `mapping-sender` or `agent-sender` that holds that sender's runs only (the
+other senders' runs of the mapping go on). Release, waivers and the lifting by `release_due` work
+per sender the same way; a raise is of the budget, so it raises every sender's allowance.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from ...engine.config.budgets import BudgetConfig
 from ...engine.config.prices import PerTokens
 from .. import metrics
 from ..store.base import RunRecord, Store
-from ..store.lanes import BY_BUDGET, PAUSED_COLUMN, BudgetRaise, Pause
+from ..store.lanes import BY_BUDGET, BudgetRaise, Pause
+from ..store.modelcalls import SPEND_COLUMN
+from ..store.senders import BASE_KIND, NO_SENDER, SENDER_KIND, scope_name, split_name
 from .providers.base import Usage
 
 log = logging.getLogger("hookwise.budgets")
@@ -43,13 +51,34 @@ log = logging.getLogger("hookwise.budgets")
 RELEASE_EVERY = 2.0
 
 
+#: how many senders of a budget by sender `GET /api/budgets` lists (the most spent)
+TOP_SENDERS = 20
+
+
 @attrs.frozen
 class Scope:
-    """One budget and what it covers: a mapping (`rule_id`) or an agent, by name."""
+    """One budget and what it covers: a mapping (`rule_id`) or an agent, by name; and for a
+    budget by sender, the one sender whose runs it covers."""
 
     kind: str
     name: str
     budget: BudgetConfig
+    sender: str | None = None
+
+    @property
+    def held_kind(self) -> str:
+        """The kind of its pause, waiver and running totals (`mapping-sender` for a sender)."""
+        return self.kind if self.sender is None else SENDER_KIND[self.kind]
+
+    @property
+    def held_name(self) -> str:
+        """The name of its pause, waiver and running totals (`<mapping>/<sender>`)."""
+        return self.name if self.sender is None else scope_name(self.name, self.sender)
+
+    def describe(self) -> str:
+        """`mapping github` or `mapping github sender github#1`, for log lines and replies."""
+        found = f"{self.kind} {self.name}"
+        return found if self.sender is None else f"{found} sender {self.sender}"
 
 
 @attrs.frozen
@@ -85,19 +114,44 @@ class Budgets:
     def scopes_of(self, run: RunRecord) -> list[Scope]:
         """The budgets a run counts against: its mapping's, then its agent's."""
         scopes = []
+        sender = run.sender or NO_SENDER
         if run.rule_id is not None:
             budget = self._mapping_budgets().get(run.rule_id)
             if budget is not None:
-                scopes.append(Scope("mapping", run.rule_id, budget))
+                scopes.append(
+                    Scope("mapping", run.rule_id, budget, sender if budget.by_sender else None)
+                )
         budget = self._agent_budgets().get(run.agent_id)
         if budget is not None:
-            scopes.append(Scope("agent", run.agent_id, budget))
+            scopes.append(
+                Scope("agent", run.agent_id, budget, sender if budget.by_sender else None)
+            )
         return scopes
 
     async def spend(self, scope: Scope) -> Spend:
         since = scope.budget.window_start(self._clock())
-        tokens, cost = await self._store.spend(PAUSED_COLUMN[scope.kind], scope.name, since=since)
+        tokens, cost = await self._store.spend(
+            SPEND_COLUMN[scope.held_kind], scope.held_name, since=since
+        )
         return Spend(tokens, cost, since)
+
+    def scope_of_pause(self, p: Pause) -> Scope | None:
+        """The budget a pause by `budget` stands for (None: that budget is no longer set)."""
+        kind: str = p.kind
+        name, sender = p.name, None
+        if kind in BASE_KIND:
+            kind = BASE_KIND[kind]
+            name, sender = split_name(p.name)
+        budget = self.budget_of(kind, name)
+        if budget is None or budget.by_sender != (sender is not None):
+            return None
+        return Scope(kind, name, budget, sender)
+
+    async def senders(self, scope: Scope) -> list[tuple[str, int, float]]:
+        """The senders of a budget by sender that spent most in its window: (sender, tokens,
+        cost), at most `TOP_SENDERS` (from the running totals' whole minutes)."""
+        since = scope.budget.window_start(self._clock())
+        return await self._store.top_senders(scope.kind, scope.name, since=since, limit=TOP_SENDERS)
 
     async def raised(self, kind: str, name: str) -> BudgetRaise | None:
         """The operator's raise of a budget in force now, if any."""
@@ -119,7 +173,7 @@ class Budgets:
     async def over(self, run: RunRecord) -> tuple[Scope, Spend] | None:
         """The first budget of `run` that is spent, with what was spent; None: it may start."""
         for scope in self.scopes_of(run):
-            waived = await self._store.budget_waiver(scope.kind, scope.name)
+            waived = await self._store.budget_waiver(scope.held_kind, scope.held_name)
             if waived is not None and waived > self._clock():
                 continue
             spent = await self.spend(scope)
@@ -192,45 +246,53 @@ class Budgets:
             f"budget: {spent.tokens} tokens, cost {spent.cost:g} since {spent.since:.0f}"
             f" (budget tokens {b.tokens}, cost {b.cost}, per {b.per:g}s {b.window})"
         )
-        found = [
-            p for p in await self._store.pauses() if (p.kind, p.name) == (scope.kind, scope.name)
-        ]
+        kind, name = scope.held_kind, scope.held_name
+        found = [p for p in await self._store.pauses() if (p.kind, p.name) == (kind, name)]
         if found:
             # held meanwhile (by another process's budget check, an operator, the configuration):
             # that pause is applied again as it is, so that it holds this run too; one the
             # budget would lift on its own never replaces an operator's
             await self._store.pause(found[0])
-            log.info("run %s held by the pause of %s %s", run.run_id, scope.kind, scope.name)
+            log.info("run %s held by the pause of %s", run.run_id, scope.describe())
             return
         held = await self._store.pause(
-            Pause(scope.kind, scope.name, BY_BUDGET, self._clock(), reason)  # type: ignore[arg-type]
+            Pause(kind, name, BY_BUDGET, self._clock(), reason)  # type: ignore[arg-type]
         )
         log.warning(
-            "budget of %s %s spent: run %s and %d queued run(s) held (%s)",
-            scope.kind,
-            scope.name,
+            "budget of %s spent: run %s and %d queued run(s) held (%s)",
+            scope.describe(),
             run.run_id,
             held,
             reason,
         )
-        metrics.budget_breach(scope.kind, scope.name)
+        # by the budget's kind and name: a sender is never a label (bounded by the configuration)
+        metrics.budget_breach(kind, scope.name)
 
     async def gauges(self) -> list[tuple[str, str, str, float, float]]:
         """Each configured budget's spend in its current window against its limit, per limit:
-        (scope, name, `tokens` or `cost`, spent, limit). Bounded by the configuration."""
+        (scope, name, `tokens` or `cost`, spent, limit). Bounded by the configuration: a budget
+        by sender is one series (scope `mapping-sender` or `agent-sender`), whose spend is the
+        most any one sender spent and whose limit is each sender's."""
         found: list[tuple[str, str, str, float, float]] = []
         for kind, budgets in (
             ("mapping", self._mapping_budgets()),
             ("agent", self._agent_budgets()),
         ):
             for name, budget in sorted(budgets.items()):
-                spent = await self.spend(Scope(kind, name, budget))
+                scope = Scope(kind, name, budget)
+                if budget.by_sender:
+                    top = await self.senders(scope)
+                    tokens = max((t for _, t, _ in top), default=0)
+                    spent = Spend(tokens, max((c for _, _, c in top), default=0.0), 0.0)
+                    label = SENDER_KIND[kind]
+                else:
+                    spent, label = await self.spend(scope), kind
                 r = await self.raised(kind, name)
                 budget = budget if r is None else raised_limits(budget, r)
                 if budget.tokens is not None:
-                    found.append((kind, name, "tokens", float(spent.tokens), float(budget.tokens)))
+                    found.append((label, name, "tokens", float(spent.tokens), float(budget.tokens)))
                 if budget.cost is not None:
-                    found.append((kind, name, "cost", spent.cost, float(budget.cost)))
+                    found.append((label, name, "cost", spent.cost, float(budget.cost)))
         return found
 
     async def crossed(self, run: RunRecord, usage: Usage | None) -> str | None:
@@ -240,48 +302,80 @@ class Budgets:
         own = 0 if usage is None else (usage.input_tokens or 0) + (usage.output_tokens or 0)
         for scope in self.scopes_of(run):
             now = self._clock()
-            waived = await self._store.budget_waiver(scope.kind, scope.name)
+            waived = await self._store.budget_waiver(scope.held_kind, scope.held_name)
             if waived is not None and waived > now:
                 continue
             since = scope.budget.window_start(now)
-            column = PAUSED_COLUMN[scope.kind]
             tokens, cost = await self._store.spend(
-                column, scope.name, since=since, exclude=run.run_id
+                SPEND_COLUMN[scope.held_kind], scope.held_name, since=since, exclude=run.run_id
             )
             if await self.exceeded(scope, tokens + own, cost):
                 log.warning(
-                    "run %s crossed the budget of %s %s (%d tokens): no more tool calls",
+                    "run %s crossed the budget of %s (%d tokens): no more tool calls",
                     run.run_id,
-                    scope.kind,
-                    scope.name,
+                    scope.describe(),
                     tokens + own,
                 )
-                return f"the budget of {scope.kind} {scope.name} is spent ({tokens + own} tokens)"
+                return f"the budget of {scope.describe()} is spent ({tokens + own} tokens)"
         return None
 
-    async def waive(self, kind: str, name: str, *, by: str) -> float | None:
-        """An operator released a lane its budget held: the budget is not checked again until
-        the spend that filled it has left the window. Until when (None: no such budget)."""
-        budgets = {"mapping": self._mapping_budgets(), "agent": self._agent_budgets()}
-        budget = budgets.get(kind, {}).get(name)
+    async def waive(
+        self, kind: str, name: str, *, by: str, sender: str | None = None
+    ) -> float | None:
+        """An operator released a lane its budget held (or one sender of a budget by sender):
+        the budget is not checked again until the spend that filled it has left the window.
+        Until when (None: no such budget)."""
+        budget = self.budget_of(kind, name)
         if budget is None:
             return None
+        scope = Scope(kind, name, budget, sender)
         until = budget.window_end(self._clock())
-        await self._store.waive_budget(kind, name, until=until, by=by)
-        log.warning("budget of %s %s released by %s until %.0f", kind, name, by, until)
+        await self._store.waive_budget(scope.held_kind, scope.held_name, until=until, by=by)
+        log.warning("budget of %s released by %s until %.0f", scope.describe(), by, until)
         return until
+
+    async def held_senders(self, kind: str, name: str) -> list[str]:
+        """The senders a budget by sender of the mapping or agent `name` holds, oldest first."""
+        held_kind = SENDER_KIND[kind]
+        return [
+            split_name(p.name)[1]
+            for p in await self._store.pauses()
+            if p.kind == held_kind and p.paused_by == BY_BUDGET and split_name(p.name)[0] == name
+        ]
+
+    async def release_senders(
+        self, kind: str, name: str, senders: list[str], *, by: str
+    ) -> tuple[list[str], int]:
+        """An operator releases senders a budget by sender holds: each is waived until the end
+        of its window and its held runs go back to the queue, in order. The senders released
+        (those still held) and how many runs went back."""
+        released: list[str] = []
+        count = 0
+        budget = self.budget_of(kind, name)
+        if budget is None:
+            return released, count
+        for sender in senders:
+            scope = Scope(kind, name, budget, sender)
+            await self.waive(kind, name, by=by, sender=sender)
+            n = await self._store.resume(scope.held_kind, scope.held_name)
+            if n is None:
+                continue  # lifted meanwhile
+            released.append(sender)
+            count += n
+            log.warning("resumed %s by %s: %d run(s) back in the queue", scope.describe(), by, n)
+        if released:
+            self._on_released()
+        return released, count
 
     async def release_due(self) -> list[str]:
         """Lift the budget pauses whose window has room again, or whose budget went; the
         names lifted."""
         lifted = []
-        budgets = {"mapping": self._mapping_budgets(), "agent": self._agent_budgets()}
         for p in await self._store.pauses():
             if p.paused_by != BY_BUDGET:
                 continue
-            budget = budgets.get(p.kind, {}).get(p.name)
-            if budget is not None:
-                scope = Scope(p.kind, p.name, budget)
+            scope = self.scope_of_pause(p)
+            if scope is not None:
                 spent = await self.spend(scope)
                 if await self.exceeded(scope, spent.tokens, spent.cost):
                     continue

@@ -103,9 +103,11 @@ class Accounting:
         agent_id: str,
         rule_id: str | None = None,
         attempt: int = 1,
+        sender: str | None = None,
     ) -> ModelChain:
-        """The chain of `models` (tried in this order) for one run or heartbeat."""
-        return ModelChain(self, tuple(models), owner_id, agent_id, rule_id, attempt)
+        """The chain of `models` (tried in this order) for one run or heartbeat; `sender`
+        (a run's, `none` when it has none; None for a heartbeat) is stamped on its records."""
+        return ModelChain(self, tuple(models), owner_id, agent_id, rule_id, attempt, sender)
 
     async def _breakers(self) -> dict[str, BreakerRecord]:
         """The breakers, read from the store at most once per `BREAKERS_FRESH` seconds (and
@@ -273,8 +275,10 @@ class ModelChain:
         agent_id: str,
         rule_id: str | None,
         attempt: int,
+        sender: str | None = None,
     ) -> None:
         self._acc = accounting
+        self._sender = sender
         self.models = models
         self._owner = owner_id
         self._agent = agent_id
@@ -300,6 +304,7 @@ class ModelChain:
             agent_id=self._agent,
             rule_id=self._rule,
             started_at=started,
+            sender=self._sender,
             **fields,
         )
 

@@ -48,6 +48,7 @@ from ..retry import Backoff
 from ..store.base import NewEvent, RunRecord, Store, StoreUnavailable
 from ..store.modelcalls import BreakerPolicy
 from ..store.records import NewDelivery, NewTurn, RunOutcome
+from ..store.senders import NO_SENDER
 from . import report
 from .ack import is_ack
 from .callbacks import SignedOutcomes
@@ -353,6 +354,7 @@ class RunWorkers:
             agent_id=run.agent_id,
             rule_id=run.rule_id,
             attempt=max(1, run.attempts),
+            sender=run.sender or NO_SENDER,
         )
         content = (
             run.message

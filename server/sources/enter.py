@@ -39,6 +39,7 @@ from ..ingress.payload import content_type, parse_payload, takes_arrays
 from ..ingress.request import MAX_IDEMPOTENCY_KEY
 from ..logs import escape_control
 from ..store.base import StoreUnavailable
+from ..store.senders import source_sender
 
 log = logging.getLogger("hookwise.sources")
 
@@ -173,6 +174,7 @@ class Entry:
             respond=resolved.respond,
             idempotency_key=key,
             fingerprint=fingerprint,
+            sender=resolved.sender or source_sender(self.source),
         )
         if accepted.conflict:
             raise RequestError(

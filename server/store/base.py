@@ -73,6 +73,8 @@ class NewRun:
     not_before: float | None = None
     #: the W3C `traceparent` of the request that created it (None: not traced; server.telemetry)
     trace: str | None = None
+    #: who the door verified sent it (`hookwise.server.store.senders`; migration 0026)
+    sender: str | None = None
 
 
 @attrs.frozen
@@ -203,10 +205,13 @@ class RunRecord:
 
     #: the conversation of a run parked for approval (JSON; `hookwise.server.runtime.parking`)
     parked: str | None = attrs.field(default=None, repr=False)
+    #: who the door verified sent it (`hookwise.server.store.senders`); None: from before 0026
+    sender: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "runId": self.run_id,
+            "sender": self.sender,
             "agentId": self.agent_id,
             "sessionKey": self.session_key,
             "name": self.name,
@@ -384,6 +389,14 @@ class Store(Protocol):
         """Tokens (in and out) and cost of the model calls whose `column` (`rule_id` or
         `agent_id`) is `name`, started at `since` or later, but those of run `exclude`: what a
         budget counts."""
+        ...
+
+    async def top_senders(
+        self, kind: str, name: str, *, since: float, limit: int
+    ) -> list[tuple[str, int, float]]:
+        """The senders that spent most in the mapping or agent `name` (`kind`) since `since`,
+        from the running totals' whole buckets (a listing, not a budget's check): (sender,
+        tokens, cost), most tokens first, at most `limit`."""
         ...
 
     async def breakers(self) -> list[BreakerRecord]:

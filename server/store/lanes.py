@@ -5,7 +5,9 @@ requests). Inside a lane, runs of one session run one at a time, in acceptance o
 of each store: `SESSION_FREE`). A pause holds the runs of a mapping or of an agent: they are
 written `held` and no claim takes them until the pause is lifted; the agent's wakes (its main
 session's events) and a mapping's wakes stay pending meanwhile. Pauses are rows of `pauses`
-(migration 0012), so they hold in every process and across restarts.
+(migration 0012), so they hold in every process and across restarts. A budget by sender holds
+one sender's runs of a mapping or an agent: a pause of kind `mapping-sender` or `agent-sender`
+named `<mapping or agent>/<sender>` (`hookwise.server.store.senders`), written by a budget only.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from typing import Literal
 
 import attrs
 
-PauseKind = Literal["mapping", "agent"]
+from .senders import SENDER_NAME_SQL
+
+PauseKind = Literal["mapping", "agent", "mapping-sender", "agent-sender"]
+#: what an operator pauses (a sender is held by its budget only)
 PAUSE_KINDS: tuple[PauseKind, ...] = ("mapping", "agent")
-#: the column of `runs` a pause of each kind matches
-PAUSED_COLUMN: dict[str, str] = {"mapping": "rule_id", "agent": "agent_id"}
+#: the column of `runs` (or the expression over it) a pause of each kind matches
+PAUSED_COLUMN: dict[str, str] = {"mapping": "rule_id", "agent": "agent_id", **SENDER_NAME_SQL}
 #: who paused a mapping whose configuration says `paused: true`
 BY_CONFIG = "config"
 #: who paused a mapping or an agent whose budget is spent (`hookwise.server.runtime.budgets`)
@@ -64,9 +69,12 @@ class LaneStat:
 
 def run_paused(run: str) -> str:
     """SQL: a pause holds the run aliased `run` (its agent or its mapping is paused)."""
+    sender = f"COALESCE({run}.sender, 'none')"
     return (
         f"EXISTS (SELECT 1 FROM pauses p WHERE (p.kind = 'agent' AND p.name = {run}.agent_id)"
-        f" OR (p.kind = 'mapping' AND p.name = {run}.rule_id))"
+        f" OR (p.kind = 'mapping' AND p.name = {run}.rule_id)"
+        f" OR (p.kind = 'agent-sender' AND p.name = {run}.agent_id || '/' || {sender})"
+        f" OR (p.kind = 'mapping-sender' AND p.name = {run}.rule_id || '/' || {sender}))"
     )
 
 

@@ -25,12 +25,21 @@ import attrs
 #: table's own `seq` orders its rows for retention)
 COLUMNS = (
     "owner_id, attempt, call_seq, model, agent_id, rule_id, outcome, error_class, status, error, started_at,"
-    " duration_ms, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost"
+    " duration_ms, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost,"
+    " sender"
 )
 WIDTH = COLUMNS.count(",") + 1
 #: a budget's spend (`Store.spend`): tokens in and out, and cost, since a window's start; the
 #: column of `model_calls` a scope is counted by, and the scope's kind in `budget_usage`
-SPEND_COLUMNS = {"rule_id": "mapping", "agent_id": "agent"}
+SPEND_COLUMNS = {
+    "rule_id": "mapping",
+    "agent_id": "agent",
+    # budgets by sender (`hookwise.server.store.senders`): a heartbeat's calls have no sender
+    "rule_id || '/' || sender": "mapping-sender",
+    "agent_id || '/' || sender": "agent-sender",
+}
+#: the column (or expression) of `model_calls` a scope of each kind is counted by
+SPEND_COLUMN = {kind: column for column, kind in SPEND_COLUMNS.items()}
 SPEND = (
     "SELECT COALESCE(SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0),"
     " COALESCE(SUM(cost), 0) FROM model_calls WHERE {column} = {name} AND started_at >= {since}"
@@ -56,6 +65,16 @@ USAGE_ADD = (
     "INSERT INTO budget_usage (kind, name, bucket, tokens, cost) VALUES ({}, {}, {}, {}, {})"
     " ON CONFLICT (kind, name, bucket) DO UPDATE SET"
     " tokens = budget_usage.tokens + excluded.tokens, cost = budget_usage.cost + excluded.cost"
+)
+
+
+#: the senders that spent most in a mapping or agent (`Store.top_senders`), by the running
+#: totals of its by-sender kind whose name starts `<name>/`: placeholders kind, prefix length,
+#: prefix, since, limit
+TOP_SENDERS = (
+    "SELECT name, SUM(tokens), SUM(cost) FROM budget_usage WHERE kind = {} AND"
+    " substr(name, 1, {}) = {} AND bucket >= {} GROUP BY name"
+    " ORDER BY SUM(tokens) DESC, SUM(cost) DESC, name LIMIT {}"
 )
 
 
@@ -91,6 +110,10 @@ def usage_of(record: ModelCallRecord, sign: int = 1) -> list[tuple[str, str, flo
     scopes = [("agent", record.agent_id)]
     if record.rule_id is not None:
         scopes.append(("mapping", record.rule_id))
+    if record.sender is not None:
+        scopes.append(("agent-sender", f"{record.agent_id}/{record.sender}"))
+        if record.rule_id is not None:
+            scopes.append(("mapping-sender", f"{record.rule_id}/{record.sender}"))
     return sorted((kind, name, bucket, sign * tokens, sign * cost) for kind, name in scopes)
 
 
@@ -121,6 +144,8 @@ class ModelCallRecord:
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
     cost: float | None = None
+    #: who sent the run (`hookwise.server.store.senders`); None: a heartbeat's call
+    sender: str | None = None
 
     def row(self) -> tuple[Any, ...]:
         return attrs.astuple(self)

@@ -30,7 +30,7 @@ RUN_COLUMNS = (
     "seq, run_id, session_key, name, message, rule_id, state, wake_mode, deliver, channel, "
     "recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, attempts, "
     "created_at, started_at, finished_at, reply, error, model_used, input_tokens, output_tokens, "
-    "agent_id, request_id, callback_url, trace, parked"
+    "agent_id, request_id, callback_url, trace, parked, sender"
 )
 DELIVERY_COLUMNS = (
     "delivery_id, run_id, heartbeat_id, channel, recipient, fallback_channel, text, state, "

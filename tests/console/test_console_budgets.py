@@ -46,7 +46,9 @@ def server() -> Iterator[ModelServer]:
 
 @pytest.fixture(scope="module")
 def gw(start_module_gateway: Any, server: ModelServer) -> GatewayProcess:
-    cfg = base_config(mappings=[metered(1), metered(2), metered(3)])
+    by_sender = metered(4)
+    by_sender["budget"] = {**by_sender["budget"], "by": "sender"}
+    cfg = base_config(mappings=[metered(1), metered(2), metered(3), by_sender])
     cfg["agents"] = {"defaults": {"heartbeat": {"every": 0}, "model": "fake/m"}}
     cfg["models"] = {"providers": {"fake": server.provider()}}
     return start_module_gateway(cfg)
@@ -94,6 +96,24 @@ def test_release_a_held_budget_from_the_queues_page(page: Any, gw: GatewayProces
     page.reload()
     assert "waived until" in row.locator("td.state").inner_text()
     assert row.locator("button", has_text="Release").count() == 0
+
+
+def test_release_one_held_sender_from_the_queues_page(page: Any, gw: GatewayProcess) -> None:
+    # runs sent with the hook token are of the sender `token`: held past its own allowance
+    ids = held_runs(gw, "m4", 2)
+    login(page, gw, "/ui/queues")
+    row = page.locator("tr[data-budget='mapping/m4'][data-sender='token']")
+    assert row.locator("td.state").inner_text() == "held"
+    assert row.locator("td.tokens").inner_text().endswith("/ 500")
+    row.locator("button", has_text="Release").click()
+    page.wait_for_url(gw.url + "/ui/queues?*")
+    body = page.locator("body").inner_text()
+    assert "Released the budget of mapping m4 sender token: 1 run(s)" in body
+    eventually(lambda: state(gw, ids[1]) == "succeeded", what="the released run", timeout=30)
+    page.reload()
+    assert "waived until" in row.locator("td.state").inner_text()
+    page.goto(f"{gw.url}/ui/runs/{ids[1]}")
+    assert page.locator("dd[data-sender]").inner_text() == "token"
 
 
 def test_a_bad_raise_is_refused_with_the_apis_message(page: Any, gw: GatewayProcess) -> None:

@@ -595,8 +595,10 @@ def test_new_keys_are_checked_at_load(block: dict[str, Any], key: str, message: 
 def test_a_rotated_secret_list_accepts_any_of_its_secrets() -> None:
     block = structure({"scheme": "github", "secrets": ["new-secret", SECRET]}, VerifyConfig)
     verifier = compile_verifier(block, REPO, "verify")
-    verifier.verify(make_request("hook", {}, headers=github(), raw_body=BODY))
-    verifier.verify(make_request("hook", {}, headers=github(secret="new-secret"), raw_body=BODY))
+    # who signed: the scheme and the index of the secret that matched (budgets by sender)
+    assert verifier.verify(make_request("hook", {}, headers=github(), raw_body=BODY)) == "github#1"
+    second = make_request("hook", {}, headers=github(secret="new-secret"), raw_body=BODY)
+    assert verifier.verify(second) == "github#0"
     with pytest.raises(SignatureError):
         verifier.verify(make_request("hook", {}, headers=github(secret="older"), raw_body=BODY))
 

@@ -133,10 +133,16 @@ def test_two_stores_recording_at_once_count_every_call(backend: Backend) -> None
 
 
 def forget_totals(backend: Backend) -> None:
-    """Take the database back to before migration 0025's totals (its records kept)."""
+    """Take the database back to before migration 0025's totals (its records kept), and so
+    before 0026's senders."""
+    undo_senders = (
+        "DROP TRIGGER runs_held_when_paused; DROP INDEX model_calls_rule_sender_spend;"
+        " DROP INDEX model_calls_agent_sender_spend;"
+        " ALTER TABLE runs DROP COLUMN sender; ALTER TABLE model_calls DROP COLUMN sender;"
+    )
     if backend.name == "sqlite":
         conn = sqlite3.connect(backend.path)
-        conn.executescript("DROP TABLE budget_usage; PRAGMA user_version = 24;")
+        conn.executescript(f"DROP TABLE budget_usage; {undo_senders} PRAGMA user_version = 24;")
         conn.close()
         return
 
@@ -144,8 +150,10 @@ def forget_totals(backend: Backend) -> None:
         conn = await asyncpg.connect(POSTGRES_URL)
         try:
             await conn.execute(f'DROP TABLE "{backend.schema}".budget_usage')
+            for table in ("runs", "model_calls"):
+                await conn.execute(f'ALTER TABLE "{backend.schema}".{table} DROP COLUMN sender')
             await conn.execute(
-                f'DELETE FROM "{backend.schema}".schema_migrations WHERE version = 25'
+                f'DELETE FROM "{backend.schema}".schema_migrations WHERE version IN (25, 26)'
             )
         finally:
             await conn.close()
@@ -201,3 +209,104 @@ def test_the_running_totals_are_pruned_with_the_runs_horizon(backend: Backend) -
         assert await store.spend("agent_id", "main", since=0.0) == (10, 0.0)
 
     backend.run(body)
+
+
+def test_a_senders_spend_and_the_top_senders_of_a_scope(backend: Backend) -> None:
+    """Budgets by sender: each sender's calls are summed apart (exact, from the running totals
+    and the first partial minute), per mapping and per agent; a heartbeat's call (no sender)
+    counts for no sender; the top senders come from the totals' whole minutes."""
+    by_rule = "rule_id || '/' || sender"
+    by_agent = "agent_id || '/' || sender"
+    calls = [
+        call("a1", 1, rule_id="m", sender="github#0", input_tokens=100, cost=1.0, started_at=60.0),
+        call("a2", 1, rule_id="m", sender="github#0", input_tokens=50, started_at=130.0),
+        call("b1", 1, rule_id="m", sender="github#1", input_tokens=7, cost=0.5, started_at=125.0),
+        call("c1", 1, rule_id="other", sender="github#0", input_tokens=1000, started_at=70.0),
+        call("h1", 1, input_tokens=5000, started_at=90.0),  # a heartbeat's
+    ]
+
+    async def body(store) -> None:
+        await store.record_model_calls(calls)
+        assert await store.spend(by_rule, "m/github#0", since=0.0) == (150, 1.0)
+        assert await store.spend(by_rule, "m/github#0", since=100.0) == (50, 0.0)
+        assert await store.spend(by_rule, "m/github#1", since=0.0) == (7, 0.5)
+        assert await store.spend(by_rule, "m/token", since=0.0) == (0, 0.0)
+        assert await store.spend(by_agent, "main/github#0", since=65.0) == (1050, 0.0)
+        # the mapping's own budget still counts every sender
+        assert await store.spend("rule_id", "m", since=0.0) == (157, 1.5)
+        assert await store.spend(by_rule, "m/github#0", since=0.0, exclude="a1") == (50, 0.0)
+        top = await store.top_senders("mapping", "m", since=0.0, limit=10)
+        assert top == [("github#0", 150, 1.0), ("github#1", 7, 0.5)]
+        assert await store.top_senders("mapping", "m", since=0.0, limit=1) == [top[0]]
+        agents = await store.top_senders("agent", "main", since=0.0, limit=10)
+        assert [s for s, _, _ in agents] == ["github#0", "github#1"]
+
+    backend.run(body)
+
+
+def forget_senders(backend: Backend) -> None:
+    """Take the database back to before migration 0026 (its records kept)."""
+    if backend.name == "sqlite":
+        conn = sqlite3.connect(backend.path)
+        conn.executescript(
+            "DROP INDEX model_calls_rule_sender_spend; DROP INDEX model_calls_agent_sender_spend;"
+            " DROP TRIGGER runs_held_when_paused;"
+            " ALTER TABLE runs DROP COLUMN sender; ALTER TABLE model_calls DROP COLUMN sender;"
+            " DELETE FROM budget_usage WHERE kind LIKE '%-sender'; PRAGMA user_version = 25;"
+        )
+        conn.close()
+        return
+
+    async def back() -> None:
+        conn = await asyncpg.connect(POSTGRES_URL)
+        schema = f'"{backend.schema}"'
+        try:
+            for table in ("runs", "model_calls"):
+                await conn.execute(f"ALTER TABLE {schema}.{table} DROP COLUMN sender")
+            await conn.execute(f"DELETE FROM {schema}.budget_usage WHERE kind LIKE '%-sender'")
+            await conn.execute(f"DELETE FROM {schema}.schema_migrations WHERE version = 26")
+        finally:
+            await conn.close()
+
+    asyncio.run(back())
+
+
+def test_the_senders_migration_makes_earlier_runs_the_sender_none(backend: Backend) -> None:
+    """Migration 0026: the calls of runs stored before it are the sender `none` (with their
+    running totals), a heartbeat's are nobody's; a run from before it is held by a hold of
+    the sender `none` of its mapping, and goes back to the queue when it is lifted."""
+    from hookwise.server.store.lanes import Pause
+    from tests.store.support import add_runs
+
+    async def before(store) -> list[str]:
+        [run_id] = await add_runs(store, 1)
+        await store.record_model_calls(
+            [
+                call(run_id, 1, rule_id="rule-1", input_tokens=40, cost=0.5, started_at=120.0),
+                call("hb-1", 1, input_tokens=900, started_at=125.0),
+            ]
+        )
+        return [run_id]
+
+    [run_id] = backend.run(before)
+    forget_senders(backend)
+
+    async def after(store) -> None:
+        by_rule, by_agent = "rule_id || '/' || sender", "agent_id || '/' || sender"
+        for since in (0.0, 121.0):
+            expected = (40, 0.5) if since == 0.0 else (0, 0.0)
+            assert await store.spend(by_rule, "rule-1/none", since=since) == expected
+            assert await store.spend(by_agent, "main/none", since=since) == expected
+        assert await store.top_senders("agent", "main", since=0.0, limit=5) == [("none", 40, 0.5)]
+        assert await store.pause(Pause("mapping-sender", "rule-1/none", "budget", 1.0)) == 1
+        assert (await store.get_run(run_id)).state == "held"
+        assert await store.resume("mapping-sender", "rule-1/none") == 1
+        assert (await store.get_run(run_id)).state == "queued"
+        # a run accepted while its sender is held is written held (the trigger)
+        await store.pause(Pause("mapping-sender", "rule-1/none", "budget", 2.0))
+        [later] = await add_runs(store, 1)
+        assert (await store.get_run(later)).state == "held"
+        await store.pause(Pause("mapping-sender", "rule-1/github#0", "budget", 2.0))
+        assert await store.resume("mapping-sender", "rule-1/none") == 2
+
+    backend.run(after)

@@ -96,17 +96,18 @@ _ACCEPT_GROUP = (
     "), new_runs AS ("
     " INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode, deliver,"
     " channel, recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe,"
-    " agent_id, created_at, request_id, callback_url, trace)"
+    " agent_id, created_at, request_id, callback_url, trace, sender)"
     " SELECT r.run_id, r.session_key, r.name, r.message, r.rule_id, r.wake_mode, r.deliver,"
     " r.channel, r.recipient, r.model, r.thinking, r.timeout_seconds, r.fallback_channel,"
-    " r.allow_unsafe, r.agent_id, fresh.at, fresh.request_id, r.callback_url, r.trace"
+    " r.allow_unsafe, r.agent_id, fresh.at, fresh.request_id, r.callback_url, r.trace, r.sender"
     " FROM unnest($15::int[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],"
     " $21::text[], $22::bool[], $23::text[], $24::text[], $25::text[], $26::text[],"
-    " $27::float8[], $28::text[], $29::bool[], $30::text[], $46::text[], $59::text[])"
+    " $27::float8[], $28::text[], $29::bool[], $30::text[], $46::text[], $59::text[],"
+    " $60::text[])"
     " WITH ORDINALITY AS"
     " r(op, run_id, session_key, name, message, rule_id, wake_mode, deliver, channel,"
     " recipient, model, thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id,"
-    " callback_url, trace, n)"
+    " callback_url, trace, sender, n)"
     " JOIN fresh USING (op) ORDER BY r.n"
     "), new_deliveries AS ("
     " INSERT INTO deliveries (delivery_id, run_id, heartbeat_id, channel, recipient,"
@@ -171,6 +172,7 @@ def _group_args(ops: list[AcceptOp]) -> list[Any]:
         *columns(notes, 11),  # $47..$57: notifications (`action: notify`)
         [op.log.trace_id for op in ops],  # $58: the request log's trace ids
         [r.trace for op in ops for r in op.runs],  # $59: the runs' traceparents
+        [r.sender for op in ops for r in op.runs],  # $60: the runs' senders
     ]
 
 

@@ -14,6 +14,7 @@ from ..modelcalls import (
     BUCKET,
     COLUMNS,
     SPEND_COLUMNS,
+    TOP_SENDERS,
     WIDTH,
     BreakerPolicy,
     BreakerRecord,
@@ -23,6 +24,7 @@ from ..modelcalls import (
     spend_fast_sql,
     spend_sql,
 )
+from ..senders import SENDER_KIND
 from .parts import PostgresParts
 
 _INSERT = (
@@ -32,13 +34,15 @@ _INSERT = (
 )
 #: a record and its spend in the running totals, in one statement (so that `executemany`
 #: pipelines them): a record already stored (a retried write that had committed) adds nothing;
-#: the bucket is `modelcalls.usage_of`'s (agent first, then the mapping)
+#: the bucket is `modelcalls.usage_of`'s (in the order of the kinds; by sender when it has one)
 _RECORD = (
-    f"WITH ins AS ({_INSERT} RETURNING agent_id, rule_id, started_at,"
+    f"WITH ins AS ({_INSERT} RETURNING agent_id, rule_id, sender, started_at,"
     " COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0) AS tokens, COALESCE(cost, 0) AS cost)"
     f" INSERT INTO budget_usage (kind, name, bucket, tokens, cost)"
     f" SELECT s.kind, s.name, floor(ins.started_at / {BUCKET}) * {BUCKET}, ins.tokens, ins.cost"
-    " FROM ins CROSS JOIN LATERAL (VALUES ('agent', ins.agent_id), ('mapping', ins.rule_id))"
+    " FROM ins CROSS JOIN LATERAL (VALUES ('agent', ins.agent_id), ('mapping', ins.rule_id),"
+    " ('agent-sender', ins.agent_id || '/' || ins.sender),"
+    " ('mapping-sender', ins.rule_id || '/' || ins.sender))"
     " AS s(kind, name)"
     " WHERE s.name IS NOT NULL AND (ins.tokens <> 0 OR ins.cost <> 0) ORDER BY s.kind"
     " ON CONFLICT (kind, name, bucket) DO UPDATE SET"
@@ -84,6 +88,16 @@ class PostgresModelCalls(PostgresParts):
                 sql, SPEND_COLUMNS[column], name, since, bucket_edge(since)
             )
         return int(row[0]), float(row[1])
+
+    async def top_senders(
+        self, kind: str, name: str, *, since: float, limit: int
+    ) -> list[tuple[str, int, float]]:
+        prefix = name + "/"
+        sql = TOP_SENDERS.format("$1", "$2", "$3", "$4", "$5")
+        rows = await self._readers.fetch(
+            sql, SENDER_KIND[kind], len(prefix), prefix, bucket_edge(since), limit
+        )
+        return [(r[0][len(prefix) :], int(r[1]), float(r[2])) for r in rows]
 
     async def breakers(self) -> list[BreakerRecord]:
         rows = await self._readers.fetch(

@@ -91,7 +91,7 @@ def _claim_sql(which: str) -> str:
     # run (with stale statistics the planner otherwise filtered them all, then sorted)
     return (
         "WITH picked AS MATERIALIZED (SELECT q.seq FROM"
-        f" (SELECT seq, session_key, agent_id, rule_id, not_before FROM runs WHERE {which}"
+        f" (SELECT seq, session_key, agent_id, rule_id, sender, not_before FROM runs WHERE {which}"
         " ORDER BY seq OFFSET 0) q"
         f" WHERE TRUE{SESSION_FREE} AND NOT {run_paused('q')}"
         " AND (q.rule_id IS NULL OR NOT (q.rule_id = ANY($5::text[])))"

@@ -16,7 +16,7 @@ RUNS = InsertInto(
     "runs",
     "run_id, session_key, name, message, rule_id, wake_mode, deliver, channel, recipient, model,"
     " thinking, timeout_seconds, fallback_channel, allow_unsafe, agent_id, created_at, request_id,"
-    " callback_url, trace",
+    " callback_url, trace, sender",
 )
 REQUEST_LOG = InsertInto("request_log", LOG_COLUMNS)
 DELIVERIES = InsertInto(
@@ -36,7 +36,8 @@ def accept_rows(op: AcceptOp) -> Rows:
     first): its events, its runs and its log line."""
     rows = [(EVENTS, (*event_row(e), op.now)) for e in op.events]
     rows += [
-        (RUNS, (*run_row(r), op.now, op.log.request_id, r.callback_url, r.trace)) for r in op.runs
+        (RUNS, (*run_row(r), op.now, op.log.request_id, r.callback_url, r.trace, r.sender))
+        for r in op.runs
     ]
     rows += [(DELIVERIES, (*delivery_row(d), op.now, op.now, op.now)) for d in op.deliveries]
     rows.append((REQUEST_LOG, log_row(op.log)))
@@ -75,7 +76,10 @@ def accept(op: AcceptOp, cur: sqlite3.Cursor) -> Accepted:
     if op.runs:
         cur.executemany(
             RUNS.sql(1),
-            [(*run_row(r), op.now, op.log.request_id, r.callback_url, r.trace) for r in op.runs],
+            [
+                (*run_row(r), op.now, op.log.request_id, r.callback_url, r.trace, r.sender)
+                for r in op.runs
+            ],
         )
     if op.deliveries:
         cur.executemany(

@@ -15,6 +15,7 @@ from ..modelcalls import (
     BREAKER_WIDTH,
     COLUMNS,
     SPEND_COLUMNS,
+    TOP_SENDERS,
     USAGE_ADD,
     WIDTH,
     BreakerPolicy,
@@ -26,6 +27,7 @@ from ..modelcalls import (
     spend_sql,
     usage_of,
 )
+from ..senders import SENDER_KIND
 from .parts import SQLiteParts
 
 _INSERT = f"INSERT OR REPLACE INTO model_calls ({COLUMNS}) VALUES ({', '.join('?' * WIDTH)})"
@@ -119,6 +121,15 @@ class SQLiteModelCalls(SQLiteParts):
             args = (SPEND_COLUMNS[column], name, edge, name, since, edge)
         row = await self._read(lambda conn: conn.execute(sql, args).fetchone())
         return int(row[0]), float(row[1])
+
+    async def top_senders(
+        self, kind: str, name: str, *, since: float, limit: int
+    ) -> list[tuple[str, int, float]]:
+        prefix = name + "/"
+        sql = TOP_SENDERS.format(*"?????")
+        args = (SENDER_KIND[kind], len(prefix), prefix, bucket_edge(since), limit)
+        rows = await self._read(lambda conn: conn.execute(sql, args).fetchall())
+        return [(r[0][len(prefix) :], int(r[1]), float(r[2])) for r in rows]
 
     async def breakers(self) -> list[BreakerRecord]:
         rows = await self._read(
