@@ -17,7 +17,8 @@ door and the body established) and one `Judgement` (what the judge decided):
    the request, the mapping's fixed answer; and every refusal in the one JSON error shape.
 
 Replay (`hookwise.server.admin.replay`) and pull sources (`hookwise.server.sources.enter`)
-enter at `judge` through `HookEndpoint.judge`, the very function a live request goes through.
+enter at `judge` through `HookEndpoint.judge`, the very function a live request goes through,
+and commit through the same accept stage (`HookEndpoint.accept_stage`, `AcceptStage.commit`).
 
 A mapped path with a door (`hooks.verify.<path>`, or a rule's `verify` on that path; see
 `hookwise.engine.signatures.door`) changes three things: `GET` is allowed when the door has a
@@ -257,15 +258,18 @@ class HookEndpoint:
             log.info("%s: 200 no_rule_matched (acknowledged)", meta.path)
             return await answer.judged(send, judgement)
         if judgement.skipped:
-            respond = judgement.respond
-            status = respond.status if respond is not None else 204
-            self._dispatcher.refused(meta, status, "skipped", judgement.rule_id)
+            self._accept.skipped(judgement, meta)
             return await answer.judged(send, judgement)
         with telemetry.stage("hook.accept", **{"hookwise.rule": judgement.rule_id}):
             committed = await self._accept.accept(request, judgement, meta)  # the one commit
         return await answer.committed(
             send, receive, judgement, committed.accepted, committed.wait, self._answers
         )
+
+    @property
+    def accept_stage(self) -> AcceptStage:
+        """The accept stage, whose one commit replay and pull sources commit through too."""
+        return self._accept
 
     async def judge(
         self,
