@@ -185,6 +185,7 @@ class HookEndpoint:
             # signed by the body: its in-flight slot is taken once the body is read (limits.py)
             async with self._limiter.admit(sub, client, hold=not by_signature):
                 request = await self._body.read(request, receive, meta)
+                meta = meta.sized(len(request.body))
                 async with self._limiter.hold(sub) if by_signature else nullcontext():
                     return await self._walk(request, meta, receive, send)
         except Limited as e:  # not in the request log: a flood must not become store writes
@@ -195,7 +196,16 @@ class HookEndpoint:
             return await send_error(
                 send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())]
             )
-        except RequestError as e:
+        except Exception as e:  # answered in the one error shape, recorded once
+            return await self._failed(e, meta, by_signature, client, send)
+
+    async def _failed(
+        self, error: Exception, meta: RequestMeta, by_signature: bool, client: str, send: Send
+    ) -> int:
+        """Answer and record a request the walk refused or failed: a `RequestError` with its
+        status, the store's unavailability 503, anything else 500; the status sent."""
+        if isinstance(error, RequestError):
+            e = error
             if by_signature and e.status == 401:
                 await self._door.throttle.record_failure(client)
                 log.warning("hook signature authentication failed from %s", client)
@@ -215,56 +225,65 @@ class HookEndpoint:
                 )
             # the rest of the body is not read: close the connection after answering
             return await send_error(send, e, _CLOSE if e.status in (408, 413) else ())
-        except StoreUnavailable as e:
-            log.warning("%s: 503 store_unavailable: %s", meta.path, e)
+        if isinstance(error, StoreUnavailable):
+            log.warning("%s: 503 store_unavailable: %s", meta.path, error)
             self._dispatcher.refused(meta, 503, "store_unavailable")
-            return await send_error(send, store_unavailable(e), retry_after_store())
-        except Exception:
-            log.exception("unexpected error on %s", meta.path)
-            self._dispatcher.refused(meta, 500, "internal_error")
-            return await send_error(
-                send,
-                RequestError(500, "internal_error", "the gateway failed to handle the request"),
-            )
+            return await send_error(send, store_unavailable(error), retry_after_store())
+        log.error("unexpected error on %s", meta.path, exc_info=error)
+        self._dispatcher.refused(meta, 500, "internal_error")
+        return await send_error(
+            send,
+            RequestError(500, "internal_error", "the gateway failed to handle the request"),
+        )
 
     async def _walk(
         self, request: HookRequest, meta: RequestMeta, receive: Receive, send: Send
     ) -> int:
         """body (the door's check of the bytes, parse) -> judge -> accept -> answer, for a
-        request whose body is read; the status sent."""
-        if request.door is None:
-            opened = await self._body.open(request, meta)
-        else:  # tracing: the provider's signature or handshake
-            with telemetry.stage("hook.door", **{"hookwise.rule": request.door.rule_id}):
-                opened = await self._body.open(request, meta)
-        if isinstance(opened, Handshake):
-            found = opened.answer
-            if found.follow is not None:  # SNS: confirm the subscription before answering
-                await self._keys.visit(found.follow)
-            self._dispatcher.refused(meta, found.status, found.kind, opened.rule_id, "handshake")
-            return await answer.handshake(send, found)
-        request = opened
+        request whose body is read; the status sent. `meta` grows as the walk learns (a new
+        value each time), and a refusal is recorded with what was known when it came."""
         door = request.door
-        judgement = await self.judge(
-            request.sub,
-            request.payload,
-            request.inbound,
-            url=lambda: request.url,
-            verified=door.verifier if door is not None and door.checks_every_request else None,
-            acknowledge=True,
-        )
-        if judgement.ignored:
-            self._dispatcher.refused(meta, 200, "no_rule_matched", None, "ignored")
-            log.info("%s: 200 no_rule_matched (acknowledged)", meta.path)
-            return await answer.judged(send, judgement)
-        if judgement.skipped:
-            self._accept.skipped(judgement, meta)
-            return await answer.judged(send, judgement)
-        with telemetry.stage("hook.accept", **{"hookwise.rule": judgement.rule_id}):
-            committed = await self._accept.accept(request, judgement, meta)  # the one commit
-        return await answer.committed(
-            send, receive, judgement, committed.accepted, committed.wait, self._answers
-        )
+        try:
+            if door is None:
+                opened = await self._body.open(request, meta)
+            else:  # tracing: the provider's signature or handshake
+                # what the provider calls this delivery, where a header says it (the ping's)
+                meta = meta.named_by(door.verifier, request.inbound({}))
+                with telemetry.stage("hook.door", **{"hookwise.rule": door.rule_id}):
+                    opened = await self._body.open(request, meta)
+            if isinstance(opened, Handshake):
+                found = opened.answer
+                if found.follow is not None:  # SNS: confirm the subscription before answering
+                    await self._keys.visit(found.follow)
+                self._dispatcher.refused(
+                    meta, found.status, found.kind, opened.rule_id, "handshake"
+                )
+                return await answer.handshake(send, found)
+            request = opened
+            if door is not None:  # ... or where the payload says it
+                meta = meta.named_by(door.verifier, request.inbound(request.payload))
+            judgement = await self.judge(
+                request.sub,
+                request.payload,
+                request.inbound,
+                url=lambda: request.url,
+                verified=door.verifier if door is not None and door.checks_every_request else None,
+                acknowledge=True,
+            )
+            if judgement.ignored:
+                self._dispatcher.refused(meta, 200, "no_rule_matched", None, "ignored")
+                log.info("%s: 200 no_rule_matched (acknowledged)", meta.path)
+                return await answer.judged(send, judgement)
+            if judgement.skipped:
+                self._accept.skipped(judgement, meta)
+                return await answer.judged(send, judgement)
+            with telemetry.stage("hook.accept", **{"hookwise.rule": judgement.rule_id}):
+                committed = await self._accept.accept(request, judgement, meta)  # the one commit
+            return await answer.committed(
+                send, receive, judgement, committed.accepted, committed.wait, self._answers
+            )
+        except Exception as e:  # answered as `_serve` answers its own, with what is known now
+            return await self._failed(e, meta, request.by_signature, request.client, send)
 
     @property
     def accept_stage(self) -> AcceptStage:
