@@ -162,8 +162,9 @@ class HookEndpoint:
                 traced.end(status)
 
     async def _serve(self, sub: str | None, scope: HTTPScope, receive: Receive, send: Send) -> int:
-        """Walk the request through the stages; the status sent. Every refusal is answered
-        here, in the one error shape, and recorded once (request log, log line, metric)."""
+        """Walk the request through the stages; the status sent. Every refusal is answered by
+        `_failed` (here, or in `_walk` with what it learnt), in the one error shape, and
+        recorded once (request log, log line, metric)."""
         client = client_key((scope.get("client") or (None,))[0])
         meta = RequestMeta(  # escaped: a decoded path may hold CR/LF (server.logs)
             path=escape_control(self.settings.hook_path + ("/" + sub if sub else "")),
