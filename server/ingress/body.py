@@ -77,10 +77,10 @@ class BodyStage:
         self._store = store
         self._keys = keys
 
-    async def read(self, request: HookRequest, receive: Receive, meta: RequestMeta) -> HookRequest:
-        """The request with its body read (bounded); kept for replay, under `meta`'s request id,
-        when the token admitted it (a request the signature admits is kept once its door has
-        checked it: `open`). The caller records the size (`RequestMeta.sized`)."""
+    async def read(self, request: HookRequest, receive: Receive, request_id: str) -> HookRequest:
+        """The request with its body read (bounded); kept for replay under `request_id` (its log
+        line's) when the token admitted it (a request the signature admits is kept once its
+        door has checked it: `open`)."""
         body = b""
         if request.method == "POST":
             body = await read_body(
@@ -91,7 +91,7 @@ class BodyStage:
             )
         request = request.with_body(body)
         if self._retention.enabled and not request.by_signature:
-            self._retain(request, meta)
+            self._retain(request, request_id)
         return request
 
     async def open(self, request: HookRequest, meta: RequestMeta) -> HookRequest | Handshake:
@@ -109,13 +109,13 @@ class BodyStage:
             if self._retention.enabled and door.verifier.signature_auth:
                 # authenticated by its signature just now (a door with `auth: signature` checks
                 # every request): kept as a token-authenticated request is, before its rules run
-                self._retain(request, meta)
+                self._retain(request, meta.request_id)
         payload = parse_payload(
             request.body, content_type(request.headers), arrays=takes_arrays(request.sub)
         )
         return request.with_payload(payload, _idempotency_key(request))
 
-    def _retain(self, request: HookRequest, meta: RequestMeta) -> None:
+    def _retain(self, request: HookRequest, request_id: str) -> None:
         """Keep the request for replay (`hooks.retainPayloads`): never its token, never a body
         over `maxBytes`, `/wake` and `/agent` only with `builtIn`."""
         if len(request.body) > self._retention.max_bytes:
@@ -124,7 +124,7 @@ class BodyStage:
             return
         self._store.keep_payload(
             StoredPayload(
-                request_id=meta.request_id,
+                request_id=request_id,
                 path=request.sub,
                 query=without_token(request.query),
                 headers=tuple(

@@ -40,7 +40,8 @@ MAX_PROVIDER_VALUE = 200
 @attrs.frozen
 class RequestMeta:
     """What the request log records about a request: never the payload or the token. Immutable:
-    a stage that learns something (the body's size, the provider's names) makes a new value."""
+    made once the body is read (the hook endpoint), and anew when the walk learns the provider's
+    names for the event and the delivery (`named_by`)."""
 
     path: str
     client: str | None
@@ -50,13 +51,6 @@ class RequestMeta:
     #: the provider's name of the event and id of the delivery, where its scheme gives them
     event_type: str | None = None
     delivery_id: str | None = None
-
-    def sized(self, size: int) -> RequestMeta:
-        """This request once its body (`size` bytes) is read (built directly: `attrs.evolve`
-        costs twice as much, on every request)."""
-        return RequestMeta(
-            self.path, self.client, size, self.request_id, self.event_type, self.delivery_id
-        )
 
     def named_by(self, verifier: Verifier, request: InboundRequest) -> RequestMeta:
         """This request with what the provider calls the event and the delivery, as `verifier`'s

@@ -52,6 +52,7 @@ from ...engine.judgement import Judgement
 from ...engine.request import InboundRequest
 from ...engine.signatures import SignatureError, Verifier
 from .. import metrics, telemetry
+from ..ids import new_id
 from ..logs import escape_control
 from ..store.base import StoreUnavailable
 from ..store.bounded import retry_after_store, store_unavailable
@@ -166,11 +167,8 @@ class HookEndpoint:
         `_failed` (here, or in `_walk` with what it learnt), in the one error shape, and
         recorded once (request log, log line, metric)."""
         client = client_key((scope.get("client") or (None,))[0])
-        meta = RequestMeta(  # escaped: a decoded path may hold CR/LF (server.logs)
-            path=escape_control(self.settings.hook_path + ("/" + sub if sub else "")),
-            client=client,
-            size=0,
-        )
+        request_id = new_id()  # its log line's and its kept payload's
+        meta: RequestMeta | None = None  # made once the body is read (a refusal before: size 0)
         try:
             door, status_url = self._door.turns_away(sub, scope["method"])
         except Turned as e:  # not in the request log: not a hook request at all
@@ -185,8 +183,8 @@ class HookEndpoint:
                 return await self._answers.status(sub, request.query, send)
             # signed by the body: its in-flight slot is taken once the body is read (limits.py)
             async with self._limiter.admit(sub, client, hold=not by_signature):
-                request = await self._body.read(request, receive, meta)
-                meta = meta.sized(len(request.body))
+                request = await self._body.read(request, receive, request_id)
+                meta = RequestMeta(self._path(sub), client, len(request.body), request_id)
                 async with self._limiter.hold(sub) if by_signature else nullcontext():
                     return await self._walk(request, meta, receive, send)
         except Limited as e:  # not in the request log: a flood must not become store writes
@@ -198,7 +196,13 @@ class HookEndpoint:
                 send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())]
             )
         except Exception as e:  # answered in the one error shape, recorded once
+            meta = meta or RequestMeta(self._path(sub), client, 0, request_id)
             return await self._failed(e, meta, by_signature, client, send)
+
+    def _path(self, sub: str) -> str:
+        """The request's path as the request log records it (escaped: a decoded path may hold
+        CR/LF, `server.logs`)."""
+        return escape_control(self.settings.hook_path + ("/" + sub if sub else ""))
 
     async def _failed(
         self, error: Exception, meta: RequestMeta, by_signature: bool, client: str, send: Send

@@ -1,6 +1,6 @@
-"""`RequestMeta`, what the request log records of a hook request, is immutable: the stages that
-learn the body's size or the provider's names make new values, and an earlier value is untouched
-(a refusal recorded with it says what was known then)."""
+"""`RequestMeta`, what the request log records of a hook request, is immutable: the walk that
+learns the provider's names makes a new value, and an earlier value is untouched (a refusal
+recorded with it says what was known then)."""
 
 from __future__ import annotations
 
@@ -29,12 +29,11 @@ def test_a_meta_cannot_be_changed_in_place() -> None:
         meta.size = 10  # type: ignore[misc]
 
 
-def test_the_stages_make_new_values_and_keep_the_first_names() -> None:
-    meta = RequestMeta(path="/hooks/github", client="127.0.0.1", size=0)
-    sized = meta.sized(42)
-    assert (meta.size, sized.size) == (0, 42) and sized.request_id == meta.request_id
+def test_the_walk_makes_new_values_and_keeps_the_first_names() -> None:
+    sized = RequestMeta(path="/hooks/github", client="127.0.0.1", size=42)
     named = sized.named_by(_Names(" push ", "d-1"), None)  # type: ignore[arg-type]
     assert (named.event_type, named.delivery_id, named.size) == ("push", "d-1", 42)
+    assert named.request_id == sized.request_id
     assert sized.event_type is None
     # a later reading (the payload's) fills only what is still unknown; unprintable is dropped
     later = named.named_by(_Names("other", "d-2"), None)  # type: ignore[arg-type]
