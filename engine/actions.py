@@ -3,12 +3,16 @@
 A direct `/wake` or `/agent` payload and the fields a mapping rule renders go through the same
 functions here, so a mapped hook is refused for exactly the reasons a direct call would be. Every
 refusal is a `Refusal` with a stable code and the offending field.
+
+Who runs an action and under which session key is the session policy's
+(`hookwise.engine.config.sessions`): each action asks it once (a wake its agent, an agent turn
+its `Seat`: agent and session key together), and the key source of a mapping's actions comes
+with the caller (`CompiledRule.key_source`), so validating a payload enters the policy once.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -17,15 +21,12 @@ import attrs
 from .config.agents import DEFAULT_AGENT_ID, DEFAULT_MAIN_SESSION
 from .config.channels import CHANNEL_IDS, LAST, canonical_channel, unknown_channel_hint
 from .config.durations import Duration
-from .config.sessions import KeySource, SessionPolicy
+from .config.sessions import MAX_TEXT_CHARS, KeySource, Seat, SessionPolicy
 from .errors import Refusal
 
 WakeMode = Literal["now", "next-heartbeat"]
 WAKE_MODES: tuple[str, ...] = ("now", "next-heartbeat")
 THINKING_LEVELS: tuple[str, ...] = ("off", "minimal", "low", "medium", "high")
-MAX_TEXT_CHARS = 100_000
-MAX_SESSION_KEY_CHARS = 200
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @attrs.frozen
@@ -202,20 +203,13 @@ def validate_agent(
     `source` says where `sessionKey` came from, for the session policy.
     """
     _unknown_keys(payload, AGENT_FIELDS + INTERNAL_AGENT_FIELDS if internal else AGENT_FIELDS)
-    agent = policy.sessions.agent(payload.get("agentId"), source=source)
+    # the agent and the session key, resolved and policed in one call to the session policy
+    seat = policy.sessions.seat(payload.get("agentId"), payload.get("sessionKey"), source=source)
+    agent = seat.agent
     message = _text(payload, "message", required=True)
     name = _text(payload, "name", required=False) or "Hook"
     if len(name) > 200:
         raise _bad("name", "name is longer than 200 characters")
-    session_key = _text(payload, "sessionKey", required=False)
-    if session_key is not None and (
-        len(session_key) > MAX_SESSION_KEY_CHARS or _CONTROL.search(session_key)
-    ):
-        raise _bad(
-            "sessionKey",
-            f"sessionKey must be at most {MAX_SESSION_KEY_CHARS} printable characters",
-        )
-    session_key = policy.sessions.session_key(agent, session_key, source=source)
     wake_mode = _choice(payload, "wakeMode", WAKE_MODES, "now")
 
     deliver = payload.get("deliver", True)
@@ -245,7 +239,7 @@ def validate_agent(
         if problem:
             raise _bad("to", problem)
 
-    model = _model_chain(payload, policy, agent)
+    model = _model_chain(payload, policy, seat)
 
     thinking = payload.get("thinking")
     if thinking is not None and (not isinstance(thinking, str) or thinking not in THINKING_LEVELS):
@@ -270,7 +264,7 @@ def validate_agent(
 
     return AgentAction(
         message=message,  # type: ignore[arg-type]
-        session_key=session_key,
+        session_key=seat.session_key,
         agent_id=agent.id,
         name=name,
         wake_mode=wake_mode,  # type: ignore[arg-type]
@@ -286,7 +280,7 @@ def validate_agent(
     )
 
 
-def _model_chain(payload: Mapping[str, Any], policy: ValidationPolicy, agent: Any) -> str | None:
+def _model_chain(payload: Mapping[str, Any], policy: ValidationPolicy, seat: Seat) -> str | None:
     """The run's model chain (`model`, a list of models, and/or `fallbacks`), each model
     resolved and checked against the allowlist, as one string: the models in the order they are
     tried, separated by spaces (a model reference never contains whitespace). None: the agent's
@@ -305,10 +299,10 @@ def _model_chain(payload: Mapping[str, Any], policy: ValidationPolicy, agent: An
         chain = [m.strip() for m in [*listed, *(fallbacks or [])]]
         return " ".join(dict.fromkeys(chain))
     # an agent with its own `model`/`models` has its own allowlist and aliases
-    own = agent.models != policy.sessions.roster.default.models
+    own = seat.agent.models != seat.default_models
     if not own and isinstance(model, str) and fallbacks is None:
         return policy.resolve_model(model)
-    models = agent.models if own else policy.sessions.roster.default.models
+    models = seat.agent.models if own else seat.default_models
     resolved = models.resolve_chain(model, fallbacks) or ()
     if model is None:  # only fallbacks: they follow the agent's own model
         resolved = tuple(dict.fromkeys((models.default_model, *resolved)))

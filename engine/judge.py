@@ -22,7 +22,6 @@ from typing import Any, Protocol
 import attrs
 
 from .actions import ValidationPolicy, validate_action, validate_agent, validate_wake
-from .config.sessions import mapping_source
 from .errors import Refusal
 from .judgement import Judgement
 from .request import InboundRequest
@@ -102,7 +101,7 @@ async def judge(
         return Judgement(
             [], rule_id, outcome.respond, skipped=True, delivery_id=outcome.delivery_id
         )
-    source = mapping_source(rule.config)
+    source = rule.key_source
     try:
         # every item of a batch is validated before anything of it is stored
         actions = [

@@ -27,19 +27,24 @@ context, and every key a hook can cause is resolved and policed here, before any
   (`agent:main:x` for agent `hooks` runs as `agent:hooks:x`); an unscoped key for an agent other
   than the default is stored scoped (`agent:<id>:<key>`), so agents never share a transcript.
 
-Pure: the fresh key comes from the `new_key` given by the server.
+The validation of an action (`hookwise.engine.actions`) asks the policy once per action: the
+agent of a wake (`SessionPolicy.agent`), or the agent and the session key of an agent turn
+together (`SessionPolicy.seat`, a `Seat`); a mapping's key source is fixed when its rule is
+compiled (`mapping_source`). Pure: the fresh key comes from the `new_key` given by the server.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import attrs
 
 from ..errors import ConfigError, ConfigIssue, Refusal
 from .agents import Agent, Roster
 from .mapping import MappingConfig
+from .model_policy import ModelPolicy
 from .models import Config
 
 #: where a session key came from: a request's payload, a mapping (or its transform), or a
@@ -47,6 +52,20 @@ from .models import Config
 KeySource = Literal["request", "mapping", "per-request"]
 GENERATED_PREFIX = "hook:"
 _SCOPE = "agent:"
+#: the longest text field of an action, and the longest session key a hook may name
+MAX_TEXT_CHARS = 100_000
+MAX_SESSION_KEY_CHARS = 200
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class Seat(NamedTuple):
+    """Where an agent turn runs, as the policy resolved it in one call (`SessionPolicy.seat`):
+    the agent, the policed session key (None: the caller makes a fresh `hook:<uuid>`), and the
+    default agent's models (an agent whose models differ has its own allowlist and aliases)."""
+
+    agent: Agent
+    session_key: str | None
+    default_models: ModelPolicy
 
 
 def mapping_source(m: MappingConfig) -> KeySource:
@@ -132,6 +151,13 @@ class SessionPolicy:
         scoped = split_scoped(key)
         candidates = (key.lower(),) if scoped is None else (key.lower(), scoped[1].lower())
         return any(c.startswith(p) for c in candidates for p in self.prefixes)
+
+    def seat(self, agent_id: object, session_key: object, *, source: KeySource) -> Seat:
+        """The agent an `agentId` names and the session key its turn runs under (`sessionKey` as
+        given: None when absent), both policed; raises a `Refusal` naming the field."""
+        agent = self.agent(agent_id, source=source)
+        key = self.session_key(agent, _key_text(session_key), source=source)
+        return Seat(agent, key, self.roster.default.models)
 
     def agent(self, requested: object, *, source: KeySource) -> Agent:
         """The agent an `agentId` (None: not given) names; raises a `Refusal`."""
@@ -273,6 +299,31 @@ class SessionPolicy:
                 " (400 session_key_not_allowed)"
             )
         return issues, warnings
+
+
+def _key_text(value: object) -> str | None:
+    """A `sessionKey` as given -> the stripped key (None: absent), or a `Refusal`: a string, not
+    blank, at most `MAX_SESSION_KEY_CHARS` printable characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Refusal("invalid_field", "sessionKey must be a string", field="sessionKey")
+    key = value.strip()
+    if not key:
+        raise Refusal("invalid_field", "sessionKey must not be blank", field="sessionKey")
+    if len(key) > MAX_TEXT_CHARS:
+        raise Refusal(
+            "invalid_field",
+            f"sessionKey is longer than {MAX_TEXT_CHARS} characters",
+            field="sessionKey",
+        )
+    if len(key) > MAX_SESSION_KEY_CHARS or _CONTROL.search(key):
+        raise Refusal(
+            "invalid_field",
+            f"sessionKey must be at most {MAX_SESSION_KEY_CHARS} printable characters",
+            field="sessionKey",
+        )
+    return key
 
 
 def _prefixes(raw: tuple[str, ...] | None) -> tuple[str, ...]:

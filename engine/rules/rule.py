@@ -18,7 +18,7 @@ import attrs
 
 from ..config.grants import check_grant
 from ..config.mapping import ExtractConfig, MappingConfig
-from ..config.sessions import SessionPolicy
+from ..config.sessions import KeySource, SessionPolicy, mapping_source
 from ..errors import ConfigError, ConfigIssue
 from ..request import InboundRequest
 from ..signatures import Verifier, compile_verifier
@@ -82,6 +82,8 @@ class CompiledRule:
     dedupe: Dedupe = Dedupe()
     #: `callback.urlFrom`, compiled
     callback_from: JsonPath | None = None
+    #: where the session key of its actions comes from (`sessionMode`), for the session policy
+    key_source: KeySource = "mapping"
 
     @property
     def kind(self) -> ActionKind:
@@ -288,6 +290,7 @@ def compile_rule(
         for_each_list=for_each_list,
         dedupe=dedupe,
         callback_from=callback_from,
+        key_source=mapping_source(config),
     )
 
 

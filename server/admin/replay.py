@@ -3,8 +3,11 @@
 With `hooks.retainPayloads` (by default 7 days, mapped hooks only) the hook endpoint keeps each
 authenticated request's raw body and headers (auth headers and the `token` query parameter
 removed) in their own table, never in the request log, for that long. `POST /api/requests/{id}/replay` runs it through the rules as
-they are now (after a rule fix) and dispatches what they produce, as a new request log line
-(client `replay`); `?dryRun=true` answers the actions and stores nothing.
+they are now (after a rule fix), entering the hook path at its judge stage, and commits what they
+produce through its accept stage (`AcceptStage.commit`: the rule's callback and coalescing as
+for a live request, but no idempotency key: a replay is a new request), as a new request log
+line (client `replay`; a request a transform skips is logged `skipped`); `?dryRun=true` answers
+the actions and stores nothing.
 `DELETE /api/requests/{id}/payload` forgets one payload at once.
 """
 
@@ -107,14 +110,12 @@ async def replay_request(
         client="replay",
         size=len(kept.body),
     )
-    status = 204
-    if resolved.actions:
-        accepted = await gateway.dispatcher.dispatch(
-            resolved.actions,
-            meta=meta,
-            rule_id=resolved.rule_id,
-            respond=resolved.respond,
-            sender=resolved.sender or REPLAY_SENDER,
+    accept = endpoint.accept_stage  # the one commit a live request goes through
+    if resolved.skipped:
+        status = accept.skipped(resolved, meta)
+    else:  # a replay is a new request: no idempotency key derived from the original
+        accepted = await accept.commit(
+            resolved, meta, kept.body, None, derive_key=False, sender=REPLAY_SENDER
         )
         status = accepted.status
     logged = await gateway.store.get_request(meta.request_id)

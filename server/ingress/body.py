@@ -34,8 +34,6 @@ from .fetch import KeyFetcher
 from .payload import content_type, parse_payload, takes_arrays
 from .request import MAX_IDEMPOTENCY_KEY, HookRequest
 
-MAX_PROVIDER_VALUE = 200
-
 #: never kept with a payload: whatever may carry a credential
 AUTH_HEADERS = frozenset(
     {b"authorization", b"proxy-authorization", b"cookie", TOKEN_HEADER, b"x-api-key"}
@@ -79,9 +77,10 @@ class BodyStage:
         self._store = store
         self._keys = keys
 
-    async def read(self, request: HookRequest, receive: Receive, meta: RequestMeta) -> HookRequest:
-        """The request with its body read (bounded); kept for replay when the token admitted it
-        (a request the signature admits is kept once its door has checked it: `open`)."""
+    async def read(self, request: HookRequest, receive: Receive, request_id: str) -> HookRequest:
+        """The request with its body read (bounded); kept for replay under `request_id` (its log
+        line's) when the token admitted it (a request the signature admits is kept once its
+        door has checked it: `open`)."""
         body = b""
         if request.method == "POST":
             body = await read_body(
@@ -90,21 +89,19 @@ class BodyStage:
                 limit=self._max_body_bytes,
                 timeout=self._body_timeout,
             )
-        meta.size = len(body)
         request = request.with_body(body)
         if self._retention.enabled and not request.by_signature:
-            self._retain(request, meta)
+            self._retain(request, request_id)
         return request
 
     async def open(self, request: HookRequest, meta: RequestMeta) -> HookRequest | Handshake:
-        """The door's check of the bytes (or its handshake), then the payload and the key."""
+        """The door's check of the bytes (or its handshake), then the payload and the key. What
+        the provider calls the delivery is for the caller to record (`RequestMeta.named_by`),
+        before this and again with the payload: a refusal here is logged with it."""
         door = request.door
         if door is not None:  # the door comes before the payload is even parsed
             checked = await self._keys.for_request(door.verifier, request.inbound({}))
             checked = attrs.evolve(checked, url=request.url)
-            # what the provider calls this delivery, where a header says it (the ping's)
-            meta.event_type = provider_value(door.verifier.event_type(checked))
-            meta.delivery_id = provider_value(door.verifier.delivery_id(checked))
             found = _at_door(door, request.method, checked)
             if isinstance(found, HandshakeAnswer):
                 return Handshake(found, door.rule_id)
@@ -112,18 +109,13 @@ class BodyStage:
             if self._retention.enabled and door.verifier.signature_auth:
                 # authenticated by its signature just now (a door with `auth: signature` checks
                 # every request): kept as a token-authenticated request is, before its rules run
-                self._retain(request, meta)
+                self._retain(request, meta.request_id)
         payload = parse_payload(
             request.body, content_type(request.headers), arrays=takes_arrays(request.sub)
         )
-        request = request.with_payload(payload, _idempotency_key(request))
-        if door is not None:  # what the provider calls this delivery, for the request log
-            named = request.inbound(payload)
-            meta.event_type = meta.event_type or provider_value(door.verifier.event_type(named))
-            meta.delivery_id = meta.delivery_id or provider_value(door.verifier.delivery_id(named))
-        return request
+        return request.with_payload(payload, _idempotency_key(request))
 
-    def _retain(self, request: HookRequest, meta: RequestMeta) -> None:
+    def _retain(self, request: HookRequest, request_id: str) -> None:
         """Keep the request for replay (`hooks.retainPayloads`): never its token, never a body
         over `maxBytes`, `/wake` and `/agent` only with `builtIn`."""
         if len(request.body) > self._retention.max_bytes:
@@ -132,7 +124,7 @@ class BodyStage:
             return
         self._store.keep_payload(
             StoredPayload(
-                request_id=meta.request_id,
+                request_id=request_id,
                 path=request.sub,
                 query=without_token(request.query),
                 headers=tuple(
@@ -185,11 +177,3 @@ def without_token(query: bytes) -> str:
     """The query string without its `token` parameter."""
     pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
     return urlencode([(k, v) for k, v in pairs if k != "token"])
-
-
-def provider_value(value: str | None) -> str | None:
-    """A provider's event type or delivery id as the request log keeps it: printable, bounded."""
-    if value is None:
-        return None
-    text = value.strip()
-    return text[:MAX_PROVIDER_VALUE] if text.isprintable() and text else None

@@ -17,6 +17,8 @@ import attrs
 
 from ...engine.actions import Action, AgentAction, NotifyAction, WakeAction
 from ...engine.config.mapping import RespondConfig
+from ...engine.request import InboundRequest
+from ...engine.signatures import Verifier
 from .. import telemetry
 from ..channels.webhook import CALLBACK_PREFIX, envelope
 from ..ids import new_id
@@ -31,10 +33,15 @@ log = logging.getLogger("hookwise.dispatch")
 Listener = Callable[[Sequence[NewEvent], Sequence[NewRun]], None]
 
 
-@attrs.define
+#: the longest provider's event type or delivery id the request log keeps
+MAX_PROVIDER_VALUE = 200
+
+
+@attrs.frozen
 class RequestMeta:
-    """What the request log records about a request: never the payload or the token (`size`
-    is set once the body is read)."""
+    """What the request log records about a request: never the payload or the token. Immutable:
+    made once the body is read (the hook endpoint), and anew when the walk learns the provider's
+    names for the event and the delivery (`named_by`)."""
 
     path: str
     client: str | None
@@ -44,6 +51,25 @@ class RequestMeta:
     #: the provider's name of the event and id of the delivery, where its scheme gives them
     event_type: str | None = None
     delivery_id: str | None = None
+
+    def named_by(self, verifier: Verifier, request: InboundRequest) -> RequestMeta:
+        """This request with what the provider calls the event and the delivery, as `verifier`'s
+        scheme reads them from `request` (headers, or the payload); a name already known stays."""
+        event_type = self.event_type or provider_value(verifier.event_type(request))
+        delivery_id = self.delivery_id or provider_value(verifier.delivery_id(request))
+        if event_type == self.event_type and delivery_id == self.delivery_id:
+            return self
+        return RequestMeta(
+            self.path, self.client, self.size, self.request_id, event_type, delivery_id
+        )
+
+
+def provider_value(value: str | None) -> str | None:
+    """A provider's event type or delivery id as the request log keeps it: printable, bounded."""
+    if value is None:
+        return None
+    text = value.strip()
+    return text[:MAX_PROVIDER_VALUE] if text.isprintable() and text else None
 
 
 def _run(

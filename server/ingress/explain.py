@@ -12,7 +12,6 @@ from typing import Any
 import attrs
 
 from ...engine.actions import Action, ValidationPolicy, validate_action
-from ...engine.config.sessions import mapping_source
 from ...engine.errors import Refusal
 from ...engine.request import InboundRequest
 from ...engine.rules.ruleset import RuleSet
@@ -53,7 +52,7 @@ def _validated(
     if report["error"] is not None:  # the engine's refusal: its status is chosen here
         report["error"] = {"status": status_of(report["error"]["code"]), **report["error"]}
     rule = next((r for r in ruleset.rules if r.id == report["matched"]), None)
-    source = mapping_source(rule.config) if rule is not None else "mapping"
+    source = rule.key_source if rule is not None else "mapping"
     actions: list[dict[str, Any]] = []
     for entry in report["actions"]:
         item: dict[str, Any] = {

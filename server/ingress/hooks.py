@@ -17,7 +17,8 @@ door and the body established) and one `Judgement` (what the judge decided):
    the request, the mapping's fixed answer; and every refusal in the one JSON error shape.
 
 Replay (`hookwise.server.admin.replay`) and pull sources (`hookwise.server.sources.enter`)
-enter at `judge` through `HookEndpoint.judge`, the very function a live request goes through.
+enter at `judge` through `HookEndpoint.judge`, the very function a live request goes through,
+and commit through the same accept stage (`HookEndpoint.accept_stage`, `AcceptStage.commit`).
 
 A mapped path with a door (`hooks.verify.<path>`, or a rule's `verify` on that path; see
 `hookwise.engine.signatures.door`) changes three things: `GET` is allowed when the door has a
@@ -51,6 +52,7 @@ from ...engine.judgement import Judgement
 from ...engine.request import InboundRequest
 from ...engine.signatures import SignatureError, Verifier
 from .. import metrics, telemetry
+from ..ids import new_id
 from ..logs import escape_control
 from ..store.base import StoreUnavailable
 from ..store.bounded import retry_after_store, store_unavailable
@@ -161,14 +163,12 @@ class HookEndpoint:
                 traced.end(status)
 
     async def _serve(self, sub: str | None, scope: HTTPScope, receive: Receive, send: Send) -> int:
-        """Walk the request through the stages; the status sent. Every refusal is answered
-        here, in the one error shape, and recorded once (request log, log line, metric)."""
+        """Walk the request through the stages; the status sent. Every refusal is answered by
+        `_failed` (here, or in `_walk` with what it learnt), in the one error shape, and
+        recorded once (request log, log line, metric)."""
         client = client_key((scope.get("client") or (None,))[0])
-        meta = RequestMeta(  # escaped: a decoded path may hold CR/LF (server.logs)
-            path=escape_control(self.settings.hook_path + ("/" + sub if sub else "")),
-            client=client,
-            size=0,
-        )
+        request_id = new_id()  # its log line's and its kept payload's
+        meta: RequestMeta | None = None  # made once the body is read (a refusal before: size 0)
         try:
             door, status_url = self._door.turns_away(sub, scope["method"])
         except Turned as e:  # not in the request log: not a hook request at all
@@ -183,7 +183,8 @@ class HookEndpoint:
                 return await self._answers.status(sub, request.query, send)
             # signed by the body: its in-flight slot is taken once the body is read (limits.py)
             async with self._limiter.admit(sub, client, hold=not by_signature):
-                request = await self._body.read(request, receive, meta)
+                request = await self._body.read(request, receive, request_id)
+                meta = RequestMeta(self._path(sub), client, len(request.body), request_id)
                 async with self._limiter.hold(sub) if by_signature else nullcontext():
                     return await self._walk(request, meta, receive, send)
         except Limited as e:  # not in the request log: a flood must not become store writes
@@ -194,7 +195,22 @@ class HookEndpoint:
             return await send_error(
                 send, _LOCKED_OUT, [(b"retry-after", str(e.retry_after).encode())]
             )
-        except RequestError as e:
+        except Exception as e:  # answered in the one error shape, recorded once
+            meta = meta or RequestMeta(self._path(sub), client, 0, request_id)
+            return await self._failed(e, meta, by_signature, client, send)
+
+    def _path(self, sub: str) -> str:
+        """The request's path as the request log records it (escaped: a decoded path may hold
+        CR/LF, `server.logs`)."""
+        return escape_control(self.settings.hook_path + ("/" + sub if sub else ""))
+
+    async def _failed(
+        self, error: Exception, meta: RequestMeta, by_signature: bool, client: str, send: Send
+    ) -> int:
+        """Answer and record a request the walk refused or failed: a `RequestError` with its
+        status, the store's unavailability 503, anything else 500; the status sent."""
+        if isinstance(error, RequestError):
+            e = error
             if by_signature and e.status == 401:
                 await self._door.throttle.record_failure(client)
                 log.warning("hook signature authentication failed from %s", client)
@@ -214,58 +230,70 @@ class HookEndpoint:
                 )
             # the rest of the body is not read: close the connection after answering
             return await send_error(send, e, _CLOSE if e.status in (408, 413) else ())
-        except StoreUnavailable as e:
-            log.warning("%s: 503 store_unavailable: %s", meta.path, e)
+        if isinstance(error, StoreUnavailable):
+            log.warning("%s: 503 store_unavailable: %s", meta.path, error)
             self._dispatcher.refused(meta, 503, "store_unavailable")
-            return await send_error(send, store_unavailable(e), retry_after_store())
-        except Exception:
-            log.exception("unexpected error on %s", meta.path)
-            self._dispatcher.refused(meta, 500, "internal_error")
-            return await send_error(
-                send,
-                RequestError(500, "internal_error", "the gateway failed to handle the request"),
-            )
+            return await send_error(send, store_unavailable(error), retry_after_store())
+        log.error("unexpected error on %s", meta.path, exc_info=error)
+        self._dispatcher.refused(meta, 500, "internal_error")
+        return await send_error(
+            send,
+            RequestError(500, "internal_error", "the gateway failed to handle the request"),
+        )
 
     async def _walk(
         self, request: HookRequest, meta: RequestMeta, receive: Receive, send: Send
     ) -> int:
         """body (the door's check of the bytes, parse) -> judge -> accept -> answer, for a
-        request whose body is read; the status sent."""
-        if request.door is None:
-            opened = await self._body.open(request, meta)
-        else:  # tracing: the provider's signature or handshake
-            with telemetry.stage("hook.door", **{"hookwise.rule": request.door.rule_id}):
-                opened = await self._body.open(request, meta)
-        if isinstance(opened, Handshake):
-            found = opened.answer
-            if found.follow is not None:  # SNS: confirm the subscription before answering
-                await self._keys.visit(found.follow)
-            self._dispatcher.refused(meta, found.status, found.kind, opened.rule_id, "handshake")
-            return await answer.handshake(send, found)
-        request = opened
+        request whose body is read; the status sent. `meta` grows as the walk learns (a new
+        value each time), and a refusal is recorded with what was known when it came."""
         door = request.door
-        judgement = await self.judge(
-            request.sub,
-            request.payload,
-            request.inbound,
-            url=lambda: request.url,
-            verified=door.verifier if door is not None and door.checks_every_request else None,
-            acknowledge=True,
-        )
-        if judgement.ignored:
-            self._dispatcher.refused(meta, 200, "no_rule_matched", None, "ignored")
-            log.info("%s: 200 no_rule_matched (acknowledged)", meta.path)
-            return await answer.judged(send, judgement)
-        if judgement.skipped:
-            respond = judgement.respond
-            status = respond.status if respond is not None else 204
-            self._dispatcher.refused(meta, status, "skipped", judgement.rule_id)
-            return await answer.judged(send, judgement)
-        with telemetry.stage("hook.accept", **{"hookwise.rule": judgement.rule_id}):
-            committed = await self._accept.accept(request, judgement, meta)  # the one commit
-        return await answer.committed(
-            send, receive, judgement, committed.accepted, committed.wait, self._answers
-        )
+        try:
+            if door is None:
+                opened = await self._body.open(request, meta)
+            else:  # tracing: the provider's signature or handshake
+                # what the provider calls this delivery, where a header says it (the ping's)
+                meta = meta.named_by(door.verifier, request.inbound({}))
+                with telemetry.stage("hook.door", **{"hookwise.rule": door.rule_id}):
+                    opened = await self._body.open(request, meta)
+            if isinstance(opened, Handshake):
+                found = opened.answer
+                if found.follow is not None:  # SNS: confirm the subscription before answering
+                    await self._keys.visit(found.follow)
+                self._dispatcher.refused(
+                    meta, found.status, found.kind, opened.rule_id, "handshake"
+                )
+                return await answer.handshake(send, found)
+            request = opened
+            if door is not None:  # ... or where the payload says it
+                meta = meta.named_by(door.verifier, request.inbound(request.payload))
+            judgement = await self.judge(
+                request.sub,
+                request.payload,
+                request.inbound,
+                url=lambda: request.url,
+                verified=door.verifier if door is not None and door.checks_every_request else None,
+                acknowledge=True,
+            )
+            if judgement.ignored:
+                self._dispatcher.refused(meta, 200, "no_rule_matched", None, "ignored")
+                log.info("%s: 200 no_rule_matched (acknowledged)", meta.path)
+                return await answer.judged(send, judgement)
+            if judgement.skipped:
+                self._accept.skipped(judgement, meta)
+                return await answer.judged(send, judgement)
+            with telemetry.stage("hook.accept", **{"hookwise.rule": judgement.rule_id}):
+                committed = await self._accept.accept(request, judgement, meta)  # the one commit
+            return await answer.committed(
+                send, receive, judgement, committed.accepted, committed.wait, self._answers
+            )
+        except Exception as e:  # answered as `_serve` answers its own, with what is known now
+            return await self._failed(e, meta, request.by_signature, request.client, send)
+
+    @property
+    def accept_stage(self) -> AcceptStage:
+        """The accept stage, whose one commit replay and pull sources commit through too."""
+        return self._accept
 
     async def judge(
         self,

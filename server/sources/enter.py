@@ -3,8 +3,9 @@
 `Entry.enter` gives a message from a broker the judgement of a live request to
 `{hook_path}/{path}`: the door's signature when the mapping has `verify`
 (`HookEndpoint.check_signature`), the payload parsed by its `content-type`, then
-`HookEndpoint.judge` (the one function a live and a replayed request share) and
-`Dispatcher.dispatch`. Its answer tells the consumer what to do with the message:
+`HookEndpoint.judge` (the one function a live and a replayed request share) and the accept
+stage's one commit (`AcceptStage.commit`, with the rule's callback and coalescing), as a live
+request is judged and accepted. Its answer tells the consumer what to do with the message:
 
 - `accepted`: committed (event or run, request log line): acknowledge it now;
 - `replayed`: its idempotency key was committed before (a redelivery after a crash, or a second
@@ -156,31 +157,18 @@ class Entry:
             self.sub, payload, lambda p: attrs.evolve(request, payload=p), verified=verified
         )
         if resolved.skipped:
-            self._dispatcher.refused(meta, 204, "skipped", resolved.rule_id)
+            self._endpoint.accept_stage.skipped(resolved, meta)
             return Entered("accepted", "skipped")
-        fingerprint = hashlib.sha256(self._path.encode() + b"\n" + message.body).hexdigest()
         given = request.headers.get("idempotency-key", "").strip()
-        if given and len(given) <= MAX_IDEMPOTENCY_KEY and given.isprintable():
-            key = given
-        elif resolved.delivery_id is not None:
-            # as at the door: a provider's verified id is the delivery, whatever its body
-            key = fingerprint = _key(f"delivery:{self._path}", resolved.delivery_id)
-        else:
-            key = _key(f"source:{self.source}", message.message_id)
-        accepted = await self._dispatcher.dispatch(
-            resolved.actions,
-            meta=meta,
-            rule_id=resolved.rule_id,
-            respond=resolved.respond,
-            idempotency_key=key,
-            fingerprint=fingerprint,
-            sender=resolved.sender or source_sender(self.source),
+        valid = given and len(given) <= MAX_IDEMPOTENCY_KEY and given.isprintable()
+        # the accept stage's one commit: the caller's key, else the provider's delivery id (as
+        # at the door), else the broker's id of the message
+        accepted = await self._endpoint.accept_stage.commit(
+            resolved,
+            meta,
+            message.body,
+            given if valid else None,
+            fallback_key=_key(f"source:{self.source}", message.message_id),
+            sender=source_sender(self.source),
         )
-        if accepted.conflict:
-            raise RequestError(
-                422,
-                "idempotency_key_reused",
-                "this idempotency key was already used for a different message",
-                rule_id=resolved.rule_id,
-            )
         return Entered("replayed" if accepted.replayed else "accepted")

@@ -253,3 +253,25 @@ def test_a_request_authenticated_by_its_signature_is_kept_and_replays(start_gate
     time.sleep(0.3)  # past the next group commit
     r = admin(gw, "POST", f"/api/requests/{refused['requestId']}/replay", dryRun="true")
     assert r.status_code == 404 and r.json()["code"] == "payload_not_found"
+
+
+def test_a_replay_is_accepted_as_a_live_request_is(start_gateway) -> None:
+    """A replay commits through the hook path's accept stage: the rule's coalescing applies, so
+    a replay inside the window joins the waiting run, as a live request would."""
+    coalescing = {
+        **rule("prs", "PR {{ number }}"),
+        "sessionMode": "per-request",
+        "coalesce": {"key": "{{ number }}", "window": "60s", "maxWait": "2m"},
+    }
+    gw = start(start_gateway, mappings=[coalescing])
+    r = gw.hook("prs", {"number": 7})
+    assert r.status_code == 202 and r.json()["coalesced"] is True, r.text
+    run_id = r.json()["runId"]
+    request_id = gw.admin(f"/api/runs/{run_id}")["run"]["requestId"]
+    done = admin(gw, "POST", f"/api/requests/{request_id}/replay")
+    assert done.status_code == 200, done.text
+    replay = done.json()
+    assert replay["status"] == 202 and replay["requestId"] != request_id
+    line = gw.admin(f"/api/requests/{replay['requestId']}")["request"]
+    assert line["client"] == "replay" and line["runIds"] == [run_id]  # joined, not a new run
+    assert [i["runId"] for i in gw.admin("/api/runs", rule="rule-prs")["items"]] == [run_id]

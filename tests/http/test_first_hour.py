@@ -136,6 +136,16 @@ def test_an_unsigned_ping_is_refused(gw: GatewayProcess) -> None:
     assert r.status_code == 401 and r.json()["code"] == "invalid_signature"
 
 
+def test_a_refused_delivery_is_logged_with_the_providers_names(gw: GatewayProcess) -> None:
+    """Refused at the door (a bad signature), the request log still names the provider's
+    event and delivery, read from the headers before the signature was checked."""
+    r, delivery = github(gw, "ping", {"zen": "x"}, sign=False)
+    assert r.status_code == 401 and r.json()["code"] == "invalid_signature"
+    line = eventually(lambda: logged(gw, deliveryId=delivery), what="the refused ping's line")
+    assert line["eventType"] == "ping" and line["code"] == "invalid_signature"
+    assert line["status"] == 401 and line["runIds"] == []
+
+
 def test_an_event_no_rule_takes_is_acknowledged_logged_and_kept(gw: GatewayProcess) -> None:
     push = {"ref": "refs/heads/main", "repository": {"full_name": "acme/gateway"}}
     r, delivery = github(gw, "push", push)

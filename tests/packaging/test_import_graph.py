@@ -239,3 +239,17 @@ def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
                 seen.add(target)
                 todo.append(target)
     return seen
+
+
+def test_every_commit_of_a_judged_request_goes_through_the_accept_stage():
+    """Live, replayed and pulled requests are accepted alike: `Dispatcher.dispatch` (the commit)
+    is called by the accept stage alone (`AcceptStage.commit`), never by replay or a source."""
+    callers = sorted(
+        name
+        for name, (path, _) in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "dispatch"
+    )
+    assert callers == ["server.ingress.accept"]

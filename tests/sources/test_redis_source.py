@@ -6,6 +6,7 @@ two-gateway tests start their own. Entries are added with redis-py, as a relay w
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -285,4 +286,40 @@ def test_pulling_waits_while_the_lanes_are_saturated(
         assert source_state(gw, "sat")["acked"] == 8
     finally:
         hole.close()
+        r.delete(stream)
+
+
+def test_pulled_messages_are_accepted_as_live_requests_are(
+    r: Any, start_gateway: Callable[..., GatewayProcess]
+) -> None:
+    """A pulled message commits through the hook path's accept stage: the rule's coalescing
+    applies, so two messages with the same key inside the window make one run."""
+    stream = unique("coalesce")
+    config = source_config([_source("prs", stream, "prs")])
+    config["hooks"]["mappings"] = [
+        *config["hooks"]["mappings"],
+        {
+            "id": "prs",
+            "match": {"path": "prs"},
+            "messageTemplate": "PR {{ number }}",
+            "sessionMode": "per-request",
+            "deliver": False,
+            "wakeMode": "next-heartbeat",
+            "coalesce": {"key": "{{ number }}", "window": "60s", "maxWait": "2m"},
+        },
+    ]
+    gw = start_gateway(config, env=GITHUB_ENV)
+    try:
+        for n in (1, 2):
+            _add(r, stream, json.dumps({"number": 7, "n": n}).encode())
+
+        def both() -> list[dict[str, Any]] | None:
+            found = requests_of(gw, "source:prs")
+            return found if len(found) == 2 else None
+
+        lines = eventually(both, what="both messages' log lines")
+        [run_id] = lines[0]["runIds"]
+        assert lines[1]["runIds"] == [run_id] and {x["status"] for x in lines} == {202}
+        assert [x["runId"] for x in gw.admin("/api/runs", rule="prs")["items"]] == [run_id]
+    finally:
         r.delete(stream)
