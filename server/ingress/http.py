@@ -228,8 +228,15 @@ class JsonHttpProtocol(HttpToolsProtocol):
         super().on_url(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value) + 4)
-        super().on_header(name, value)
+        size = self._head_size + len(name) + len(value) + 4
+        self._head_size = size
+        if size > self.max_head_bytes:
+            raise _HeadTooLarge  # the parser reports it as an error; data_received answers 431
+        # uvicorn's own `on_header`, inlined: it runs for every header of every request
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         self._in_head = False

@@ -112,3 +112,20 @@ def test_refusals_with_their_own_headers_are_framed_the_same(gw: GatewayProcess)
         sock.sendall(_wake("still served"))
         line, _, body, _ = _response(sock, pending)
         assert line == "HTTP/1.1 200 OK" and body["ok"] is True
+
+
+def test_expect_100_continue_is_answered_before_the_body_is_sent(gw: GatewayProcess) -> None:
+    request = _wake("after continue", extra="Expect: 100-continue\r\n")
+    head, _, body = request.partition(b"\r\n\r\n")
+    with socket.create_connection(_address(gw), timeout=10) as sock:
+        sock.sendall(head + b"\r\n\r\n")
+        interim = b""
+        while b"\r\n\r\n" not in interim:
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed the connection"
+            interim += chunk
+        line, _, pending = interim.partition(b"\r\n\r\n")
+        assert line == b"HTTP/1.1 100 Continue"
+        sock.sendall(body)
+        line, headers, answer, _ = _response(sock, pending)
+    assert line == "HTTP/1.1 200 OK" and answer["ok"] is True
