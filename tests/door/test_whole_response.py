@@ -127,5 +127,5 @@ def test_expect_100_continue_is_answered_before_the_body_is_sent(gw: GatewayProc
         line, _, pending = interim.partition(b"\r\n\r\n")
         assert line == b"HTTP/1.1 100 Continue"
         sock.sendall(body)
-        line, headers, answer, _ = _response(sock, pending)
+        line, _, answer, _ = _response(sock, pending)
     assert line == "HTTP/1.1 200 OK" and answer["ok"] is True
