@@ -21,23 +21,19 @@ import asyncio
 import json
 import statistics
 import sys
-import tempfile
 import time
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.pgstore import DEFAULT_PG_URL, fresh_database, is_postgres
+from bench._store import MakeStore, StoreKind, add_store_option, bench_run
 from hookwise.engine.config.alerts import AlertsConfig
 from hookwise.engine.config.convert import structure
 from hookwise.server.alerts.evaluator import AlertEvaluator
 from hookwise.server.alerts.kinds import Look, evaluate
 from hookwise.server.store.base import AcceptOp, NewRun, RequestLogEntry
-from hookwise.server.store.postgres import PostgresStore
 from hookwise.server.store.records import NewDelivery
-from hookwise.server.store.sqlite import SQLiteStore
 
 RULES = [
     {"kind": "deliveries_failing", "channel": "slack"},
@@ -53,22 +49,7 @@ BATCH = 500
 
 
 def _run(n: int) -> NewRun:
-    return NewRun(
-        run_id=f"run-{n:07d}",
-        session_key=f"hook:s{n}",
-        name="bench",
-        message="event",
-        rule_id="github" if n % 2 else "stripe",
-        wake_mode="next-heartbeat",
-        deliver=False,
-        channel="last",
-        to=None,
-        model=None,
-        thinking=None,
-        timeout_seconds=None,
-        fallback_channel=None,
-        allow_unsafe_external_content=False,
-    )
+    return bench_run(n, message="event", rule_id="github" if n % 2 else "stripe")
 
 
 def _delivery(n: int) -> NewDelivery:
@@ -112,7 +93,7 @@ async def _fill(store: Any, rows: int, now: float) -> None:
         )
 
 
-async def _measure(make: Any, rows: int, rounds: int) -> dict[str, Any]:
+async def _measure(make: MakeStore, rows: int, rounds: int) -> dict[str, Any]:
     store = make()
     await store.open()
     try:
@@ -147,28 +128,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--store", default="sqlite")
+    add_store_option(parser)
     args = parser.parse_args()
-    postgres = args.store != "sqlite"
-    server = DEFAULT_PG_URL if args.store == "postgresql" else args.store
-    if postgres and not is_postgres(server):
-        print(f"unknown --store {args.store!r}", file=sys.stderr)
+    kind = StoreKind.parse(args.store)
+    if kind is None:
         return 2
-    with ExitStack() as stack:
-        if postgres:
-            url = stack.enter_context(fresh_database(server))
-
-            def make() -> Any:
-                return PostgresStore(url, pool_size=4)
-
-        else:
-            folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-
-            def make() -> Any:
-                return SQLiteStore(folder / "bench.db")
-
+    with kind.fresh(pool_size=4) as make:
         result = asyncio.run(_measure(make, args.rows, args.rounds))
-    store = "postgresql" if postgres else "sqlite"
+    store = kind.name
     print(
         f"store {store}, {args.rows} rows, {len(RULES)} rules, {result['alerts_open']} alerts open"
     )

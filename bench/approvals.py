@@ -27,42 +27,28 @@ import statistics
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.pgstore import DEFAULT_PG_URL, fresh_database, is_postgres  # noqa: E402
+from bench._store import (  # noqa: E402
+    MakeStore,
+    StoreKind,
+    accept_run,
+    add_store_option,
+    bench_run,
+    concurrently,
+)
 from hookwise.server.runtime.parking import ParkedState  # noqa: E402
 from hookwise.server.runtime.providers.base import ChatMessage, ToolCall  # noqa: E402
 from hookwise.server.store.approvals import ApprovalRecord  # noqa: E402
-from hookwise.server.store.base import AcceptOp, NewRun, RequestLogEntry  # noqa: E402
-from hookwise.server.store.postgres import PostgresStore  # noqa: E402
-from hookwise.server.store.sqlite import SQLiteStore  # noqa: E402
+from hookwise.server.store.base import AcceptOp  # noqa: E402
 
 
 def _accept(n: int) -> AcceptOp:
-    run = NewRun(
-        run_id=f"run-{n:07d}",
-        session_key=f"hook:s{n}",
-        name="bench",
-        message=f"merge acme/api#{n}",
-        rule_id="ops",
-        wake_mode="next-heartbeat",
-        deliver=False,
-        channel="last",
-        to=None,
-        model=None,
-        thinking=None,
-        timeout_seconds=None,
-        fallback_channel=None,
-        allow_unsafe_external_content=False,
-    )
-    now = time.time()
-    log = RequestLogEntry(at=now, path="/hooks/ops", status=202, client=None, size=0)
-    return AcceptOp(status=202, body=b"{}", log=log, runs=(run,), now=now)
+    return accept_run(bench_run(n, message=f"merge acme/api#{n}", rule_id="ops"), "/hooks/ops")
 
 
 PARKED = ParkedState(
@@ -99,7 +85,7 @@ def _approval(n: int) -> ApprovalRecord:
     )
 
 
-async def _store_part(make: Any, runs: int, concurrency: int) -> dict[str, float]:
+async def _store_part(make: MakeStore, runs: int, concurrency: int) -> dict[str, float]:
     store = make()
     await store.open()
     try:
@@ -111,15 +97,7 @@ async def _store_part(make: Any, runs: int, concurrency: int) -> dict[str, float
             claimed += len(got)
 
         async def each(fn: Any) -> float:
-            queue = iter(range(runs))
-
-            async def worker() -> None:
-                for n in queue:
-                    await fn(n)
-
-            began = time.perf_counter()
-            await asyncio.gather(*(worker() for _ in range(concurrency)))
-            return (time.perf_counter() - began) / runs * 1e6
+            return await concurrently(fn, runs, concurrency) / runs * 1e6
 
         park = await each(lambda n: store.park_run(f"run-{n:07d}", PARKED, [_approval(n)]))
         decide = await each(
@@ -202,32 +180,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=500)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--store", default="sqlite")
+    add_store_option(parser)
     parser.add_argument("--decisions", type=int, default=20)
     parser.add_argument("--no-e2e", action="store_true")
     args = parser.parse_args()
-    postgres = args.store != "sqlite"
-    server = DEFAULT_PG_URL if args.store == "postgresql" else args.store
-    if postgres and not is_postgres(server):
-        print(f"unknown --store {args.store!r}", file=sys.stderr)
+    kind = StoreKind.parse(args.store)
+    if kind is None:
         return 2
-    with ExitStack() as stack:
-        if postgres:
-            url = stack.enter_context(fresh_database(server))
-
-            def make() -> Any:
-                return PostgresStore(url, pool_size=8)
-
-        else:
-            folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-
-            def make() -> Any:
-                return SQLiteStore(folder / "bench.db")
-
+    with kind.fresh(pool_size=8) as make:
         store = asyncio.run(_store_part(make, args.runs, args.concurrency))
-    print(
-        f"store ({'postgresql' if postgres else 'sqlite'}, {args.runs} runs, {args.concurrency} at once):"
-    )
+    print(f"store ({kind.name}, {args.runs} runs, {args.concurrency} at once):")
     for key, value in store.items():
         print(f"  {key:<12} {value:>10.1f}")
     results: dict[str, Any] = {"store": store}
@@ -237,9 +199,7 @@ def main() -> int:
         for key, value in e2e.items():
             print(f"  {key:<28} {value:>8.1f}")
         results["e2e"] = e2e
-    print(
-        "BENCH_JSON " + json.dumps({"backend": "postgresql" if postgres else "sqlite", **results})
-    )
+    print("BENCH_JSON " + json.dumps({"backend": kind.name, **results}))
     return 0
 
 

@@ -3,7 +3,8 @@
 Run from the repository root:
 
     .venv/bin/python bench/durability.py [--rounds 3] [--duration 8] [--warmup 2]
-                                         [--before REV] [--normal] [--connections 32]
+                                         [--before REV] [--normal] [--openclaw DIR]
+                                         [--connections 32]
 
 Each round measures, in turn and each on a fresh server (after the machine settles, see
 `ingest.settle`):
@@ -14,11 +15,16 @@ Each round measures, in turn and each on a fresh server (after the machine settl
   default: an acknowledged request survives a power cut);
 - with `--normal`: the same with `store.synchronous: normal` (survives `kill -9`, not a power cut);
 - with `--before REV`: hookwise at git revision `REV` (exported to a temporary folder and imported
-  from there), `synchronous: full`: the code before a change, measured in the same rounds.
+  from there), `synchronous: full`: the code before a change, measured in the same rounds;
+- with `--openclaw DIR`: first in each round, the best-known peer's in-memory `/hooks/wake`
+  (OpenClaw's gateway installed with npm in `DIR`, see `bench/openclaw.py` and bench/README.md),
+  the same wrk load and body after a longer warm-up (`--openclaw-warmup`, 10 s: V8 compiles its
+  hot path in the first seconds of load): the issue's target is durable `/wake` at 2x it in
+  every round.
 
-It prints each run (requests/s, p50, p99, server CPU per request, ratio to the round's floor),
-the ranges over the rounds, and a last line `BENCH_JSON {...}`. Every 2xx is checked against
-the stored rows (accepted means persisted), as `bench/ingest.py` does.
+It prints each run (requests/s, p50, p99, server CPU per request, ratio to the round's floor and
+to the round's OpenClaw), the ranges over the rounds, and a last line `BENCH_JSON {...}`. Every
+2xx is checked against the stored rows (accepted means persisted), as `bench/ingest.py` does.
 
 Exit codes: 0 done, 1 done but a run refused requests or lost rows, 2 could not run.
 """
@@ -41,6 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from bench import openclaw  # noqa: E402
 from bench.ingest import (  # noqa: E402
     WAKE,
     BenchError,
@@ -56,6 +63,8 @@ from bench.ingest import (  # noqa: E402
 
 #: the issue's target: durable `/wake` at least this share of the no-durability floor
 FLOOR_SHARE = 0.6
+#: the issue's target: durable `/wake` at least this multiple of OpenClaw's in-memory wake
+OPENCLAW_MULTIPLE = 2.0
 #: the top-level folders installed under the `hookwise` namespace (see `setup.py`)
 ROOTS = ("plumbing", "engine", "server", "rules", "schemas", "transforms")
 
@@ -85,7 +94,17 @@ def tree_at(rev: str) -> Iterator[Path]:
 
 
 def specs(args: argparse.Namespace, before: Path | None) -> list[ServerSpec]:
-    found = [
+    found = []
+    if args.openclaw is not None:
+        found.append(
+            ServerSpec(
+                "openclaw",
+                "openclaw",
+                install_dir=str(args.openclaw),
+                warmup_s=max(args.warmup, args.openclaw_warmup),
+            )
+        )
+    found += [
         ServerSpec("floor", "floor"),
         ServerSpec("durable", "hookwise", config=(("store", {"synchronous": "full"}),)),
     ]
@@ -105,8 +124,9 @@ def specs(args: argparse.Namespace, before: Path | None) -> list[ServerSpec]:
     return found
 
 
-def _row(result: Result, floor: Result | None) -> dict[str, Any]:
+def _row(result: Result, floor: Result | None, peer: Result | None) -> dict[str, Any]:
     ratio = result.stats.rps / floor.stats.rps if floor and floor.stats.rps else None
+    vs_peer = peer.stats.rps if peer and peer.stats.rps else None
     return {
         "round": result.round,
         "server": result.server,
@@ -115,6 +135,7 @@ def _row(result: Result, floor: Result | None) -> dict[str, Any]:
         "p99_ms": result.stats.p99_ms,
         "server_us": _round(server_us_per_request(result)),
         "vs_floor": _round(ratio, 3),
+        "vs_openclaw": _round(result.stats.rps / vs_peer, 3) if vs_peer else None,
         "notes": result.notes,
     }
 
@@ -126,12 +147,13 @@ def _round(value: float | None, digits: int = 1) -> float | None:
 def render(rows: list[dict[str, Any]]) -> str:
     lines = [
         f"{'round':>5} {'server':<22} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'srv µs':>7} {'vs floor':>9}"
+        f"{'srv µs':>7} {'vs floor':>9} {'vs openclaw':>12}"
     ]
     for r in rows:
         lines.append(
             f"{r['round']:>5} {r['server']:<22} {r['rps']:>9.0f} {_ms(r['p50_ms']):>8} "
-            f"{_ms(r['p99_ms']):>8} {_num(r['server_us']):>7} {_num(r['vs_floor'], 2):>9}"
+            f"{_ms(r['p99_ms']):>8} {_num(r['server_us']):>7} {_num(r['vs_floor'], 2):>9} "
+            f"{_num(r['vs_openclaw'], 2):>12}"
             + (f"  ! {'; '.join(r['notes'])}" if r["notes"] else "")
         )
     return "\n".join(lines)
@@ -151,37 +173,55 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for name in dict.fromkeys(r["server"] for r in rows):
         mine = [r for r in rows if r["server"] == name]
         ratios = [r["vs_floor"] for r in mine if r["vs_floor"] is not None]
+        peer = [r["vs_openclaw"] for r in mine if r["vs_openclaw"] is not None]
         out[name] = {
             "rps": [min(r["rps"] for r in mine), max(r["rps"] for r in mine)],
             "p99_ms": [min(r["p99_ms"] or 0 for r in mine), max(r["p99_ms"] or 0 for r in mine)],
+            "server_us": _span([r["server_us"] for r in mine]),
             "vs_floor": [min(ratios), max(ratios)] if ratios else None,
             "rounds_meeting_floor_share": sum(1 for x in ratios if x >= FLOOR_SHARE),
+            "vs_openclaw": [min(peer), max(peer)] if peer else None,
+            "rounds_meeting_openclaw_multiple": sum(1 for x in peer if x >= OPENCLAW_MULTIPLE),
         }
     return out
 
 
+def _span(values: list[float | None]) -> list[float] | None:
+    known = [v for v in values if v is not None]
+    return [min(known), max(known)] if known else None
+
+
 def run(args: argparse.Namespace) -> int:
     ensure_wrk()
+    if args.openclaw is not None:
+        try:
+            openclaw.programs(args.openclaw)
+        except openclaw.OpenClawMissing as e:
+            raise BenchError(str(e)) from e
     load = LoadSpec(args.duration, args.warmup, args.connections, args.threads)
     with _before(args.before) as before:
         plan = specs(args, before)
         print(
             f"load: wrk -t{load.threads} -c{load.connections}, {load.warmup_s}s warm-up + "
             f"{load.duration_s}s per run, loopback; {args.rounds} rounds of "
-            + ", ".join(s.name for s in plan),
+            + ", ".join(s.name for s in plan)
+            + (f" (OpenClaw warmed up {plan[0].warmup_s}s)" if args.openclaw else ""),
             flush=True,
         )
         rows: list[dict[str, Any]] = []
         for n in range(1, args.rounds + 1):
-            floor: Result | None = None
+            results: list[Result] = []
             for spec in plan:
                 print(f"measuring {spec.name} /hooks/wake (round {n}) ...", flush=True)
                 result = measure(WAKE, spec, load)
                 result.round = n
-                if spec.kind == "floor":
-                    floor = result
-                rows.append(_row(result, floor))
+                results.append(result)
+            floor = next((r for r in results if r.server == "floor"), None)
+            peer = next((r for r in results if r.server == "openclaw"), None)
+            rows += [_row(r, floor, peer if r.server != "openclaw" else None) for r in results]
     machine = machine_info()
+    if args.openclaw is not None:
+        machine["openclaw"] = openclaw.installed_version(args.openclaw)
     print()
     print(
         f"machine: {machine['nproc']} CPUs, {machine['cpu']}; Python {machine['python']}; "
@@ -190,15 +230,21 @@ def run(args: argparse.Namespace) -> int:
     print(render(rows))
     totals = summary(rows)
     for name, s in totals.items():
-        if name == "floor":
+        if name in ("floor", "openclaw"):
             continue
-        ratio = s["vs_floor"]
+        ratio, peer = s["vs_floor"], s["vs_openclaw"]
         print(
             f"{name}: {s['rps'][0]:.0f}-{s['rps'][1]:.0f} req/s, p99 {s['p99_ms'][0]:.1f}-"
             f"{s['p99_ms'][1]:.1f} ms, "
             + (f"{ratio[0]:.2f}-{ratio[1]:.2f} of the floor" if ratio else "no floor")
             + f" (target >= {FLOOR_SHARE}: met in {s['rounds_meeting_floor_share']} of "
             f"{args.rounds} rounds)"
+            + (
+                f"; {peer[0]:.2f}-{peer[1]:.2f}x OpenClaw (target >= {OPENCLAW_MULTIPLE}x: met "
+                f"in {s['rounds_meeting_openclaw_multiple']} of {args.rounds} rounds)"
+                if peer
+                else ""
+            )
         )
     print(
         "BENCH_JSON "
@@ -225,6 +271,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="wrk threads")
     p.add_argument("--before", metavar="REV", help="also measure hookwise at this git revision")
     p.add_argument("--normal", action="store_true", help="also measure `store.synchronous: normal`")
+    p.add_argument(
+        "--openclaw",
+        metavar="DIR",
+        type=Path,
+        help="also measure OpenClaw's /hooks/wake, installed with npm in DIR (bench/README.md)",
+    )
+    p.add_argument(
+        "--openclaw-warmup",
+        type=int,
+        default=10,
+        metavar="S",
+        help="OpenClaw's warm-up in seconds (V8 compiles its hot path in the first seconds of "
+        "load; default 10)",
+    )
     return p.parse_args(argv)
 
 

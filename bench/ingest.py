@@ -120,8 +120,9 @@ class ServerSpec:
     """
 
     name: str
-    #: `floor`: bench/floor_app.py, `/hooks/wake` kept in memory (the no-durability floor)
-    kind: Literal["ceiling", "floor", "hookwise"]
+    #: `floor`: bench/floor_app.py, `/hooks/wake` kept in memory (the no-durability floor);
+    #: `openclaw`: the peer's gateway from the npm install in `install_dir` (bench/openclaw.py)
+    kind: Literal["ceiling", "floor", "hookwise", "openclaw"]
     store: str | None = None
     workers: int | None = None
     fresh_database_on: str | None = None
@@ -138,6 +139,10 @@ class ServerSpec:
     #: import `hookwise` from this folder instead of the installed one (another version of the
     #: code, measured beside this one: see bench/durability.py `--before`)
     pythonpath: str | None = None
+    #: where OpenClaw and Node 24 are installed (`kind="openclaw"`, see bench/openclaw.py)
+    install_dir: str | None = None
+    #: this server's warm-up in seconds, instead of the load's (a JIT-compiled peer needs more)
+    warmup_s: int | None = None
 
     @property
     def store_kind(self) -> str:
@@ -313,6 +318,26 @@ def _start_ceiling(workdir: Path, app: str = "ceiling_app.py", *args: str) -> Ru
     raise BenchError(f"the ceiling app did not start:\n{log_text}")
 
 
+def _start_openclaw(spec: ServerSpec, workdir: Path) -> RunningServer:
+    from bench import openclaw
+
+    assert spec.install_dir is not None, "an openclaw server needs its install_dir"
+    try:
+        proc, url = openclaw.start(Path(spec.install_dir), workdir, _free_port(), HOOK_TOKEN)
+    except (openclaw.OpenClawMissing, RuntimeError) as e:
+        raise BenchError(str(e)) from e
+    _track(proc)
+    # it goes on starting after it answers (plugins, model catalogue, cron jobs): wait for its
+    # process tree to go quiet so that the warm-up and the run measure the wake alone
+    deadline = time.monotonic() + openclaw.QUIET_MAX_S
+    while time.monotonic() < deadline:
+        before = cpu_seconds(proc.pid)
+        time.sleep(1.0)
+        if cpu_seconds(proc.pid) - before < openclaw.QUIET_CPU_S:
+            break
+    return RunningServer(proc, url, workdir)
+
+
 def _hookwise_config(
     path: Path,
     model_url: str | None = None,
@@ -443,6 +468,8 @@ def running(spec: ServerSpec) -> Iterator[RunningServer]:
             server = _start_ceiling(workdir)
         elif spec.kind == "floor":
             server = _start_ceiling(workdir, "floor_app.py", HOOK_TOKEN)
+        elif spec.kind == "openclaw":
+            server = _start_openclaw(spec, workdir)
         else:
             server = _start_hookwise(spec, workdir)
         try:
@@ -695,7 +722,7 @@ def measure(endpoint: EndpointSpec, spec: ServerSpec, load: LoadSpec) -> Result:
     settle()
     with running(spec) as server:
         rows_before = stored_rows(server, endpoint.expect_table) or 0
-        warm = run_wrk(server.url, endpoint, load, load.warmup_s)
+        warm = run_wrk(server.url, endpoint, load, spec.warmup_s or load.warmup_s)
         cpu_before = cpu_seconds(server.proc.pid)
         machine_before = machine_ticks()
         started = time.monotonic()

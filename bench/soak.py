@@ -68,7 +68,7 @@ PACERS = 16
 WAL_AFTER_IDLE_MB = 64.0
 PENDING_SHARE = 0.01
 RSS_GROWTH = 0.10
-P99_MS = 50.0
+P99_MS = 50.0  # issue 26; issue 39 asks for 20 ms in every window: `--p99-ms 20`
 
 
 @dataclass
@@ -334,8 +334,8 @@ def markdown(samples: list[Sample]) -> str:
     return "\n".join(lines)
 
 
-def verdict(samples: list[Sample]) -> dict[str, Any]:
-    """The issue's targets against the samples."""
+def verdict(samples: list[Sample], p99_ms: float = P99_MS) -> dict[str, Any]:
+    """The issue's targets against the samples (`p99_ms`: each load window's p99 under it)."""
     load = [s for s in samples if s.phase == "load"]
     idle = [s for s in samples if s.phase == "idle"]
     if not load:
@@ -354,7 +354,8 @@ def verdict(samples: list[Sample]) -> dict[str, Any]:
         "rss_end_mb": end.rss_mb,
         "rss_ok": end.rss_mb <= after_30.rss_mb * (1 + RSS_GROWTH),
         "max_p99_ms": max(p99s) if p99s else None,
-        "p99_ok": all(p < P99_MS for p in p99s),
+        "p99_target_ms": p99_ms,
+        "p99_ok": all(p < p99_ms for p in p99s),
     }
     checks["ok"] = all(v for k, v in checks.items() if k.endswith("_ok"))
     return checks
@@ -408,6 +409,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--interval", type=int, default=10, help="seconds per sample")
     p.add_argument("--rate", type=float, default=None, help="requests/s (default: full speed)")
     p.add_argument("--connections", type=int, default=32)
+    p.add_argument(
+        "--p99-ms",
+        type=float,
+        default=P99_MS,
+        help=f"each load window's p99 must be under this (default {P99_MS:g}; issue 39: 20)",
+    )
     p.add_argument("--plot", type=Path, default=None, help="draw the series to this PNG")
     p.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     return p.parse_args(argv)
@@ -426,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         stop_all()
-    result = verdict(samples)
+    result = verdict(samples, args.p99_ms)
     if args.markdown:
         print()
         print(markdown(samples))

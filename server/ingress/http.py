@@ -14,7 +14,12 @@ what the parser lacks:
   One timer per connection checks it (re-armed only when it fires), not one per request;
 - one `send()` per response: uvicorn writes the status line and headers, then the body, as two
   writes (two system calls, often two packets); each request's cycle writes through
-  `_OneWrite`, which holds the head back and sends it with the first body part.
+  `_OneWrite`, which holds the head back and sends it with the first body part;
+- `write_whole`: a complete JSON response written straight into the cycle, its state set as
+  uvicorn's `send` sets it, without two ASGI messages through uvicorn's generic `send` (which
+  checks every header with two regular expressions, lower-cases and re-joins them): the hook
+  endpoint answers every request so (`asgi.send_json`), falling back to `send` for anything
+  else (a paused transport, a client gone, extra headers, `HEAD`, an access log).
 
 Every one of these answers carries `Connection: close` and the connection is closed after it:
 after a framing error nothing later on the connection can be trusted. What cannot be JSON: a
@@ -33,7 +38,11 @@ from typing import Any
 
 import httptools
 import msgspec
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 _encode = msgspec.json.Encoder().encode
 log = logging.getLogger("hookwise.http")
@@ -51,6 +60,52 @@ def error_response(status: int, code: str, message: str) -> bytes:
             body,
         ]
     )
+
+
+_JSON_HEAD = b"content-type: application/json\r\ncontent-length: "
+_CLOSE_HEAD = b"connection: close\r\n"
+
+
+def write_whole(send: Any, status: int, body: bytes) -> bool:
+    """Write a complete `application/json` response with `body` through the uvicorn cycle that
+    `send` belongs to, in one write, exactly as its `send` would for the two ASGI messages
+    (start with content type and length, then the whole body); False, having written nothing,
+    when `send` is not a plain cycle's or the cycle is not in a state this path handles (the
+    caller then sends the messages)."""
+    cycle = getattr(send, "__self__", None)
+    if (
+        type(cycle) is not RequestResponseCycle
+        or cycle.response_started
+        or cycle.disconnected
+        or cycle.flow.write_paused
+        or cycle.access_log
+        or cycle.scope["method"] == "HEAD"
+        or status not in STATUS_LINE
+    ):
+        return False
+    parts = [STATUS_LINE[status]]
+    for name, value in cycle.default_headers:  # made by uvicorn from its config (server, date)
+        parts += (name, b": ", value, b"\r\n")
+    parts += (_JSON_HEAD, str(len(body)).encode(), b"\r\n")
+    keep_alive = cycle.keep_alive
+    if not keep_alive:
+        parts.append(_CLOSE_HEAD)
+    parts += (b"\r\n", body)
+    cycle.response_started = True
+    cycle.waiting_for_100_continue = False
+    cycle.chunked_encoding = False
+    cycle.expected_content_length = 0
+    transport: Any = cycle.transport  # ours (`_OneWrite`) once the headers were read
+    if type(transport) is _OneWrite:
+        transport.write_now(b"".join(parts))
+    else:
+        transport.write(b"".join(parts))
+    cycle.response_complete = True
+    cycle.message_event.set()
+    if not keep_alive:
+        transport.close()
+    cycle.on_response()
+    return True
 
 
 class JsonHttpProtocol(HttpToolsProtocol):
@@ -173,8 +228,15 @@ class JsonHttpProtocol(HttpToolsProtocol):
         super().on_url(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value) + 4)
-        super().on_header(name, value)
+        size = self._head_size + len(name) + len(value) + 4
+        self._head_size = size
+        if size > self.max_head_bytes:
+            raise _HeadTooLarge  # the parser reports it as an error; data_received answers 431
+        # uvicorn's own `on_header`, inlined: it runs for every header of every request
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -219,6 +281,15 @@ class _OneWrite:
             self._loop.call_soon(self.flush)
         else:
             self._transport.write(data)  # "100 Continue", or a streamed body's later parts
+
+    def write_now(self, data: bytes) -> None:
+        """Write a whole response at once (after any head still held)."""
+        self._started = True
+        held = self._held
+        if held is not None:
+            self._held = None
+            data = held + data
+        self._transport.write(data)
 
     def flush(self) -> None:
         held = self._held

@@ -60,14 +60,20 @@ def _name(source: str) -> str:
 
 
 def coalesce(events: Sequence[EventRecord]) -> list[Entry]:
-    """Consecutive events with the same source and text as one entry with their count."""
+    """Consecutive events with the same source and text as one entry with their count (counted
+    first, each entry made once: a flood of one wake is thousands of identical events)."""
     entries: list[Entry] = []
+    source = text = ""
+    count = 0
     for e in events:
-        last = entries[-1] if entries else None
-        if last is not None and last.source == e.source and last.text == e.text:
-            entries[-1] = attrs.evolve(last, count=last.count + 1)
-        else:
-            entries.append(Entry(e.source, e.text, 1))
+        if count and e.text == text and e.source == source:
+            count += 1
+            continue
+        if count:
+            entries.append(Entry(source, text, count))
+        source, text, count = e.source, e.text, 1
+    if count:
+        entries.append(Entry(source, text, count))
     return entries
 
 
