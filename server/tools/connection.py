@@ -24,17 +24,16 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import mcp_types
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ...engine.config.models import McpServerConfig
 from ..retry import Backoff, Retries
-from .stdio import StderrTail, bounded_stdio_client, start_stderr_thread
+from .stderr import StderrTail, start_stderr_thread
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 log = logging.getLogger("hookwise.tools")
 
@@ -211,11 +210,21 @@ class McpConnection:
             await asyncio.Event().wait()  # a handshake-era server: notifications only
 
     async def _on_message(self, message: Any) -> None:
+        import mcp_types
+
         if isinstance(message, mcp_types.ToolListChangedNotification):
             self._tools = None
 
     @contextlib.asynccontextmanager
     async def _session(self) -> AsyncIterator[Client]:
+        # the SDK and the transports are imported here, on first use: a gateway that never
+        # connects a server never loads them (about half a second of every start-up)
+        from mcp import StdioServerParameters
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        from .stdio import bounded_stdio_client
+
         config = self._config
         if config.url is not None:
             http = create_mcp_http_client(headers=dict(config.headers) or None)
@@ -246,6 +255,9 @@ class McpConnection:
             close()
 
     def _client_for(self, transport: Any) -> Client:
+        import mcp_types
+        from mcp import Client
+
         return Client(
             transport,
             message_handler=self._on_message,
