@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.approvals import chat_approvals  # noqa: F401 - fixture
 from tests.support.gateway import GatewayProcess, base_config
 from tests.support.postgres import fresh_database
 
