@@ -47,6 +47,16 @@ MIN_MESSAGE_BYTES = 4 * 1024 * 1024
 STDERR_GRACE = 1.0
 
 
+def load_sdk() -> None:
+    """Import the MCP SDK and the transports (about half a second of CPU). A connection does it
+    when it is made, with the configuration (at start-up, or a reload), so that its first call
+    does not hold the event loop that long; a gateway without tool servers never loads them."""
+    import mcp.client.streamable_http
+    import mcp.shared._httpx_utils  # noqa: F401
+
+    from . import stdio  # noqa: F401
+
+
 def message_limit(max_result_bytes: int) -> int:
     """The cap on one stdout message of a stdio server: room for a result of `maxResultBytes`
     written as JSON (escapes can double its size, and more), and never below 4 MiB."""
@@ -82,6 +92,7 @@ class McpConnection:
         base_dir: Path,
         max_message: int = MIN_MESSAGE_BYTES,
     ) -> None:
+        load_sdk()
         self.name = name
         self._config = config
         self._base_dir = base_dir
@@ -217,8 +228,7 @@ class McpConnection:
 
     @contextlib.asynccontextmanager
     async def _session(self) -> AsyncIterator[Client]:
-        # the SDK and the transports are imported here, on first use: a gateway that never
-        # connects a server never loads them (about half a second of every start-up)
+        # (imported by `load_sdk` when this connection was made)
         from mcp import StdioServerParameters
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client

@@ -21,7 +21,7 @@ from `mcp.client.stdio`) with another stdout reader:
   counted (`hookwise_tool_output_dropped{what="stdout_noise"}`).
 
 The stderr side is `hookwise.server.tools.stderr` (a thread; no MCP SDK there). This module
-imports the SDK, so it is imported only when a server is connected: a gateway without tool
+imports the SDK, so it is imported only when tool servers are configured: a gateway without tool
 servers never loads the SDK (about half a second of start-up).
 """
 

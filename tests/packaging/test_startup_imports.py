@@ -1,7 +1,7 @@
 """What a gateway's start-up imports: not the SDKs that only some configurations use.
 
 Every test starts gateways, and so does every operator's restart: the MCP SDK (about half a
-second of imports) loads when a tool server is first connected (`server/tools/connection.py`),
+second of imports) loads only when tool servers are configured (`server/tools/connection.py`),
 PyJWT and `cryptography` with the first JWT-signed request or GitHub App token. A top-level
 import of either, anywhere on the way to `serve`, shows here."""
 
