@@ -14,8 +14,6 @@ import hmac
 import json
 from typing import Any
 
-import jwt
-
 from ..request import InboundRequest
 from .core import Scheme, SignatureError, SignatureFormat, Verifier, header, malformed
 
@@ -33,6 +31,8 @@ def claims_of(
 ) -> dict[str, Any]:
     """The token's claims once its signature (and `audience`/`issuer`, when given) check;
     the times are checked against the request's `now` by `check_times`."""
+    import jwt  # PyJWT (and `cryptography`) loads with the first token: not at every start-up
+
     # no audience configured: an `aud` claim is not refused
     aud = checks.setdefault("audience", None) is not None
     options: Any = {
@@ -92,6 +92,8 @@ def google_keys(v: Verifier, request: InboundRequest) -> tuple[str, ...]:
 
 
 def _google(v: Verifier, request: InboundRequest) -> None:
+    import jwt  # see `claims_of`
+
     scheme = v.scheme
     value = header(request, scheme.signature.header, scheme)
     kind, _, token = value.partition(" ")

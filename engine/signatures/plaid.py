@@ -17,8 +17,6 @@ import hmac
 import json
 import re
 
-import jwt
-
 from ..request import InboundRequest
 from .core import (
     KeyRequest,
@@ -37,6 +35,8 @@ _KID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def _kid(v: Verifier, request: InboundRequest) -> tuple[str, str]:
+    import jwt  # PyJWT loads with the first token (see `jwts.claims_of`)
+
     token = header(request, v.scheme.signature.header, v.scheme)
     try:
         head = jwt.get_unverified_header(token)
@@ -62,6 +62,8 @@ def key_request(v: Verifier, request: InboundRequest) -> tuple[KeyRequest, ...]:
 
 
 def _check(v: Verifier, request: InboundRequest) -> None:
+    import jwt
+
     scheme = v.scheme
     token, _ = _kid(v, request)
     wanted = key_request(v, request)[0]

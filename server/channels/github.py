@@ -29,7 +29,6 @@ from typing import Any
 
 import attrs
 import httpx
-import jwt
 
 from .base import (
     ChannelBase,
@@ -165,6 +164,8 @@ class GitHubChannel(ChannelBase):
 
     async def _exchange(self, client: httpx.AsyncClient) -> _InstallationToken:
         """A new installation token for the App's JWT."""
+        import jwt  # PyJWT (and `cryptography`): loaded when a GitHub App token is made
+
         now = int(self.clock())
         claims = {"iat": now - 60, "exp": now + 540, "iss": str(self.config.app_id)}
         signed = jwt.encode(claims, self.config.private_key or "", algorithm="RS256")

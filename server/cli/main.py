@@ -147,7 +147,9 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(optional: bool = True) -> argparse.ArgumentParser:
+    """The command line's parser; without the `optional` commands (those of the other CLI
+    modules) for `serve`, which would only wait for their imports."""
     parser = argparse.ArgumentParser(
         prog="hookwise",
         description="hookwise: a webhook gateway for AI agents.",
@@ -242,7 +244,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_common_options(check)
     check.set_defaults(func=cmd_config_check)
-    _add_optional_commands(sub)
+    if optional:
+        _add_optional_commands(sub)
     return parser
 
 
@@ -292,7 +295,10 @@ def _default_config() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit status (argparse exits 2 itself on a usage error)."""
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # the command is the first word that is not an option (the top level's take no values)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    args = _parser(optional=command != "serve").parse_args(argv)
     return _run(args.command, getattr(args, "debug", False), lambda: args.func(args))
 
 

@@ -24,17 +24,16 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import mcp_types
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ...engine.config.models import McpServerConfig
 from ..retry import Backoff, Retries
-from .stdio import StderrTail, bounded_stdio_client, start_stderr_thread
+from .stderr import StderrTail, start_stderr_thread
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 log = logging.getLogger("hookwise.tools")
 
@@ -46,6 +45,16 @@ MAX_PAGES = 100
 MIN_MESSAGE_BYTES = 4 * 1024 * 1024
 #: how long a failed session waits for the rest of the server's stderr before saying why
 STDERR_GRACE = 1.0
+
+
+def load_sdk() -> None:
+    """Import the MCP SDK and the transports (about half a second of CPU). A connection does it
+    when it is made, with the configuration (at start-up, or a reload), so that its first call
+    does not hold the event loop that long; a gateway without tool servers never loads them."""
+    import mcp.client.streamable_http
+    import mcp.shared._httpx_utils  # noqa: F401
+
+    from . import stdio  # noqa: F401
 
 
 def message_limit(max_result_bytes: int) -> int:
@@ -83,6 +92,7 @@ class McpConnection:
         base_dir: Path,
         max_message: int = MIN_MESSAGE_BYTES,
     ) -> None:
+        load_sdk()
         self.name = name
         self._config = config
         self._base_dir = base_dir
@@ -211,11 +221,20 @@ class McpConnection:
             await asyncio.Event().wait()  # a handshake-era server: notifications only
 
     async def _on_message(self, message: Any) -> None:
+        import mcp_types
+
         if isinstance(message, mcp_types.ToolListChangedNotification):
             self._tools = None
 
     @contextlib.asynccontextmanager
     async def _session(self) -> AsyncIterator[Client]:
+        # (imported by `load_sdk` when this connection was made)
+        from mcp import StdioServerParameters
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        from .stdio import bounded_stdio_client
+
         config = self._config
         if config.url is not None:
             http = create_mcp_http_client(headers=dict(config.headers) or None)
@@ -246,6 +265,9 @@ class McpConnection:
             close()
 
     def _client_for(self, transport: Any) -> Client:
+        import mcp_types
+        from mcp import Client
+
         return Client(
             transport,
             message_handler=self._on_message,

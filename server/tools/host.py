@@ -22,14 +22,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
-from mcp.shared.exceptions import MCPError
 
 from ...engine.config.grants import Grant
 from ...engine.config.models import ToolsConfig
 from .. import metrics
 from .connection import McpConnection, ServerDown, ToolInfo, message_limit
-from .results import cap, result_text
-from .stdio import CUT_CODE, CUT_KEY
+from .results import CUT_CODE, CUT_KEY, cap, result_text
 
 log = logging.getLogger("hookwise.tools")
 
@@ -99,6 +97,8 @@ class ToolHost:
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutcome:
         """Call `server.tool`; never raises (bar cancellation)."""
+        from mcp.shared.exceptions import MCPError  # the SDK: loaded once a server is used
+
         start = time.monotonic()
         outcome: Outcome = "ok"
         cut: int | None = None

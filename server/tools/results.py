@@ -11,6 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+#: the JSON-RPC error with which the stdio transport answers a message it cut
+#: (`hookwise.server.tools.stdio`), and its data's key for the message's full size
+CUT_CODE = -32099
+CUT_KEY = "hookwise/cut"
+
 
 def result_text(result: Any) -> str:
     """The text of an MCP `CallToolResult`."""

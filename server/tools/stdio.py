@@ -20,23 +20,20 @@ from `mcp.client.stdio`) with another stdout reader:
   `NOISE_SHOWN` characters, escaped), at most one per `NOISE_EVERY` seconds per server, the rest
   counted (`hookwise_tool_output_dropped{what="stdout_noise"}`).
 
-The stderr side (`stderr_lines`) runs in a thread: each line is cut at `STDERR_LINE` bytes (the
-rest dropped and counted), logged at INFO, escaped, and the last `STDERR_TAIL` lines are kept so
-that a server that died can say why (`hookwise tools list`).
+The stderr side is `hookwise.server.tools.stderr` (a thread; no MCP SDK there). This module
+imports the SDK, so it is imported only when tool servers are configured: a gateway without tool
+servers never loads the SDK (about half a second of start-up).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import threading
 import time
-from collections import deque
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
-from typing import Any, BinaryIO
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -56,6 +53,7 @@ from mcp.shared.message import SessionMessage
 
 from .. import metrics
 from ..logs import escape_control
+from .results import CUT_CODE, CUT_KEY
 
 log = logging.getLogger("hookwise.tools")
 
@@ -67,65 +65,9 @@ THREAD_PARSE = 256 * 1024
 NOISE_SHOWN = 200
 #: at most one warning about stdout noise per server this often (seconds)
 NOISE_EVERY = 10.0
-#: a stderr line is cut at this many bytes; the rest of it is dropped and counted
-STDERR_LINE = 8192
-#: the last stderr lines kept to say why a server died
-STDERR_TAIL = 5
-#: the JSON-RPC error that answers a cut message, and its data's key for the message's size
-CUT_CODE = -32099
-CUT_KEY = "hookwise/cut"
 
 _ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,20})')
 _TEXT = re.compile(rb'"content"\s*:\s*\[\s*\{(?:\s*"type"\s*:\s*"text"\s*,)?\s*"text"\s*:\s*"')
-
-
-class StderrTail:
-    """What a server wrote last to stderr, and how much of it was dropped (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._lines: deque[str] = deque(maxlen=STDERR_TAIL)
-        self._lock = threading.Lock()
-        self.closed = threading.Event()
-        self.dropped = 0
-
-    def add(self, line: str) -> None:
-        with self._lock:
-            self._lines.append(line)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._lines.clear()
-        self.closed.clear()
-
-    def lines(self) -> list[str]:
-        with self._lock:
-            return list(self._lines)
-
-
-def stderr_lines(server: str, stream: BinaryIO, tail: StderrTail) -> None:
-    """Log `stream`'s lines until EOF, each cut at `STDERR_LINE` bytes (run in a thread)."""
-    try:
-        while True:
-            raw = stream.readline(STDERR_LINE)
-            if not raw:
-                break
-            dropped = 0
-            if not raw.endswith(b"\n"):  # cut: skip to the end of this line, counting
-                while True:
-                    rest = stream.readline(STDERR_LINE)
-                    dropped += len(rest)
-                    if not rest or rest.endswith(b"\n"):
-                        break
-            line = escape_control(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
-            if dropped:
-                tail.dropped += dropped
-                metrics.tool_output_dropped(server, "stderr_bytes", dropped)
-                line += f" [hookwise: line cut, {dropped} more bytes dropped]"
-            if line:
-                tail.add(line[:500])
-                log.info("MCP server %s stderr: %s", server, line)
-    finally:
-        tail.closed.set()
 
 
 class _StdoutReader:
@@ -322,19 +264,3 @@ async def bounded_stdio_client(
                 await shutdown()
             tg.cancel_scope.cancel()
     await anyio.lowlevel.cancel_shielded_checkpoint()
-
-
-def start_stderr_thread(name: str, tail: StderrTail) -> tuple[Any, Callable[[], None]]:
-    """A pipe whose write end is the child's stderr, read by a thread into the log and `tail`;
-    the write end (to give the child) and a function that closes it."""
-    read_fd, write_fd = os.pipe()
-    tail.clear()
-    reader = os.fdopen(read_fd, "rb")
-
-    def run() -> None:
-        with reader:
-            stderr_lines(name, reader, tail)
-
-    threading.Thread(target=run, daemon=True, name=f"mcp-{name}").start()
-    errlog = os.fdopen(write_fd, "w")
-    return errlog, errlog.close

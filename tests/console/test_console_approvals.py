@@ -12,7 +12,10 @@ import httpx
 import pytest
 
 from tests.console.test_console_browser import login
-from tests.http.test_approvals import _ended, _parked, _start, config
+from tests.support.approvals import config
+from tests.support.approvals import ended as _ended
+from tests.support.approvals import parked as _parked
+from tests.support.approvals import start_run as _start
 from tests.support.gateway import GatewayProcess
 from tests.support.mapped import get_run
 

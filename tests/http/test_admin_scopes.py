@@ -164,8 +164,15 @@ def _ask(gw: GatewayProcess, method: str, path: str, token: str | None) -> httpx
     return gw.client.request(method, _concrete(path), json=body, headers=headers)
 
 
-def test_the_route_table_has_the_admin_routes_this_test_expects(tmp_path: Path) -> None:
-    routes = admin_routes(tmp_path)
+@pytest.fixture(scope="module")
+def routes(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, str]]:
+    """The route table, read once a module (it is the same on both stores)."""
+    return admin_routes(tmp_path_factory.mktemp("routes"))
+
+
+def test_the_route_table_has_the_admin_routes_this_test_expects(
+    routes: list[tuple[str, str]],
+) -> None:
     assert ("GET", "/api/runs") in routes
     assert ("GET", "/api/audit") in routes
     assert ("GET", "/ui/audit") in routes
@@ -173,8 +180,9 @@ def test_the_route_table_has_the_admin_routes_this_test_expects(tmp_path: Path) 
     assert set(routes) >= OPERATE | ADMIN
 
 
-def test_every_admin_route_with_each_scope_and_none(gw: GatewayProcess, tmp_path: Path) -> None:
-    routes = admin_routes(tmp_path)
+def test_every_admin_route_with_each_scope_and_none(
+    gw: GatewayProcess, routes: list[tuple[str, str]]
+) -> None:
     problems = []
     for method, path in routes:
         needed = expected_scope(method, path)

@@ -8,85 +8,25 @@ run survives a restart. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import httpx
 import pytest
 
 from tests.cli.support import run as hookwise
-from tests.fakes.mcp_server import stdio_command
 from tests.fakes.webhook_receiver import WebhookReceiver
-from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
+from tests.support.approvals import ADMIN, config
+from tests.support.approvals import ended as _ended
+from tests.support.approvals import parked as _parked
+from tests.support.approvals import start_run as _start
+from tests.support.gateway import ADMIN_TOKEN, GatewayProcess
 from tests.support.mapped import get_run
 from tests.support.wait import eventually
-
-ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def store_kind(request: pytest.FixtureRequest) -> Iterator[str]:
-    yield request.param
-
-
-def config(timeout: str = "1h") -> dict[str, Any]:
-    mapping = {"match": {"path": "ops"}, "messageTemplate": "{{text}}", "id": "ops"}
-    return {
-        "hooks": {
-            "enabled": True,
-            "token": HOOK_TOKEN,
-            "mappings": [
-                {**mapping, "tools": ["t.echo", {"tool": "t.count", "approve": True}]},
-                {
-                    **mapping,
-                    "id": "serial",
-                    "match": {"path": "serial"},
-                    "sessionKey": "hook:serial",
-                    "tools": [{"tool": "t.count", "approve": True}],
-                },
-                {
-                    **mapping,
-                    "id": "globbed",
-                    "match": {"path": "globbed"},
-                    "tools": ["t.*"],
-                    "approve": ["t.ec*"],
-                },
-            ],
-        },
-        "gateway": {"auth": {"token": ADMIN_TOKEN}},
-        "tools": {"mcpServers": {"t": stdio_command()}},
-        "approvals": {"approvers": ["telegram:42"], "timeout": timeout},
-    }
 
 
 @pytest.fixture(scope="module")
 def gw(start_module_gateway: Callable[..., GatewayProcess]) -> GatewayProcess:
     return start_module_gateway(config(), name="approvals")
-
-
-def _start(gw: GatewayProcess, path: str, text: str) -> str:
-    r = gw.hook(path, {"text": text})
-    assert r.status_code == 202, r.text
-    return str(r.json()["runId"])
-
-
-def _parked(gw: GatewayProcess, run_id: str) -> dict[str, Any]:
-    return eventually(
-        lambda: (run := get_run(gw, run_id))["state"] == "awaiting_approval" and run,
-        timeout=60,
-        what=f"run {run_id} to wait for approval",
-    )
-
-
-def _ended(gw: GatewayProcess, run_id: str) -> dict[str, Any]:
-    return eventually(
-        lambda: (
-            (run := get_run(gw, run_id))["state"] not in ("queued", "running", "awaiting_approval")
-            and run
-        ),
-        timeout=60,
-        what=f"run {run_id} to end",
-    )
 
 
 def _decide(gw: GatewayProcess, approval_id: str, what: str, by: str = "alice") -> httpx.Response:

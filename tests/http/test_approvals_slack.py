@@ -8,47 +8,42 @@ signature, a non-approver's click and a second click are refused and change noth
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
 from tests.fakes.chat_fakes import SlackFake
-from tests.http.test_approvals import _ended, _parked, _start, config
+from tests.support.approvals import ChatApprovals, ChatSetup, asked
+from tests.support.approvals import ended as _ended
+from tests.support.approvals import parked as _parked
+from tests.support.approvals import start_run as _start
 from tests.support.gateway import GatewayProcess
 from tests.support.mapped import get_run
-from tests.support.wait import eventually
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 APPROVER = "U024BE7LH"
 CHANNEL = "C0OPSCHAN01"
+CHAT_APPROVALS = ChatSetup(
+    SlackFake,
+    "slack",
+    settings={"signingSecret": SIGNING_SECRET},
+    approvals={"approvers": [f"slack:{APPROVER}"], "via": f"slack:{CHANNEL}"},
+)
 
 
 @pytest.fixture(scope="module")
-def slack() -> Iterator[SlackFake]:
-    fake = SlackFake().start()
-    yield fake
-    fake.stop()
+def slack(chat_approvals: ChatApprovals) -> SlackFake:
+    return chat_approvals.fake
 
 
 @pytest.fixture(scope="module")
-def gw(start_module_gateway: Callable[..., GatewayProcess], slack: SlackFake) -> GatewayProcess:
-    cfg = config()
-    cfg["channels"] = {"slack": {**slack.config(), "signingSecret": SIGNING_SECRET}}
-    cfg["approvals"] = {"approvers": [f"slack:{APPROVER}"], "via": f"slack:{CHANNEL}"}
-    return start_module_gateway(cfg, name="approvals-slack")
+def gw(chat_approvals: ChatApprovals) -> GatewayProcess:
+    return chat_approvals.gw
 
 
 def _asked(slack: SlackFake, run_id: str) -> str:
-    return str(
-        eventually(
-            lambda: next(
-                (ts for ts, b in slack.posted.items() if f"run {run_id}" in b["text"]), None
-            ),
-            what=f"the approval request of run {run_id} on slack",
-        )
-    )
+    return str(asked(lambda: slack.posted, run_id, "slack"))
 
 
 def _post(

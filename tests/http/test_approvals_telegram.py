@@ -8,48 +8,43 @@ click and a double click are refused, recorded, and change nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.fakes.chat_fakes import TelegramFake
-from tests.http.test_approvals import _ended, _parked, _start, config
+from tests.support.approvals import ChatApprovals, ChatSetup, asked
+from tests.support.approvals import ended as _ended
+from tests.support.approvals import parked as _parked
+from tests.support.approvals import start_run as _start
 from tests.support.gateway import GatewayProcess
 from tests.support.mapped import get_run
-from tests.support.wait import eventually
 
 SECRET = "tg-webhook-secret_0123456789"
 APPROVER = 42
 CHAT = "-1001234567890"
+CHAT_APPROVALS = ChatSetup(
+    TelegramFake,
+    "telegram",
+    settings={"webhookSecret": SECRET},
+    approvals={"via": f"telegram:{CHAT}"},
+)
 
 
 @pytest.fixture(scope="module")
-def tg() -> Iterator[TelegramFake]:
-    fake = TelegramFake().start()
-    yield fake
-    fake.stop()
+def tg(chat_approvals: ChatApprovals) -> TelegramFake:
+    return chat_approvals.fake
 
 
 @pytest.fixture(scope="module")
-def gw(start_module_gateway: Callable[..., GatewayProcess], tg: TelegramFake) -> GatewayProcess:
-    cfg = config()
-    cfg["channels"] = {"telegram": {**tg.config(), "webhookSecret": SECRET}}
-    cfg["approvals"]["via"] = f"telegram:{CHAT}"
-    return start_module_gateway(cfg, name="approvals-telegram")
+def gw(chat_approvals: ChatApprovals) -> GatewayProcess:
+    return chat_approvals.gw
 
 
 def _asked(tg: TelegramFake, run_id: str) -> int:
     """The message id of the request of `run_id`."""
-    return int(
-        eventually(
-            lambda: next(
-                (i for i, b in tg.sent_messages.items() if f"run {run_id}" in b["text"]), None
-            ),
-            what=f"the approval request of run {run_id} on telegram",
-        )
-    )
+    return int(asked(lambda: tg.sent_messages, run_id, "telegram"))
 
 
 def _callback(gw: GatewayProcess, update: dict[str, Any], secret: str = SECRET) -> httpx.Response:

@@ -9,7 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from tests.http.test_approvals import ADMIN, _ended, _parked, _start, config
+from tests.support.approvals import ADMIN, config
+from tests.support.approvals import ended as _ended
+from tests.support.approvals import parked as _parked
+from tests.support.approvals import start_run as _start
 from tests.support.gateway import GatewayProcess
 
 

@@ -78,6 +78,7 @@ def test_a_thousand_runs_posted_round_robin_are_each_executed_exactly_once(
             and rs
         ),
         timeout=120,
+        interval=0.5,  # each look reads 1,000 runs: looking often slowed the runs it waits for
         what="all 1,000 runs to succeed",
     )
     assert {r["runId"] for r in runs} == set(ids)
