@@ -7,14 +7,17 @@ sample of `hookwise_approval_asks_total{channel,outcome}`."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
 
 from tests.fakes.chat_fakes import TelegramFake
-from tests.http.test_approvals import _decide, _ended, _parked, _start, config
+from tests.http.test_approvals import _decide
 from tests.http.test_operate import sample, scrape
+from tests.support.approvals import ChatApprovals, ChatSetup
+from tests.support.approvals import ended as _ended
+from tests.support.approvals import parked as _parked
+from tests.support.approvals import start_run as _start
 from tests.support.gateway import GatewayProcess
 from tests.support.mapped import get_run
 from tests.support.wait import eventually
@@ -30,19 +33,22 @@ def store_kind() -> str:
     return "sqlite"
 
 
-@pytest.fixture(scope="module")
-def tg() -> Iterator[TelegramFake]:
-    fake = TelegramFake().start()
-    yield fake
-    fake.stop()
+CHAT_APPROVALS = ChatSetup(
+    TelegramFake,
+    "telegram",
+    settings={"webhookSecret": SECRET},
+    approvals={"via": f"telegram:{CHAT}"},
+)
 
 
 @pytest.fixture(scope="module")
-def gw(start_module_gateway: Callable[..., GatewayProcess], tg: TelegramFake) -> GatewayProcess:
-    cfg = config()
-    cfg["channels"] = {"telegram": {**tg.config(), "webhookSecret": SECRET}}
-    cfg["approvals"]["via"] = f"telegram:{CHAT}"
-    return start_module_gateway(cfg, name="approvals-asking")
+def tg(chat_approvals: ChatApprovals) -> TelegramFake:
+    return chat_approvals.fake
+
+
+@pytest.fixture(scope="module")
+def gw(chat_approvals: ChatApprovals) -> GatewayProcess:
+    return chat_approvals.gw
 
 
 def _tries(tg: TelegramFake, run_id: str) -> int:
