@@ -1,0 +1,41 @@
+"""Senders stay apart (review of budgets by sender, issue 35), on both stores, through the real
+server: a request of one sender never joins the coalescing run of another (its spend would be
+charged to the other, and a held sender's requests would go on through another's open run).
+(The budgets themselves: tests/runtime/test_sender_budgets.py.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.fakes.model_server import ModelServer
+from tests.runtime.test_sender_budgets import sender_config, signed
+from tests.support.gateway import GatewayProcess
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def store_kind(request: pytest.FixtureRequest) -> Iterator[str]:
+    yield request.param
+
+
+def run_of(gw: GatewayProcess, run_id: str) -> dict[str, Any]:
+    return dict(gw.admin(f"/api/runs/{run_id}")["run"])
+
+
+def test_a_sender_never_joins_another_senders_coalescing_run(
+    start_gateway, model_server: ModelServer
+) -> None:
+    cfg = sender_config(model_server, tokens=500, per="1h")
+    # one key for every request: without senders apart, all would fold into one run
+    cfg["hooks"]["mappings"][0]["coalesce"] = {"key": "one", "window": "1m", "maxWait": "2m"}
+    gw = start_gateway(cfg)
+    a1 = signed(gw, 0, 1)
+    b1 = signed(gw, 1, 1)
+    a2 = signed(gw, 0, 2)
+    assert a2 == a1  # the same sender's burst still folds into its run
+    assert b1 != a1, "a request of github#1 joined the run of github#0"
+    first, other = run_of(gw, a1), run_of(gw, b1)
+    assert (first["sender"], other["sender"]) == ("github#0", "github#1")
+    assert "alert 1" in other["message"] and "alert 2" in first["message"]
