@@ -8,40 +8,20 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from tests.fakes.model_server import ModelServer
+from tests.runtime.conftest import model_server  # noqa: F401 (a fixture)
 from tests.runtime.test_sender_budgets import SECRETS, sender_config
+from tests.sources.test_redis_source import URL, r  # noqa: F401 (a fixture)
 from tests.support.sources import unique
 from tests.support.wait import eventually
 
-redis = pytest.importorskip("redis")
-
-URL = "redis://127.0.0.1:6379/0"
-
-
-@pytest.fixture
-def r() -> Iterator[Any]:
-    client = redis.Redis.from_url(URL)
-    try:
-        client.ping()
-    except redis.exceptions.ConnectionError as e:
-        pytest.skip(f"no Redis on 127.0.0.1:6379 ({e})")
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def model_server() -> Iterator[ModelServer]:
-    with ModelServer() as server:
-        yield server
-
 
 def test_a_message_the_door_checked_is_of_its_signatures_sender(
-    start_gateway, model_server: ModelServer, r: Any
+    start_gateway,
+    model_server: ModelServer,
+    r: Any,  # noqa: F811 (the fixtures imported)
 ) -> None:
     signed_stream, plain_stream = unique("senders"), unique("plain")
     cfg = sender_config(model_server, tokens=500, per="1h")
