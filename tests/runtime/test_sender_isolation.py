@@ -1,17 +1,22 @@
 """Senders stay apart (review of budgets by sender, issue 35), on both stores, through the real
 server: a request of one sender never joins the coalescing run of another (its spend would be
-charged to the other, and a held sender's requests would go on through another's open run).
+charged to the other, and a held sender's requests would go on through another's open run); a
+budget's senders are its own, not those of a mapping whose id starts with its own and `/`.
 (The budgets themselves: tests/runtime/test_sender_budgets.py.)"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.fakes.model_server import ModelServer
-from tests.runtime.test_sender_budgets import sender_config, signed
+from tests.runtime.test_budgets import LONG, scrape
+from tests.runtime.test_sender_budgets import SECRETS, done, sender_config, signed
 from tests.support.gateway import GatewayProcess
 
 
@@ -39,3 +44,27 @@ def test_a_sender_never_joins_another_senders_coalescing_run(
     first, other = run_of(gw, a1), run_of(gw, b1)
     assert (first["sender"], other["sender"]) == ("github#0", "github#1")
     assert "alert 1" in other["message"] and "alert 2" in first["message"]
+
+
+def test_a_budgets_senders_are_its_own_not_those_of_a_mapping_named_under_it(
+    start_gateway, model_server: ModelServer
+) -> None:
+    cfg = sender_config(model_server, tokens=500, per="1h")
+    [shared] = cfg["hooks"]["mappings"]
+    # a mapping id may hold `/`: `shared/extra`'s senders are not `shared`'s sender `extra/...`
+    under = {**shared, "id": "shared/extra", "match": {"path": "extra"}}
+    cfg["hooks"]["mappings"] = [shared, under]
+    gw = start_gateway(cfg)
+    model_server.reply(LONG, times=5)
+    body = json.dumps({"n": 1}).encode()
+    sig = hmac.new(SECRETS[0].encode(), body, hashlib.sha256).hexdigest()
+    headers = {"content-type": "application/json", "x-hub-signature-256": f"sha256={sig}"}
+    r = gw.hook("extra", token=None, content=body, headers=headers)
+    assert r.status_code == 202, r.text
+    assert done(gw, r.json()["runId"])["state"] == "succeeded"
+    budgets = {b["name"]: b for b in gw.admin("/api/budgets")["items"]}
+    assert [s["sender"] for s in budgets["shared/extra"]["senders"]] == ["github#0"]
+    assert budgets["shared"]["senders"] == [], budgets["shared"]
+    assert budgets["shared"]["spentTokens"] == 0
+    spend = scrape(gw, "hookwise_budget_spend")
+    assert spend['{kind="tokens",name="shared",scope="mapping-sender"}'] == 0

@@ -20,8 +20,8 @@ from tests.support.wait import eventually
 
 def test_a_message_the_door_checked_is_of_its_signatures_sender(
     start_gateway,
-    model_server: ModelServer,
-    r: Any,  # noqa: F811 (the fixtures imported)
+    model_server: ModelServer,  # noqa: F811 (the fixture imported)
+    r: Any,  # noqa: F811 (the fixture imported)
 ) -> None:
     signed_stream, plain_stream = unique("senders"), unique("plain")
     cfg = sender_config(model_server, tokens=500, per="1h")
