@@ -47,12 +47,12 @@ def sender_config(server: ModelServer, **budget: Any) -> dict[str, Any]:
     return cfg
 
 
-def signed(gw: GatewayProcess, sender: int, n: int) -> str:
-    """A run of the mapping, signed with the secret of `sender` (no hook token)."""
+def signed(gw: GatewayProcess, sender: int, n: int, path: str = "shared") -> str:
+    """A run of the mapping (of `path`), signed with the secret of `sender` (no hook token)."""
     body = json.dumps({"n": n}).encode()
     sig = hmac.new(SECRETS[sender].encode(), body, hashlib.sha256).hexdigest()
     r = gw.hook(
-        "shared",
+        path,
         token=None,
         content=body,
         headers={"content-type": "application/json", "x-hub-signature-256": f"sha256={sig}"},

@@ -6,9 +6,6 @@ budget's senders are its own, not those of a mapping whose id starts with its ow
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +13,7 @@ import pytest
 
 from tests.fakes.model_server import ModelServer
 from tests.runtime.test_budgets import LONG, scrape
-from tests.runtime.test_sender_budgets import SECRETS, done, sender_config, signed
+from tests.runtime.test_sender_budgets import done, sender_config, signed
 from tests.support.gateway import GatewayProcess
 
 
@@ -56,12 +53,7 @@ def test_a_budgets_senders_are_its_own_not_those_of_a_mapping_named_under_it(
     cfg["hooks"]["mappings"] = [shared, under]
     gw = start_gateway(cfg)
     model_server.reply(LONG, times=5)
-    body = json.dumps({"n": 1}).encode()
-    sig = hmac.new(SECRETS[0].encode(), body, hashlib.sha256).hexdigest()
-    headers = {"content-type": "application/json", "x-hub-signature-256": f"sha256={sig}"}
-    r = gw.hook("extra", token=None, content=body, headers=headers)
-    assert r.status_code == 202, r.text
-    assert done(gw, r.json()["runId"])["state"] == "succeeded"
+    assert done(gw, signed(gw, 0, 1, path="extra"))["state"] == "succeeded"
     budgets = {b["name"]: b for b in gw.admin("/api/budgets")["items"]}
     assert [s["sender"] for s in budgets["shared/extra"]["senders"]] == ["github#0"]
     assert budgets["shared"]["senders"] == [], budgets["shared"]
