@@ -114,7 +114,8 @@ async def replay_request(
             meta=meta,
             rule_id=resolved.rule_id,
             respond=resolved.respond,
-            sender=resolved.sender or REPLAY_SENDER,
+            # the operator's act, wherever the signature was checked (the door or the rule)
+            sender=REPLAY_SENDER,
         )
         status = accepted.status
     logged = await gateway.store.get_request(meta.request_id)

@@ -6,6 +6,7 @@ budget's senders are its own, not those of a mapping whose id starts with its ow
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,8 +14,14 @@ import pytest
 
 from tests.fakes.model_server import ModelServer
 from tests.runtime.test_budgets import LONG, scrape
-from tests.runtime.test_sender_budgets import done, sender_config, signed
-from tests.support.gateway import GatewayProcess
+from tests.runtime.test_sender_budgets import (
+    done,
+    rule_checked,
+    sender_config,
+    signature,
+    signed,
+)
+from tests.support.gateway import ADMIN_TOKEN, GatewayProcess
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -60,3 +67,29 @@ def test_a_budgets_senders_are_its_own_not_those_of_a_mapping_named_under_it(
     assert budgets["shared"]["spentTokens"] == 0
     spend = scrape(gw, "hookwise_budget_spend")
     assert spend['{kind="tokens",name="shared",scope="mapping-sender"}'] == 0
+
+
+def test_an_operators_replay_is_the_sender_replay_wherever_the_signature_is_checked(
+    start_gateway, model_server: ModelServer
+) -> None:
+    cfg = sender_config(model_server, tokens=500, per="1h")
+    [shared] = cfg["hooks"]["mappings"]
+    cfg["hooks"]["mappings"] = [shared, rule_checked(shared)]  # the rule checks, not the door
+    gw = start_gateway(cfg)
+    body = json.dumps({"n": 1}).encode()
+    originals = [
+        gw.hook("checked", content=body, headers=signature(1, body)).json()["runId"],
+        signed(gw, 1, 1),
+    ]
+    assert [run_of(gw, i)["sender"] for i in originals] == ["github#1", "github#1"]
+    replayed = []
+    for run_id in originals:
+        request_id = run_of(gw, run_id)["requestId"]
+        assert gw.client is not None
+        r = gw.client.post(
+            f"/api/requests/{request_id}/replay",
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        )
+        assert r.status_code == 200, r.text
+        replayed += r.json()["runIds"]
+    assert [run_of(gw, i)["sender"] for i in replayed] == ["replay", "replay"]
