@@ -456,7 +456,8 @@ class Verifier:
     def sender(self, index: int | None) -> str:
         """Who a verified request came from, as budgets by sender key it: `<scheme>#<n>`, the
         scheme and the index of the secret that matched in the block's `secrets` (0 for a
-        single `secret`), or the scheme alone (a public key, a provider's published keys)."""
+        single `secret`), or the scheme alone (a public key, a provider's published keys, and a
+        scheme whose `check` is its own, which does not say which secret matched)."""
         return self.scheme.name if index is None else f"{self.scheme.name}#{index}"
 
     def delivery_id(self, request: InboundRequest) -> str | None:

@@ -115,7 +115,13 @@ async def replay_request(
         status = accept.skipped(resolved, meta)
     else:  # a replay is a new request: no idempotency key derived from the original
         accepted = await accept.commit(
-            resolved, meta, kept.body, None, derive_key=False, sender=REPLAY_SENDER
+            resolved,
+            meta,
+            kept.body,
+            None,
+            derive_key=False,
+            # the operator's act, wherever the signature was checked (the door or the rule)
+            sender=REPLAY_SENDER,
         )
         status = accepted.status
     logged = await gateway.store.get_request(meta.request_id)

@@ -60,7 +60,7 @@ class AcceptStage:
             meta,
             request.body,
             request.idempotency_key,
-            sender=request.sender or TOKEN_SENDER,
+            sender=judgement.sender or request.sender or TOKEN_SENDER,
         )
         return Committed(accepted, wait)
 
@@ -85,9 +85,9 @@ class AcceptStage:
     ) -> Accepted:
         """Commit the judgement's actions (one transaction) under the settled idempotency key;
         `derive_key` False (a replay) takes no key from the delivery id or the batch. Runs are
-        stamped with the sender the rule's own check verified, else `sender` (who the door
-        verified, or what brought the request: a source, a replay). Raises `RequestError`
-        (422) or `StoreUnavailable`."""
+        stamped with `sender`, which the caller settles: who the rule's check or the door
+        verified, else what brought the request (the token, a source; a replay is always
+        `replay`). Raises `RequestError` (422) or `StoreUnavailable`."""
         idem_key = idempotency_key
         fingerprint: str | None = None
         if idem_key is None and derive_key and judgement.delivery_id is not None:
@@ -111,7 +111,7 @@ class AcceptStage:
             fingerprint=fingerprint,
             callback_url=judgement.callback_url,
             coalesce=coalesce_spec(judgement.coalesce, judgement.coalesce_key),
-            sender=judgement.sender or sender,
+            sender=sender,
         )
         if accepted.conflict:
             raise RequestError(

@@ -349,11 +349,12 @@ class HookEndpoint:
 
     async def check_signature(
         self, sub: str, request: InboundRequest, *, verifier: Verifier | None = None
-    ) -> Verifier | None:
+    ) -> tuple[Verifier, str] | None:
         """For a message pulled from a broker (`hookwise.server.sources`): check the signature of
         `sub`'s door as the body stage does (no handshake: a broker relays none), or of
-        `verifier` when given (a source's own: an SNS envelope's); the verifier checked, or None
-        when there is nothing to check. A failed check is the door's 401 `invalid_signature`."""
+        `verifier` when given (a source's own: an SNS envelope's); the verifier checked and who
+        signed (`Verifier.verify`), or None when there is nothing to check. A failed check is
+        the door's 401 `invalid_signature`."""
         rule_id = None
         if verifier is None:
             door = self._door.door_of(sub)
@@ -362,8 +363,8 @@ class HookEndpoint:
             verifier, rule_id = door.verifier, door.rule_id
         request = await self._keys.for_request(verifier, request)
         try:
-            verifier.verify(request)
+            sender = verifier.verify(request)
         except SignatureError as exc:
             where = f"rule {rule_id!r}" if rule_id else verifier.where
             raise RequestError(401, "invalid_signature", f"{where}: {exc}", None, rule_id) from None
-        return verifier
+        return verifier, sender

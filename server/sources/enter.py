@@ -146,15 +146,21 @@ class Entry:
             raw_body=message.body,
             now=datetime.now(UTC),
         )
+        signer = None  # who signed it, by the checks below (the door's over the envelope's)
         if message.envelope is not None and self._envelope_verifier is not None:
             wrapped = attrs.evolve(request, headers={}, raw_body=message.envelope)
-            await self._endpoint.check_signature(
+            enveloped = await self._endpoint.check_signature(
                 self.sub, wrapped, verifier=self._envelope_verifier
             )
-        verified = await self._endpoint.check_signature(self.sub, request)
+            signer = None if enveloped is None else enveloped[1]
+        checked = await self._endpoint.check_signature(self.sub, request)
+        signer = signer if checked is None else checked[1]
         payload = parse_payload(message.body, content_type(headers), arrays=takes_arrays(self.sub))
         resolved = await self._endpoint.judge(
-            self.sub, payload, lambda p: attrs.evolve(request, payload=p), verified=verified
+            self.sub,
+            payload,
+            lambda p: attrs.evolve(request, payload=p),
+            verified=None if checked is None else checked[0],
         )
         if resolved.skipped:
             self._endpoint.accept_stage.skipped(resolved, meta)
@@ -169,6 +175,7 @@ class Entry:
             message.body,
             given if valid else None,
             fallback_key=_key(f"source:{self.source}", message.message_id),
-            sender=source_sender(self.source),
+            # the rule's check, else the door's or the envelope's; `source:<name>`: none signed
+            sender=resolved.sender or signer or source_sender(self.source),
         )
         return Entered("replayed" if accepted.replayed else "accepted")

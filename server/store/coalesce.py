@@ -2,13 +2,14 @@
 
 A mapping with `coalesce` (`hookwise.engine.config.mapping.CoalesceConfig`) writes its first
 request's run with a `not_before` (now + window) that the claim respects, its rendered key and
-its `coalesce_until` (now + maxWait). A later request of the same mapping and key, while that run
-is still waiting (`queued` or `held`) and its window open (`not_before` in the future), joins it
-instead of writing a run: in the same transaction as its request-log line, it replaces the run's
-message (`keep: latest`) or adds its own to a bounded digest (`keep: all`), and pushes
-`not_before` to now + window, never past `coalesce_until`. The join is done by the store under
-its write serialisation (SQLite's single writer, a row lock on PostgreSQL), so two processes
-receiving the same key join one run.
+its `coalesce_until` (now + maxWait). A later request of the same mapping, key and sender (who
+the door verified, `hookwise.server.store.senders`: a sender never joins another's run, whose
+spend and hold are that sender's), while that run is still waiting (`queued` or `held`) and its
+window open (`not_before` in the future), joins it instead of writing a run: in the same
+transaction as its request-log line, it replaces the run's message (`keep: latest`) or adds its
+own to a bounded digest (`keep: all`), and pushes `not_before` to now + window, never past
+`coalesce_until`. The join is done by the store under its write serialisation (SQLite's single
+writer, a row lock on PostgreSQL), so two processes receiving the same key join one run.
 """
 
 from __future__ import annotations

@@ -69,12 +69,14 @@ USAGE_ADD = (
 
 
 #: the senders that spent most in a mapping or agent (`Store.top_senders`), by the running
-#: totals of its by-sender kind whose name starts `<name>/`: placeholders kind, prefix length,
-#: prefix, since, limit
+#: totals of its by-sender kind named `<name>/<sender>`: the name starts `<name>/` and the rest
+#: holds no `/` (a sender never does; a mapping id may: `a/b`'s senders are not `a`'s).
+#: Numbered placeholders (`$n` or `?n`, one used twice): kind, prefix length, prefix, since,
+#: limit
 TOP_SENDERS = (
-    "SELECT name, SUM(tokens), SUM(cost) FROM budget_usage WHERE kind = {} AND"
-    " substr(name, 1, {}) = {} AND bucket >= {} GROUP BY name"
-    " ORDER BY SUM(tokens) DESC, SUM(cost) DESC, name LIMIT {}"
+    "SELECT name, SUM(tokens), SUM(cost) FROM budget_usage WHERE kind = {0} AND"
+    " substr(name, 1, {1}) = {2} AND replace(substr(name, {1} + 1), '/', '') = substr(name, {1} + 1)"
+    " AND bucket >= {3} GROUP BY name ORDER BY SUM(tokens) DESC, SUM(cost) DESC, name LIMIT {4}"
 )
 
 

@@ -310,3 +310,52 @@ def test_the_senders_migration_makes_earlier_runs_the_sender_none(backend: Backe
         assert await store.resume("mapping-sender", "rule-1/none") == 2
 
     backend.run(after)
+
+
+def test_a_release_waits_for_a_run_accepted_under_the_hold(backend: Backend) -> None:
+    """PostgreSQL: a run accepted while its sender is held is written `held` by the trigger; a
+    release committed between that write and the accept's commit must not miss it (it would
+    stay held with no pause left to lift). The release waits for the accept, then sends it back.
+    (SQLite has one writer: an accept and a release never overlap.)"""
+    if backend.name != "postgres":
+        pytest.skip("one writer on SQLite: nothing overlaps")
+    from hookwise.server.store.lanes import Pause
+    from tests.store.support import add_runs, eventually
+
+    async def body(store) -> None:
+        [first] = await add_runs(store, 1)
+        assert await store.pause(Pause("mapping-sender", "rule-1/none", "budget", 1.0)) == 1
+        accepting = await asyncpg.connect(POSTGRES_URL)
+        watch = await asyncpg.connect(POSTGRES_URL)
+        try:
+            await accepting.execute(f'SET search_path TO "{backend.schema}"')
+            tx = accepting.transaction()
+            await tx.start()
+            # an accept under way: its run written (held by the trigger), not committed yet
+            await accepting.execute(
+                "INSERT INTO runs (run_id, session_key, name, message, rule_id, wake_mode,"
+                " deliver, channel, agent_id, created_at) SELECT 'later', 'hook:later', name,"
+                " message, rule_id, wake_mode, deliver, channel, agent_id, created_at"
+                " FROM runs WHERE run_id = $1",
+                first,
+            )
+            release = asyncio.ensure_future(store.resume("mapping-sender", "rule-1/none"))
+            pid = accepting.get_server_pid()
+
+            async def release_waits_or_is_done() -> bool:
+                waiting = await watch.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                    pid,
+                )
+                return release.done() or waiting > 0
+
+            await eventually(release_waits_or_is_done, what="the release to wait or be done")
+            await tx.commit()
+            released = await release
+        finally:
+            await accepting.close()
+            await watch.close()
+        assert (await store.get_run("later")).state == "queued"
+        assert released == 2
+
+    backend.run(body)

@@ -1,9 +1,9 @@
 """Coalescing on PostgreSQL (`hookwise.server.store.coalesce`): a request joins a waiting run of
 its mapping and key, or writes the run that opens the window, in one transaction of its own.
 
-Two processes given the same key at once: a transaction-scoped advisory lock on (mapping, key)
-makes the second wait for the first's commit, so it sees (and joins) the run the first wrote
-instead of opening a second window. The run itself is locked (`FOR UPDATE`) while it is joined:
+Two processes given the same key at once: a transaction-scoped advisory lock on (mapping, key,
+sender) makes the second wait for the first's commit, so it sees (and joins) the run the first
+wrote instead of opening a second window. The run itself is locked (`FOR UPDATE`) while it is joined:
 a claim skips a locked run (`SKIP LOCKED`), and a run claimed meanwhile fails the join's re-check
 of `state`, so the request opens a new window rather than joining a run already under way.
 """
@@ -23,6 +23,7 @@ _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
 _JOINABLE = (
     "SELECT run_id, session_key, coalesce_parts, coalesce_until FROM runs"
     " WHERE rule_id = $1 AND coalesce_key = $2 AND coalesce_key IS NOT NULL"
+    " AND sender IS NOT DISTINCT FROM $4"
     " AND state IN ('queued', 'held') AND not_before > $3 ORDER BY seq DESC LIMIT 1 FOR UPDATE"
 )
 _JOIN = (
@@ -41,8 +42,8 @@ async def accept_coalescing(
     """Write `op` (one run, of a coalescing mapping): joined to its key's waiting run, or as the
     run that opens the key's window. Its idempotency key is honoured as on the accept lane."""
     async with conn.transaction():
-        await conn.execute(_LOCK, json.dumps(["coalesce", run.rule_id, spec.key]))
-        row = await conn.fetchrow(_JOINABLE, run.rule_id, spec.key, op.now)
+        await conn.execute(_LOCK, json.dumps(["coalesce", run.rule_id, spec.key, run.sender]))
+        row = await conn.fetchrow(_JOINABLE, run.rule_id, spec.key, op.now, run.sender)
         if row is None:
             if 0 not in await accept_group(conn, [op]):
                 return await _taken(conn, op)

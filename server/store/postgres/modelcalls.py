@@ -93,7 +93,7 @@ class PostgresModelCalls(PostgresParts):
         self, kind: str, name: str, *, since: float, limit: int
     ) -> list[tuple[str, int, float]]:
         prefix = name + "/"
-        sql = TOP_SENDERS.format("$1", "$2", "$3", "$4", "$5")
+        sql = TOP_SENDERS.format(*(f"${n}" for n in range(1, 6)))
         rows = await self._readers.fetch(
             sql, SENDER_KIND[kind], len(prefix), prefix, bucket_edge(since), limit
         )

@@ -11,11 +11,12 @@ import attrs
 from ..base import Accepted, AcceptOp, NewRun
 from ..coalesce import CoalesceSpec, Joinable, first_parts, joined, joined_body
 
-#: the waiting coalescing run of a mapping and key whose window is open; the WHERE repeats the
-#: partial index `runs_coalesce`'s term (migration 0019)
+#: the waiting coalescing run of a mapping, key and sender whose window is open (a sender never
+#: joins another's run: its spend is its own, `hookwise.server.store.senders`); the WHERE
+#: repeats the partial index `runs_coalesce`'s term (migration 0019)
 _JOINABLE = (
     "SELECT run_id, session_key, coalesce_parts, coalesce_until FROM runs"
-    " WHERE rule_id = ? AND coalesce_key = ? AND coalesce_key IS NOT NULL"
+    " WHERE rule_id = ? AND coalesce_key = ? AND coalesce_key IS NOT NULL AND sender IS ?"
     " AND state IN ('queued', 'held') AND not_before > ? ORDER BY seq DESC LIMIT 1"
 )
 _JOIN = (
@@ -28,8 +29,10 @@ _OPEN = (
 )
 
 
-def joinable(cur: sqlite3.Cursor, rule_id: str | None, key: str, now: float) -> Joinable | None:
-    row = cur.execute(_JOINABLE, (rule_id, key, now)).fetchone()
+def joinable(
+    cur: sqlite3.Cursor, rule_id: str | None, key: str, sender: str | None, now: float
+) -> Joinable | None:
+    row = cur.execute(_JOINABLE, (rule_id, key, sender, now)).fetchone()
     return Joinable(*row) if row is not None else None
 
 
@@ -38,7 +41,7 @@ def accept_coalescing(
 ) -> Accepted | None:
     """Join `run`'s request to a waiting run (its answer), or None: `run` is to be written as
     usual, then opened with `open_window`."""
-    into = joinable(cur, run.rule_id, spec.key, op.now)
+    into = joinable(cur, run.rule_id, spec.key, run.sender, op.now)
     if into is None:
         return None
     message, parts = joined(spec, into.parts, run.message)

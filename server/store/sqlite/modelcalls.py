@@ -126,7 +126,7 @@ class SQLiteModelCalls(SQLiteParts):
         self, kind: str, name: str, *, since: float, limit: int
     ) -> list[tuple[str, int, float]]:
         prefix = name + "/"
-        sql = TOP_SENDERS.format(*"?????")
+        sql = TOP_SENDERS.format(*(f"?{n}" for n in range(1, 6)))
         args = (SENDER_KIND[kind], len(prefix), prefix, bucket_edge(since), limit)
         rows = await self._read(lambda conn: conn.execute(sql, args).fetchall())
         return [(r[0][len(prefix) :], int(r[1]), float(r[2])) for r in rows]

@@ -28,15 +28,23 @@ SELECT kind, name, bucket, SUM(tokens), SUM(cost) FROM (
 GROUP BY kind, name, bucket
 HAVING SUM(tokens) <> 0 OR SUM(cost) <> 0
 ORDER BY bucket, kind, name;
--- a run accepted while its sender is held by a budget of its mapping or agent is written `held`
+-- a run accepted while its sender is held by a budget of its mapping or agent is written `held`.
+-- The pause found is locked (FOR KEY SHARE) until the accept commits: a release (which deletes
+-- the pause, then sends its held runs back) committed meanwhile would not see this run and leave
+-- it held with no pause to lift; it waits instead, and then sees it. A pause deleted first (not
+-- yet committed) makes this accept wait, and then find no pause: the run is queued.
 CREATE OR REPLACE FUNCTION hookwise_hold_paused_run() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.state = 'queued' AND EXISTS (SELECT 1 FROM pauses
+    IF NEW.state = 'queued' THEN
+        PERFORM 1 FROM pauses
         WHERE (kind = 'agent' AND name = NEW.agent_id)
            OR (kind = 'mapping' AND name = NEW.rule_id)
            OR (kind = 'agent-sender' AND name = NEW.agent_id || '/' || COALESCE(NEW.sender, 'none'))
-           OR (kind = 'mapping-sender' AND name = NEW.rule_id || '/' || COALESCE(NEW.sender, 'none'))) THEN
-        NEW.state := 'held';
+           OR (kind = 'mapping-sender' AND name = NEW.rule_id || '/' || COALESCE(NEW.sender, 'none'))
+        FOR KEY SHARE;
+        IF FOUND THEN
+            NEW.state := 'held';
+        END IF;
     END IF;
     RETURN NEW;
 END
