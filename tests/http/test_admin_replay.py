@@ -257,7 +257,9 @@ def test_a_request_authenticated_by_its_signature_is_kept_and_replays(start_gate
 
 def test_a_replay_is_accepted_as_a_live_request_is(start_gateway) -> None:
     """A replay commits through the hook path's accept stage: the rule's coalescing applies, so
-    a replay inside the window joins the waiting run, as a live request would."""
+    a second replay inside the window joins the first one's waiting run, as a live request
+    would. A replay is the sender `replay`, so it never joins the live sender's run (its spend
+    and its hold are its own)."""
     coalescing = {
         **rule("prs", "PR {{ number }}"),
         "sessionMode": "per-request",
@@ -268,10 +270,17 @@ def test_a_replay_is_accepted_as_a_live_request_is(start_gateway) -> None:
     assert r.status_code == 202 and r.json()["coalesced"] is True, r.text
     run_id = r.json()["runId"]
     request_id = gw.admin(f"/api/runs/{run_id}")["run"]["requestId"]
-    done = admin(gw, "POST", f"/api/requests/{request_id}/replay")
-    assert done.status_code == 200, done.text
-    replay = done.json()
-    assert replay["status"] == 202 and replay["requestId"] != request_id
-    line = gw.admin(f"/api/requests/{replay['requestId']}")["request"]
-    assert line["client"] == "replay" and line["runIds"] == [run_id]  # joined, not a new run
-    assert [i["runId"] for i in gw.admin("/api/runs", rule="rule-prs")["items"]] == [run_id]
+    replays = []
+    for _ in range(2):
+        done = admin(gw, "POST", f"/api/requests/{request_id}/replay")
+        assert done.status_code == 200, done.text
+        replays.append(done.json())
+        assert replays[-1]["status"] == 202 and replays[-1]["requestId"] != request_id
+    lines = [gw.admin(f"/api/requests/{x['requestId']}")["request"] for x in replays]
+    assert [line["client"] for line in lines] == ["replay", "replay"]
+    [replayed_run] = lines[0]["runIds"]
+    assert replayed_run != run_id  # not the live sender's run
+    assert lines[1]["runIds"] == [replayed_run]  # the second replay joined the first's
+    assert gw.admin(f"/api/runs/{replayed_run}")["run"]["sender"] == "replay"
+    runs = {i["runId"] for i in gw.admin("/api/runs", rule="rule-prs")["items"]}
+    assert runs == {run_id, replayed_run}
