@@ -7,8 +7,9 @@ Run from the repository root:
 
 `throughput` measures `/hooks/wake` with wrk (as bench/ingest.py runs it) with tracing off, on
 (sampled at 100%, exported over OTLP/HTTP to the tests' receiver, tests/support/otlp.py, which
-decodes every batch in this process), `lean` (the same with `stages: false`: the request's span
-without a child per stage) and on with a dead collector (nothing listens on its port),
+decodes every batch in this process; the defaults: one span per request, its stages timed on
+it), `stages` (the same with `stages: true`: a child span per stage) and on with a dead
+collector (nothing listens on its port),
 alternating, each on a fresh server and store; it prints requests/s, p50/p99, the server's CPU
 time per request and the spans the receiver decoded, then the on/off ratios of the medians.
 The receiver runs on the same machine and takes CPU from the server: the "on" figures include
@@ -49,8 +50,9 @@ from bench.ingest import (  # noqa: E402
 )
 from tests.support.otlp import OtlpReceiver  # noqa: E402
 
-#: off; on (every stage a span); lean (`stages: false`: the request's span only); dead collector
-MODES = ("off", "on", "lean", "dead")
+#: off; on (the defaults: one span per request, its stages timed on it); stages (`stages: true`:
+#: every stage a child span too); dead collector (the defaults, nothing listening)
+MODES = ("off", "on", "stages", "dead")
 
 
 def _closed_port() -> int:
@@ -64,7 +66,7 @@ def _config(mode: str, receiver: OtlpReceiver) -> tuple[tuple[str, Any], ...]:
     if mode == "off":
         return (gateway,)
     endpoint = receiver.url if mode != "dead" else f"http://127.0.0.1:{_closed_port()}"
-    traces = {"enabled": True, "endpoint": endpoint, "sampleRatio": 1.0, "stages": mode != "lean"}
+    traces = {"enabled": True, "endpoint": endpoint, "sampleRatio": 1.0, "stages": mode == "stages"}
     return (gateway, ("telemetry", {"traces": traces}))
 
 
