@@ -21,7 +21,7 @@ import attrs
 
 from ...engine.names import DEFAULT_AGENT_ID
 from ..ids import new_id
-from .alerts import AlertRecord, NewAlert, Subjects
+from .alerts import AlertRecord, NewAlert, SeenAlert
 from .approvals import ApprovalRecord, Decided, PendingStats, Refusal
 from .audit import AuditRecord
 from .coalesce import CoalesceSpec
@@ -566,10 +566,9 @@ class Store(Protocol):
         and key is active (then nothing is written); whether it opened."""
         ...
 
-    async def alert_seen(
-        self, alert_id: str, *, now: float, value: float, summary: str, subjects: Subjects
-    ) -> None:
-        """An active alert still holds: count it, keep its newest value, add its subjects."""
+    async def alerts_seen(self, seen: Sequence[SeenAlert], *, now: float) -> None:
+        """Active alerts still hold: count each, keep its newest value, summary and subjects;
+        all of a round's in one statement (a resolved one is left alone)."""
         ...
 
     async def resolve_alert(
