@@ -2,8 +2,9 @@
 
 A hook request is one span (kind SERVER, continuing the sender's W3C `traceparent`). Its stages
 (auth, door, rule selection, transform, store commit) are timed with two clock reads each and
-kept on that span as attributes (`hookwise.stage.<stage>.duration_ms`, plus the stage's own
-attributes: the rule, the transform's runtime). A stage that fails, or takes longer than
+kept on that span in ONE attribute, `hookwise.stages` (`auth=0.021ms rule=0.004ms ...`, in the
+order they ended; each attribute costs the OTLP encoder about 2 µs, a span about 12 µs), plus
+the stages' own attributes (the rule, the transform's runtime). A stage that fails, or takes longer than
 `slowStageMs`, is a child span of its own with its real start and end; `stages: true` makes every
 stage a child span (the cost of each span is the reason it is not the default).
 
@@ -85,6 +86,8 @@ class Pipeline:
 
 _pipeline: Pipeline | None = None
 #: `SpanKind.SERVER` and `.INTERNAL` (the SDK is imported when tracing starts, not before)
+#: the OpenTelemetry API module (`opentelemetry.trace`), imported when tracing starts
+_api: Any = None
 _SERVER: Any = None
 _INTERNAL: Any = None
 #: `TraceFlags` sampled and not
@@ -93,8 +96,9 @@ _DEFAULT: Any = None
 
 
 def enable(pipeline: Pipeline | None) -> None:
-    global _pipeline, _SERVER, _INTERNAL, _SAMPLED, _DEFAULT
+    global _pipeline, _api, _SERVER, _INTERNAL, _SAMPLED, _DEFAULT
     if pipeline is not None:
+        import opentelemetry.trace as _api
         from opentelemetry.trace import SpanKind, TraceFlags
 
         _SERVER, _INTERNAL = SpanKind.SERVER, SpanKind.INTERNAL
@@ -137,9 +141,9 @@ class RequestSpan:
             status_of = pipeline.error
         resource = pipeline.provider.resource
         children = []
+        timings = []
         for name, started, stopped, extra, error in self.stages:
-            key = f"hookwise.stage.{name.removeprefix('hook.')}.duration_ms"
-            attributes[key] = attributes.get(key, 0.0) + round((stopped - started) / 1e6, 3)
+            timings.append(f"{name.removeprefix('hook.')}={(stopped - started) / 1e6:.3f}ms")
             attributes.update(extra)
             if error is None and not pipeline.stage_spans and stopped - started < pipeline.slow_ns:
                 continue
@@ -159,6 +163,8 @@ class RequestSpan:
                     end_time=stopped,
                 )
             )
+        if timings:
+            attributes["hookwise.stages"] = " ".join(timings)
         for child in children:
             pipeline.processor.on_end(child)
         pipeline.processor.on_end(
@@ -178,10 +184,8 @@ class RequestSpan:
 
 
 def _child_context(pipeline: Pipeline, of: SpanContext) -> SpanContext:
-    from opentelemetry.trace import SpanContext
-
     span_id = pipeline.provider.id_generator.generate_span_id()
-    return SpanContext(of.trace_id, span_id, False, of.trace_flags, of.trace_state)
+    return _api.SpanContext(of.trace_id, span_id, False, of.trace_flags, of.trace_state)
 
 
 def start(method: str, route: str, headers: Iterable[tuple[bytes, bytes]]) -> RequestSpan | None:
@@ -192,8 +196,6 @@ def start(method: str, route: str, headers: Iterable[tuple[bytes, bytes]]) -> Re
     pipeline = _pipeline
     if pipeline is None:
         return None
-    from opentelemetry.trace import SpanContext, TraceFlags, get_current_span
-
     name = f"{method} {route}"
     attributes = {"http.request.method": method, "http.route": route}
     context = pipeline.empty
@@ -201,7 +203,7 @@ def start(method: str, route: str, headers: Iterable[tuple[bytes, bytes]]) -> Re
     for header, value in headers:
         if header == b"traceparent":
             context = pipeline.parent(value)
-            parent = get_current_span(context).get_span_context()
+            parent = _api.get_current_span(context).get_span_context()
             break
     provider = pipeline.provider
     ids = provider.id_generator
@@ -215,8 +217,8 @@ def start(method: str, route: str, headers: Iterable[tuple[bytes, bytes]]) -> Re
     decided = provider.sampler.should_sample(context, trace_id, name, _SERVER, attributes)
     flags = _SAMPLED if decided.decision.is_sampled() else _DEFAULT
     if random:
-        flags = TraceFlags(flags | TraceFlags.RANDOM_TRACE_ID)
-    span_context = SpanContext(
+        flags = _api.TraceFlags(flags | _api.TraceFlags.RANDOM_TRACE_ID)
+    span_context = _api.SpanContext(
         trace_id,
         ids.generate_span_id(),
         is_remote=False,
