@@ -392,3 +392,36 @@ def test_with_stages_on_each_stage_is_a_child_span_of_the_request(
         assert span.attributes.get("error.type") is None, stage
     assert spans["hook.transform"][0].attributes["hookwise.rule"] == "traced"
     assert spans["invoke_agent main"][0].parent_span_id == request.span_id
+
+
+def test_the_sampler_decides_a_request_s_span_and_a_sampled_parent_is_kept(
+    tmp_path: Path, receiver: OtlpReceiver, start_gateway: Callable[..., GatewayProcess]
+) -> None:
+    gw = start_gateway(
+        _config(receiver.url, _transforms(tmp_path), sampleRatio=0.0),
+        env=FAST_EXPORT,
+        workdir=tmp_path / "gw",
+    )
+    unsampled = _send(gw, "never sampled")
+    assert unsampled["traceId"] is None  # neither the request nor its run was recorded
+    line = gw.admin(f"/api/requests/{unsampled['requestId']}")
+    assert line.get("request", line)["traceId"] is None
+    # parent-based: a sender's unsampled traceparent is not recorded, a sampled one is kept
+    # whatever the ratio
+    other = secrets.token_hex(16)
+    quiet = _send(gw, "not sampled upstream", {"traceparent": f"00-{other}-{'4' * 16}-00"})
+    assert quiet["traceId"] is None
+    trace_id = secrets.token_hex(16)
+    run = _send(gw, "sampled upstream", {"traceparent": f"00-{trace_id}-{'3' * 16}-01"})
+    assert run["traceId"] == trace_id
+    spans = _whole_trace(receiver, trace_id, ("POST /hooks/{name}", "invoke_agent main"))
+    [request] = spans["POST /hooks/{name}"]
+    assert request.parent_span_id == "3" * 16
+    assert set(_stage_timings(request)) == {stage.removeprefix("hook.") for stage in STAGES}
+    # spans leave in the order they ended: had the earlier ones been recorded, they were here
+    assert receiver.trace(other) == []
+    assert [
+        s
+        for s in receiver.spans
+        if s.attributes.get("hookwise.run.id") in (unsampled["runId"], quiet["runId"])
+    ] == []
