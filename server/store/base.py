@@ -197,9 +197,12 @@ class RunRecord:
 
     @property
     def trace_id(self) -> str | None:
-        """The trace id of `trace` (32 hex digits), or None."""
+        """The trace id of `trace` (32 hex digits) when it is sampled (an unsampled one is
+        kept so the run follows the request's decision, but no tracing system has it), or None."""
         parts = self.trace.split("-") if self.trace else ()
-        return parts[1] if len(parts) == 4 else None
+        if len(parts) != 4 or not parts[3] or parts[3][-1] not in "13579bdf":  # flag 01: sampled
+            return None
+        return parts[1]
 
     #: the conversation of a run parked for approval (JSON; `hookwise.server.runtime.parking`)
     parked: str | None = attrs.field(default=None, repr=False)
