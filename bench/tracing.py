@@ -15,11 +15,13 @@ time per request and the spans the receiver decoded, then the on/off ratios of t
 The receiver runs on the same machine and takes CPU from the server: the "on" figures include
 that cost, which a real collector elsewhere would not put on the gateway's machine.
 
-`latency` starts three servers at once (tracing off, on, dead collector) and sends `--requests`
-rounds of one `/hooks/wake` to each in turn, sequentially, on one keep-alive connection each (no
-queueing in a server: each latency is one request's own cost; interleaved, so the machine's
-noise falls on the three alike), and prints p50/p90/p99/max and the differences to off: what a
-dead collector adds to one hook's p99 (the issue's bound: 1 ms).
+`latency` starts four servers at once (tracing off, on, stages, dead collector) and sends
+`--requests` rounds of one `/hooks/wake` to each in turn, sequentially, on one keep-alive
+connection each (no queueing in a server: each latency is one request's own cost; interleaved,
+so the machine's noise falls on the four alike), and prints p50/p90/p99/max, each server's CPU
+time per request (its process tree: the SQLite writer's share of a commit with no neighbour to
+group with included, so the base is larger than under `throughput`'s load) and the differences
+to off: what a dead collector adds to one hook's p99 (the issue's bound: 1 ms).
 
 Figures measured on a shared 2-core machine are indicative only.
 """
@@ -46,6 +48,7 @@ from bench.ingest import (  # noqa: E402
     LoadSpec,
     Result,
     ServerSpec,
+    cpu_seconds,
     ensure_wrk,
     measure,
     running,
@@ -127,8 +130,8 @@ def _pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-#: the modes `latency` compares (every stage a span adds nothing a dead collector tells)
-LATENCY_MODES = ("off", "on", "dead")
+#: the modes `latency` compares
+LATENCY_MODES = MODES
 
 
 def latency(args: argparse.Namespace) -> int:
@@ -141,38 +144,54 @@ def latency(args: argparse.Namespace) -> int:
     try:
         with ExitStack() as stack:
             clients = {}
+            servers = {}
             for mode in LATENCY_MODES:
                 print(f"starting the server with tracing {mode} ...", flush=True)
                 spec = ServerSpec(f"tracing-{mode}", "hookwise", config=_config(mode, receiver))
                 server = stack.enter_context(running(spec))
+                servers[mode] = server
                 clients[mode] = stack.enter_context(httpx.Client(base_url=server.url, timeout=10))
             settle()
             print(
                 f"{args.requests} rounds of one sequential /hooks/wake to each server in turn",
                 flush=True,
             )
+            cpu: dict[str, float] = {}
             for i in range(args.requests + 50):
+                if i == 50:  # the first ones warm the servers up
+                    cpu = {m: cpu_seconds(s.proc.pid) for m, s in servers.items()}
                 for mode, client in clients.items():
                     t0 = time.perf_counter()
                     r = client.post("/hooks/wake", json=body, headers=headers)
                     elapsed = (time.perf_counter() - t0) * 1000
                     if r.status_code != 200:
                         raise SystemExit(f"/hooks/wake ({mode}) answered {r.status_code}: {r.text}")
-                    if i >= 50:  # the first ones warm the servers up
+                    if i >= 50:
                         rows[mode].append(elapsed)
+            cpu_us = {
+                m: (cpu_seconds(s.proc.pid) - cpu[m]) / args.requests * 1e6
+                for m, s in servers.items()
+            }
             dropped = {m: _dropped(c) for m, c in clients.items() if m != "off"}
     finally:
         receiver.close()
-    print(f"\n{'tracing':<8} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    print(
+        f"\n{'tracing':<8} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+        f" {'srv µs/req':>11}"
+    )
     for mode, values in rows.items():
         print(
             f"{mode:<8} {statistics.median(values):>8.3f} {_pct(values, 90):>8.3f}"
-            f" {_pct(values, 99):>8.3f} {max(values):>8.3f}"
+            f" {_pct(values, 99):>8.3f} {max(values):>8.3f} {cpu_us[mode]:>11.0f}"
         )
     for mode in LATENCY_MODES[1:]:
         p50 = statistics.median(rows[mode]) - statistics.median(rows["off"])
         p99 = _pct(rows[mode], 99) - _pct(rows["off"], 99)
-        print(f"{mode} - off: p50 {p50:+.3f} ms, p99 {p99:+.3f} ms")
+        cost = cpu_us[mode] / cpu_us["off"] - 1
+        print(
+            f"{mode} - off: p50 {p50:+.3f} ms, p99 {p99:+.3f} ms;"
+            f" server CPU per request {cost * 100:+.1f}%"
+        )
     print(f"spans dropped and counted (hookwise_trace_spans_dropped_total): {dropped}")
     return 0
 
