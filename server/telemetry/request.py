@@ -110,7 +110,17 @@ class RequestSpan:
     """One hook request's span while it is handled: its context (for the runs it creates), its
     start, its attributes and its stages' timings; built and queued for export by `end`."""
 
-    __slots__ = ("_reset", "attributes", "context", "name", "parent", "sampled", "stages", "start")
+    __slots__ = (
+        "_hex",
+        "_reset",
+        "attributes",
+        "context",
+        "name",
+        "parent",
+        "sampled",
+        "stages",
+        "start",
+    )
 
     def __init__(self, name: str, context: SpanContext, parent: SpanContext | None) -> None:
         self.name = name
@@ -122,6 +132,18 @@ class RequestSpan:
         #: (name, start ns, end ns, attributes, error type or None), in the order they ended
         self.stages: list[tuple[str, int, int, dict[str, Any], str | None]] = []
         self._reset: Token[RequestSpan | None] | None = None
+        self._hex: str | None = None
+
+    def trace_id(self) -> str:
+        """The trace id, 32 hex digits (formatted once: the request log and the runs ask)."""
+        if self._hex is None:
+            self._hex = f"{self.context.trace_id:032x}"
+        return self._hex
+
+    def traceparent(self) -> str:
+        """The W3C `traceparent` of this span (stored with each run the request creates)."""
+        c = self.context
+        return f"00-{self.trace_id()}-{c.span_id:016x}-{int(c.trace_flags):02x}"
 
     def end(self, status: int) -> None:
         """End the request with the HTTP status sent; queue its span (and its stage spans)."""

@@ -110,7 +110,7 @@ def _make_provider(config: TracesConfig) -> tuple[TracerProvider, SpanProcessor]
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
 
     from ..version import version_info
 
@@ -180,7 +180,9 @@ def _make_provider(config: TracesConfig) -> tuple[TracerProvider, SpanProcessor]
 
     resource = HashedResource(created.attributes, created.schema_url)
     sampler = None  # the SDK reads OTEL_TRACES_SAMPLER(_ARG); default: parent-based, always on
-    if config.sample_ratio is not None:
+    if config.sample_ratio == 1.0:  # the same decisions, without a ratio's arithmetic
+        sampler = ParentBased(ALWAYS_ON)
+    elif config.sample_ratio is not None:
         sampler = ParentBased(TraceIdRatioBased(config.sample_ratio))
     provider = TracerProvider(resource=resource, sampler=sampler)
     encode.install()  # the official exporter, writing its protobuf with hookwise's encoder

@@ -124,7 +124,9 @@ def current_trace_id() -> str | None:
     from opentelemetry import trace
 
     span = request.current.get()
-    c = span.context if span is not None else trace.get_current_span().get_span_context()
+    if span is not None:
+        return span.trace_id() if span.sampled else None
+    c = trace.get_current_span().get_span_context()
     return f"{c.trace_id:032x}" if c.is_valid and c.trace_flags.sampled else None
 
 
@@ -132,10 +134,7 @@ def traceparent() -> str | None:
     """The W3C `traceparent` of the hook request being handled (None: not traced), stored with
     each run it creates."""
     span = request.current.get()
-    if span is None:
-        return None
-    c = span.context
-    return f"00-{c.trace_id:032x}-{c.span_id:016x}-{int(c.trace_flags):02x}"
+    return None if span is None else span.traceparent()
 
 
 def trace_id() -> str | None:
@@ -144,7 +143,7 @@ def trace_id() -> str | None:
     span = request.current.get()
     if span is None or not span.sampled:
         return None
-    return f"{span.context.trace_id:032x}"
+    return span.trace_id()
 
 
 @contextlib.contextmanager
