@@ -2,15 +2,17 @@
 
 Run from the repository root:
 
-    .venv/bin/python bench/tracing.py throughput [--rounds 2] [--duration 8] [--connections 32]
+    .venv/bin/python bench/tracing.py throughput [--rounds 2] [--duration 8] [--modes on sink]
     .venv/bin/python bench/tracing.py latency [--requests 1500]
+    .venv/bin/python bench/tracing.py profile [--seconds 12] [--modes on dead]
 
 `throughput` measures `/hooks/wake` with wrk (as bench/ingest.py runs it) with tracing off, on
 (sampled at 100%, exported over OTLP/HTTP to the tests' receiver, tests/support/otlp.py, which
 decodes every batch in this process; the defaults: one span per request, its stages timed on
-it), `stages` (the same with `stages: true`: a child span per stage) and on with a dead
-collector (nothing listens on its port),
-alternating, each on a fresh server and store; it prints requests/s, p50/p99, the server's CPU
+it), `stages` (the same with `stages: true`: a child span per stage), `sink` (on, exported to
+an endpoint that reads each batch and answers without decoding it, nearer a collector on another
+machine) and on with a dead collector (nothing listens on its port); `--modes` picks some,
+off is always measured. Modes alternate, each on a fresh server and store; it prints requests/s, p50/p99, the server's CPU
 time per request and the spans the receiver decoded, then the on/off ratios of the medians.
 The receiver runs on the same machine and takes CPU from the server: the "on" figures include
 that cost, which a real collector elsewhere would not put on the gateway's machine.
@@ -23,15 +25,24 @@ time per request (its process tree: the SQLite writer's share of a commit with n
 group with included, so the base is larger than under `throughput`'s load) and the differences
 to off: what a dead collector adds to one hook's p99 (the issue's bound: 1 ms).
 
+`profile` runs wrk against one server per mode while py-spy (not a dependency: `pip install
+py-spy`) samples the thread holding the GIL, and prints the share of the server's Python CPU
+spent in tracing (the hook path's spans, the encoding, the export's HTTP): within one process
+and one run, the steadiest figure a shared machine gives.
+
 Figures measured on a shared 2-core machine are indicative only.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import socket
 import statistics
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 from contextlib import ExitStack
 from dataclasses import replace
@@ -51,14 +62,51 @@ from bench.ingest import (  # noqa: E402
     cpu_seconds,
     ensure_wrk,
     measure,
+    run_wrk,
     running,
     settle,
 )
 from tests.support.otlp import OtlpReceiver  # noqa: E402
 
 #: off; on (the defaults: one span per request, its stages timed on it); stages (`stages: true`:
-#: every stage a child span too); dead collector (the defaults, nothing listening)
-MODES = ("off", "on", "stages", "dead")
+#: every stage a child span too); sink (on, exported to a receiver that reads and acknowledges
+#: without decoding: nearer a collector on another machine); dead collector (nothing listening)
+MODES = ("off", "on", "stages", "sink", "dead")
+
+
+class Sink:
+    """An OTLP/HTTP endpoint that reads each batch and answers 200, decoding nothing (the tests'
+    receiver decodes every span in Python, CPU a collector elsewhere would not take here)."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        sink = self
+        self.bytes = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                sink.bytes += len(body)
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+_SINK: Sink | None = None
 
 
 def _closed_port() -> int:
@@ -71,7 +119,15 @@ def _config(mode: str, receiver: OtlpReceiver) -> tuple[tuple[str, Any], ...]:
     gateway = ("gateway", {"auth": {"token": ADMIN_TOKEN}, "metrics": {"enabled": True}})
     if mode == "off":
         return (gateway,)
-    endpoint = receiver.url if mode != "dead" else f"http://127.0.0.1:{_closed_port()}"
+    global _SINK
+    if mode == "dead":
+        endpoint = f"http://127.0.0.1:{_closed_port()}"
+    elif mode == "sink":
+        if _SINK is None:
+            _SINK = Sink()
+        endpoint = _SINK.url
+    else:
+        endpoint = receiver.url
     traces = {"enabled": True, "endpoint": endpoint, "sampleRatio": 1.0, "stages": mode == "stages"}
     return (gateway, ("telemetry", {"traces": traces}))
 
@@ -86,11 +142,12 @@ def throughput(args: argparse.Namespace) -> int:
     ensure_wrk()
     load = LoadSpec(args.duration, args.warmup, args.connections, args.threads)
     base = ServerSpec("hookwise", "hookwise")
-    rows: dict[str, list[tuple[Result, int]]] = {m: [] for m in MODES}
+    modes = [m for m in MODES if m in args.modes or m == "off"]
+    rows: dict[str, list[tuple[Result, int]]] = {m: [] for m in modes}
     receiver = OtlpReceiver()
     try:
         for i in range(args.rounds):
-            for mode in MODES:
+            for mode in modes:
                 print(f"round {i + 1}: tracing {mode} /hooks/wake ...", flush=True)
                 before = len(receiver.spans)
                 spec = replace(base, name=f"tracing-{mode}", config=_config(mode, receiver))
@@ -103,7 +160,7 @@ def throughput(args: argparse.Namespace) -> int:
         f"{'tracing':<8} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'srv µs/req':>11}"
         f" {'non-2xx':>8} {'spans received':>15}"
     )
-    for mode in MODES:
+    for mode in modes:
         for r, spans in rows[mode]:
             print(
                 f"{mode:<8} {r.stats.rps:>9.0f} {r.stats.p50_ms or 0:>8.2f}"
@@ -114,7 +171,7 @@ def throughput(args: argparse.Namespace) -> int:
     def median(mode: str, of: Any) -> float:
         return statistics.median(v for r, _ in rows[mode] if (v := of(r)) is not None)
 
-    for mode in MODES[1:]:
+    for mode in modes[1:]:
         rps = median(mode, lambda r: r.stats.rps) / median("off", lambda r: r.stats.rps)
         cpu = median(mode, _cpu_us) / median("off", _cpu_us)
         print(
@@ -131,7 +188,7 @@ def _pct(values: list[float], p: float) -> float:
 
 
 #: the modes `latency` compares
-LATENCY_MODES = MODES
+LATENCY_MODES = ("off", "on", "stages", "dead")
 
 
 def latency(args: argparse.Namespace) -> int:
@@ -205,6 +262,64 @@ def _dropped(client: Any) -> float:
     )
 
 
+def _share(raw: Path) -> dict[str, float]:
+    """Of py-spy's samples (raw, one stack and a count per line): the share (%) in tracing,
+    split into the hook path's spans, the encoding and the export's HTTP."""
+    total = 0
+    parts = {"spans": 0, "encode": 0, "http": 0}
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        n = int(count)
+        total += n
+        if "opentelemetry" not in stack and "server/telemetry/" not in stack:
+            continue
+        if "encode" in stack:
+            parts["encode"] += n
+        elif "_OTLPHTTPClient" in stack or "urllib3" in stack:
+            parts["http"] += n
+        else:
+            parts["spans"] += n
+    return {k: v / max(1, total) * 100 for k, v in parts.items()}
+
+
+def profile(args: argparse.Namespace) -> int:
+    """`/wake` under wrk on one server per mode while py-spy samples the thread holding the GIL
+    (the server's Python CPU): the share of it spent in tracing, and what that adds to the rest."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        raise SystemExit("py-spy is not installed (.venv/bin/python -m pip install py-spy)")
+    ensure_wrk()
+    receiver = OtlpReceiver()
+    load = LoadSpec(args.seconds + 6, 0, args.connections, args.threads)
+    try:
+        for mode in args.modes:
+            spec = ServerSpec(f"tracing-{mode}", "hookwise", config=_config(mode, receiver))
+            settle()
+            with running(spec) as server, tempfile.TemporaryDirectory() as tmp:
+                raw = Path(tmp) / "samples.txt"
+                load_thread = threading.Thread(
+                    target=run_wrk, args=(server.url, WAKE, load, load.duration_s)
+                )
+                load_thread.start()
+                time.sleep(3)
+                command = [spy, "record", "-p", str(server.proc.pid), "-d", str(args.seconds)]
+                command += ["-r", "200", "-f", "raw", "-o", str(raw), "--nonblocking", "--gil"]
+                subprocess.run(command, capture_output=True, check=True)
+                load_thread.join()
+                share = _share(raw)
+            traced = sum(share.values())
+            print(
+                f"tracing {mode}: {traced:.1f}% of the server's Python CPU in tracing"
+                f" (+{traced / (100 - traced) * 100:.1f}% over the rest): spans on the hook path"
+                f" {share['spans']:.1f}%, encoding {share['encode']:.1f}%,"
+                f" export HTTP {share['http']:.1f}%",
+                flush=True,
+            )
+    finally:
+        receiver.close()
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -214,9 +329,17 @@ def main() -> int:
     t.add_argument("--warmup", type=int, default=2)
     t.add_argument("--connections", type=int, default=32)
     t.add_argument("--threads", type=int, default=2)
+    t.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     lat = sub.add_parser("latency")
     lat.add_argument("--requests", type=int, default=1500)
+    prof = sub.add_parser("profile")
+    prof.add_argument("--seconds", type=int, default=12)
+    prof.add_argument("--connections", type=int, default=32)
+    prof.add_argument("--threads", type=int, default=2)
+    prof.add_argument("--modes", nargs="+", default=["on", "dead"], choices=MODES)
     args = parser.parse_args()
+    if args.what == "profile":
+        return profile(args)
     return throughput(args) if args.what == "throughput" else latency(args)
 
 
