@@ -6,7 +6,8 @@ share the store) checks each rule (`hookwise.server.alerts.kinds`) and moves its
   its retries, fallbacks and records. The store's unique index makes a second open of the same
   rule and key (a race between two leaders) write nothing: an alert opens once.
 - A key that holds and has an active alert (open or acknowledged) is counted (`seen`), its
-  newest value and the ids behind it kept; nobody is told again.
+  newest value and the ids behind it kept (merged with those it had when the round began);
+  nobody is told again. All of a round's are one statement (`Store.alerts_seen`).
 - An active alert whose key no longer holds resolves, with a resolve notification.
 - A check that fails (the store did not answer) changes nothing for its rule: an alert is never
   resolved because its condition could not be measured. It is logged and counted.
@@ -29,7 +30,7 @@ from ..channels.base import Channel
 from ..channels.registry import canonical_id
 from ..ids import new_id
 from ..logs import fields
-from ..store.alerts import AlertRecord, NewAlert
+from ..store.alerts import AlertRecord, NewAlert, SeenAlert, merge_subjects
 from ..store.base import Store
 from ..store.records import NewDelivery
 from .kinds import CHECKS, Finding, Look, evaluate
@@ -118,6 +119,7 @@ class AlertEvaluator:
         now = self._clock()
         look = Look(self._store, now, self._hook_path)
         planned = False
+        seen: list[SeenAlert] = []
         for rule in self.config.rules:
             mine = {a.key: a for a in active if a.rule == rule.rule_id}
             try:
@@ -138,17 +140,13 @@ class AlertEvaluator:
                         planned = True
                         counts["opened"] += 1
                 else:
-                    await self._store.alert_seen(
-                        alert.alert_id,
-                        now=now,
-                        value=finding.value,
-                        summary=finding.summary,
-                        subjects=finding.subjects,
-                    )
+                    subjects = merge_subjects(alert.subjects, finding.subjects)
+                    seen.append(SeenAlert(alert.alert_id, finding.value, finding.summary, subjects))
                     counts["seen"] += 1
             for alert in mine.values():
                 planned |= await self._resolve(alert, now, self._notes(rule, alert, now))
                 counts["resolved"] += 1
+        await self._store.alerts_seen(seen, now=now)
         for alert in active:
             if alert.rule not in rules:  # its rule was removed from the configuration
                 await self._resolve(alert, now, ())

@@ -6,8 +6,9 @@ random single-use token (only its SHA-256 is stored; channels carry the token). 
 every surface calls (admin API, CLI through it, console, signed links, channel callbacks): it
 checks who decides, makes the store's conditional update and, when the run's last pending
 approval is decided, wakes the lanes here and in every process (the run is `queued` again and
-resumes wherever it is claimed). `sweep_forever` times out what waited too long, in every
-process (the store's update is conditional, so each approval is decided once).
+resumes wherever it is claimed). `sweep_forever` times out what waited too long: in one process,
+the `approvals` leader, when several share the store (as the alert evaluator; the store's update
+is conditional besides, so each approval is decided once even by two leaders in a race).
 
 Never silent: each decision, refused or not, is a log line with the ids (never the arguments
 nor a token), a row in the store, and `hookwise_approval_decisions{outcome}`.
@@ -38,6 +39,8 @@ log = logging.getLogger("hookwise.approvals")
 
 #: the longest wait between two timeout sweeps
 SWEEP_MAX = 5.0
+#: the leadership (`Store.try_lead`) of the process that sweeps when several share the store
+LEADERSHIP = "approvals"
 
 
 async def _unknown(run: RunRecord) -> tuple[str | None, bool]:
@@ -66,10 +69,13 @@ class Approvals:
         config: ApprovalsConfig,
         *,
         on_resumed: Callable[[], None],
+        shared: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self.config = config
+        #: several processes share the store: only the `approvals` leader sweeps
+        self._shared = shared
         self._on_resumed = on_resumed
         self._clock = clock
         #: whether approvers see a call's arguments (where payloads are kept) or only their digest
@@ -200,7 +206,10 @@ class Approvals:
         log.warning("a %s approval callback failed authentication: refused", via)
 
     async def sweep(self) -> int:
-        """Time out what waited too long; the runs released."""
+        """Time out what waited too long; the runs released. When several processes share the
+        store, only the one holding the `approvals` leadership sweeps (the others: 0)."""
+        if self._shared and not await self._store.try_lead(LEADERSHIP):
+            return 0
         state = "approved" if self.config.on_timeout == "approve" else "timed_out"
         released = await self._store.expire_approvals(now=self._clock(), state=state)
         if released:

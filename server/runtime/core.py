@@ -112,7 +112,9 @@ class Runtime:
         from .approvals import Approvals
 
         #: tool calls that wait for a person (`hookwise.server.runtime.approvals`)
-        self.approvals = Approvals(store, config.approvals, on_resumed=self.resumed)
+        self.approvals = Approvals(
+            store, config.approvals, on_resumed=self.resumed, shared=self.shared
+        )
         several = len(self.roster.agents) > 1
         retention = config.hooks.payload_retention
         # tool results are kept where payloads of every kind are (a written retainPayloads)

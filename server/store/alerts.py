@@ -11,7 +11,7 @@ state change, so an alert is never open without its notification planned, nor to
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -162,12 +162,37 @@ def select_alert_sql(p: Any, where: str) -> str:
     return f"SELECT {ALERT_COLUMNS} FROM alerts WHERE {where}"
 
 
-def seen_sql(p: Any) -> str:
-    """Still holding: count it, keep its newest value and subjects."""
-    return (
-        f"UPDATE alerts SET seen = seen + 1, last_seen_at = {p(1)}, value = {p(2)},"
-        f" summary = {p(3)}, subjects = {p(4)} WHERE alert_id = {p(5)} AND state <> 'resolved'"
-    )
+@attrs.frozen
+class SeenAlert:
+    """An active alert whose condition still holds this round: its newest value and summary,
+    and its subjects (those it had merged with the newest, `merge_subjects`)."""
+
+    alert_id: str
+    value: float
+    summary: str
+    subjects: Subjects
+
+
+#: a round's still-holding alerts in one statement (SQLite: the rows as one JSON array)
+SEEN_SQLITE = (
+    "UPDATE alerts SET seen = seen + 1, last_seen_at = ?1,"
+    " value = json_extract(s.value, '$[1]'), summary = json_extract(s.value, '$[2]'),"
+    " subjects = json_extract(s.value, '$[3]')"
+    " FROM json_each(?2) AS s"
+    " WHERE alerts.alert_id = json_extract(s.value, '$[0]') AND alerts.state <> 'resolved'"
+)
+#: the same on PostgreSQL (the rows as four arrays)
+SEEN_POSTGRES = (
+    "UPDATE alerts AS a SET seen = a.seen + 1, last_seen_at = $1, value = s.value,"
+    " summary = s.summary, subjects = s.subjects"
+    " FROM unnest($2::text[], $3::float8[], $4::text[], $5::text[])"
+    " AS s(alert_id, value, summary, subjects)"
+    " WHERE a.alert_id = s.alert_id AND a.state <> 'resolved'"
+)
+
+
+def seen_rows(seen: Sequence[SeenAlert]) -> list[tuple[str, float, str, str]]:
+    return [(a.alert_id, float(a.value), a.summary, subjects_text(a.subjects)) for a in seen]
 
 
 def resolve_sql(p: Any) -> str:

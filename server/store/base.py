@@ -21,7 +21,7 @@ import attrs
 
 from ...engine.names import DEFAULT_AGENT_ID
 from ..ids import new_id
-from .alerts import AlertRecord, NewAlert, Subjects
+from .alerts import AlertRecord, NewAlert, SeenAlert
 from .approvals import ApprovalRecord, Decided, PendingStats, Refusal
 from .audit import AuditRecord
 from .coalesce import CoalesceSpec
@@ -199,9 +199,12 @@ class RunRecord:
 
     @property
     def trace_id(self) -> str | None:
-        """The trace id of `trace` (32 hex digits), or None."""
+        """The trace id of `trace` (32 hex digits) when it is sampled (an unsampled one is
+        kept so the run follows the request's decision, but no tracing system has it), or None."""
         parts = self.trace.split("-") if self.trace else ()
-        return parts[1] if len(parts) == 4 else None
+        if len(parts) != 4 or not parts[3] or parts[3][-1] not in "13579bdf":  # flag 01: sampled
+            return None
+        return parts[1]
 
     #: the conversation of a run parked for approval (JSON; `hookwise.server.runtime.parking`)
     parked: str | None = attrs.field(default=None, repr=False)
@@ -579,10 +582,9 @@ class Store(Protocol):
         and key is active (then nothing is written); whether it opened."""
         ...
 
-    async def alert_seen(
-        self, alert_id: str, *, now: float, value: float, summary: str, subjects: Subjects
-    ) -> None:
-        """An active alert still holds: count it, keep its newest value, add its subjects."""
+    async def alerts_seen(self, seen: Sequence[SeenAlert], *, now: float) -> None:
+        """Active alerts still hold: count each, keep its newest value, summary and subjects;
+        all of a round's in one statement (a resolved one is left alone)."""
         ...
 
     async def resolve_alert(

@@ -1,11 +1,12 @@
 """The spans hookwise makes, as context managers that cost nothing while tracing is off.
 
 One trace per hook request: `request_span` (kind SERVER, continuing the sender's W3C
-`traceparent`) and, inside it, a `stage` per step (auth, door, rule selection, transform, store
-commit). The request's context is what `traceparent()` returns for the store to keep with each
-run it creates; `run_span` reopens it in whichever process claims the run, so the run (its queue
-wait, `model_call`s, `tool_call`s) and its `delivery_attempt`s are children of the request in
-the same trace.
+`traceparent`; `hookwise.server.telemetry.request` owns it) with a `stage` per step (auth, door,
+rule selection, transform, store commit), timed on the request's span. The request's context is
+what `traceparent()` returns for the store to keep with each run it creates; `run_span` reopens it
+in whichever process claims the run, so the run (its queue wait, `model_call`s, `tool_call`s) and
+its `delivery_attempt`s are children of the request in the same trace. `_span` opens each of
+those, recording an exception as its class.
 
 Attributes are ids, names, counts and outcomes: never a payload, a message, a tool's arguments or
 result, a header value or a token. Exceptions are recorded as their class (`error.type`), never
@@ -17,8 +18,10 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Awaitable, Iterable, Iterator
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from . import request
+from .request import RequestSpan, Stage
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -29,21 +32,19 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _tracer: Tracer | None = None
-#: a child span per stage of the hook request (`telemetry.traces.stages`)
-_stages = True
-#: the hook request's span while it is handled (the parent the store keeps for its runs)
-_request: ContextVar[Span | None] = ContextVar("hookwise_request_span", default=None)
 _NULL: contextlib.nullcontext[None] = contextlib.nullcontext()
 
 
-def enable(tracer: Tracer, *, stages: bool = True) -> None:
-    global _tracer, _stages
-    _tracer, _stages = tracer, stages
+def enable(tracer: Tracer, pipeline: request.Pipeline | None = None) -> None:
+    global _tracer
+    _tracer = tracer
+    request.enable(pipeline)
 
 
 def disable() -> None:
     global _tracer
     _tracer = None
+    request.enable(None)
 
 
 def active() -> bool:
@@ -52,8 +53,9 @@ def active() -> bool:
 
 
 def tracing_request() -> bool:
-    """Whether the stages of a hook request being handled here are traced now."""
-    return _tracer is not None and _stages and _request.get() is not None
+    """Whether the stages of a hook request being handled here are timed now (it is sampled)."""
+    span = request.current.get()
+    return span is not None and span.sampled
 
 
 def _hex_parent(traceparent: str | None) -> Any:
@@ -75,61 +77,15 @@ def _error(span: Span, exc: BaseException | None) -> None:
         span.set_status(StatusCode.ERROR)
 
 
-class RequestSpan:
-    """One hook request's span, current while the request is handled (`request_span`)."""
-
-    __slots__ = ("_reset", "_span", "_token")
-
-    def __init__(self, span: Span, token: Any, reset: Any) -> None:
-        self._span, self._token, self._reset = span, token, reset
-
-    def end(self, status: int) -> None:
-        from opentelemetry import context
-        from opentelemetry.trace import StatusCode
-
-        span = self._span
-        span.set_attribute("http.response.status_code", status)
-        if status >= 500:
-            span.set_attribute("error.type", str(status))
-            span.set_status(StatusCode.ERROR)
-        _request.reset(self._reset)
-        context.detach(self._token)
-        span.end()
-
-
-def request_span(
-    method: str, route: str, headers: Iterable[tuple[bytes, bytes]]
-) -> RequestSpan | None:
-    """Start the span of a hook request and make it current (None when tracing is off): a child
-    of the sender's `traceparent` when it sends a valid one. `route` is the low-cardinality
-    route (`/hooks/wake`, `/hooks/{name}`); the caller ends it with the status sent."""
-    if _tracer is None:
-        return None
-    from opentelemetry import context, trace
-
-    parent = None
-    for name, value in headers:
-        if name == b"traceparent":
-            parent = _hex_parent(value.decode("latin-1"))
-            break
-    span = _tracer.start_span(
-        f"{method} {route}",
-        context=parent,
-        kind=trace.SpanKind.SERVER,
-        attributes={"http.request.method": method, "http.route": route},
-    )
-    token = context.attach(trace.set_span_in_context(span, parent))
-    return RequestSpan(span, token, _request.set(span))
-
-
 @contextlib.contextmanager
-def _child(name: str, attributes: dict[str, Any], kind: Any = None) -> Iterator[Span]:
+def _span(name: str, context: Any, kind: Any, attributes: dict[str, Any]) -> Iterator[Span]:
+    """A span made current while the block runs (`context`: its parent's, None: the current
+    span), an exception recorded as its class (`error.type`), never its message."""
     assert _tracer is not None
-    from opentelemetry import trace
-
     with _tracer.start_as_current_span(
         name,
-        kind=kind or trace.SpanKind.INTERNAL,
+        context=context,
+        kind=kind,
         attributes=attributes,
         record_exception=False,
         set_status_on_exception=False,
@@ -141,22 +97,35 @@ def _child(name: str, attributes: dict[str, Any], kind: Any = None) -> Iterator[
             raise
 
 
+def request_span(
+    method: str, route: str, headers: Iterable[tuple[bytes, bytes]]
+) -> RequestSpan | None:
+    """Start the span of a hook request (None when tracing is off): see `request.start`."""
+    return request.start(method, route, headers)
+
+
 def stage(name: str, **attributes: Any) -> contextlib.AbstractContextManager[Any]:
     """A step of the hook request being handled (`hook.auth`, `hook.door`, `hook.rule`,
-    `hook.transform`, `hook.accept`): a child span of the request, or nothing when tracing is
-    off or no request is traced here (a replay)."""
-    if _tracer is None or not _stages or _request.get() is None:
+    `hook.transform`, `hook.accept`), timed on the request's span; nothing when tracing is off,
+    the request is not sampled or no request is traced here (a replay)."""
+    span = request.current.get()
+    if span is None or not span.sampled:
         return _NULL
-    return _child(name, {k: v for k, v in attributes.items() if v is not None})
+    if attributes:
+        attributes = {k: v for k, v in attributes.items() if v is not None}
+    return Stage(span, name, attributes)
 
 
 def current_trace_id() -> str | None:
-    """The trace id of whatever span is current here (a request's, a run's), when sampled: the
-    `traceId` field of a JSON log line written inside it."""
+    """The trace id of the request or run handled here, when sampled: the `traceId` field of a
+    JSON log line written inside it."""
     if _tracer is None:
         return None
     from opentelemetry import trace
 
+    span = request.current.get()
+    if span is not None:
+        return span.trace_id() if span.sampled else None
     c = trace.get_current_span().get_span_context()
     return f"{c.trace_id:032x}" if c.is_valid and c.trace_flags.sampled else None
 
@@ -164,25 +133,17 @@ def current_trace_id() -> str | None:
 def traceparent() -> str | None:
     """The W3C `traceparent` of the hook request being handled (None: not traced), stored with
     each run it creates."""
-    if _tracer is None:
-        return None
-    span = _request.get()
-    if span is None:
-        return None
-    c = span.get_span_context()
-    return f"00-{c.trace_id:032x}-{c.span_id:016x}-{int(c.trace_flags):02x}"
+    span = request.current.get()
+    return None if span is None else span.traceparent()
 
 
 def trace_id() -> str | None:
     """The trace id (32 hex digits) of the hook request being handled, when it is sampled: what
     its request log line keeps."""
-    if _tracer is None:
+    span = request.current.get()
+    if span is None or not span.sampled:
         return None
-    span = _request.get()
-    if span is None:
-        return None
-    c = span.get_span_context()
-    return f"{c.trace_id:032x}" if c.trace_flags.sampled else None
+    return span.trace_id()
 
 
 @contextlib.contextmanager
@@ -209,19 +170,8 @@ def _run(run: RunRecord) -> Iterator[Span]:
     }
     if run.rule_id is not None:
         attributes["hookwise.rule"] = run.rule_id
-    with _tracer.start_as_current_span(
-        f"invoke_agent {run.agent_id}",
-        context=parent,
-        kind=trace.SpanKind.INTERNAL,
-        attributes=attributes,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
-        try:
-            yield span
-        except BaseException as e:
-            _error(span, e)
-            raise
+    with _span(f"invoke_agent {run.agent_id}", parent, trace.SpanKind.INTERNAL, attributes) as span:
+        yield span
 
 
 def run_span(run: RunRecord) -> contextlib.AbstractContextManager[Any]:
@@ -249,15 +199,12 @@ def run_ended(span: Any, state: str, error_class: str | None = None) -> None:
 def _model(provider: str, model: str) -> Iterator[Span]:
     from opentelemetry import trace
 
-    with _child(
-        f"chat {model}",
-        {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider,
-            "gen_ai.request.model": model,
-        },
-        trace.SpanKind.CLIENT,
-    ) as span:
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": model,
+    }
+    with _span(f"chat {model}", None, trace.SpanKind.CLIENT, attributes) as span:
         yield span
 
 
@@ -287,6 +234,8 @@ async def tool_call(server: str, tool: str, call_id: str | None, call: Awaitable
     attribute (`ok`, `error`, `timeout`...) is set when the result has one."""
     if _tracer is None:
         return await call
+    from opentelemetry import trace
+
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool,
@@ -295,7 +244,7 @@ async def tool_call(server: str, tool: str, call_id: str | None, call: Awaitable
     }
     if call_id:
         attributes["gen_ai.tool.call.id"] = call_id[:128]
-    with _child(f"execute_tool {tool}", attributes) as span:
+    with _span(f"execute_tool {tool}", None, trace.SpanKind.INTERNAL, attributes) as span:
         result = await call
         outcome = getattr(result, "outcome", None)
         if isinstance(outcome, str):
@@ -310,7 +259,6 @@ async def tool_call(server: str, tool: str, call_id: str | None, call: Awaitable
 
 @contextlib.contextmanager
 def _delivery(d: DeliveryRecord, traceparent: str | None) -> Iterator[Span]:
-    assert _tracer is not None
     from opentelemetry import trace
 
     attributes: dict[str, Any] = {
@@ -321,19 +269,8 @@ def _delivery(d: DeliveryRecord, traceparent: str | None) -> Iterator[Span]:
         attributes["hookwise.channel"] = d.channel.split(":", 1)[0]
     if d.run_id:
         attributes["hookwise.run.id"] = d.run_id
-    with _tracer.start_as_current_span(
-        "delivery",
-        context=_hex_parent(traceparent),
-        kind=trace.SpanKind.CLIENT,
-        attributes=attributes,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
-        try:
-            yield span
-        except BaseException as e:
-            _error(span, e)
-            raise
+    with _span("delivery", _hex_parent(traceparent), trace.SpanKind.CLIENT, attributes) as span:
+        yield span
 
 
 def delivery_attempt(

@@ -1,7 +1,8 @@
 """Traces (issue 37): one hook followed end to end in an OTLP tracing system. The gateway
 exports to a local OTLP/HTTP receiver (tests/support/otlp.py) that decodes the protobuf with
 `opentelemetry-proto`, as a collector would. One trace id joins the request (door, rule, JS
-transform, the store commit in the writer), the run (queue wait, the echo model's call, an MCP
+transform, the store commit in the writer: timed on the request's span by default, a child span
+each with `stages: true` or when one fails), the run (queue wait, the echo model's call, an MCP
 tool call) and the delivery of its callback; an incoming `traceparent` is continued; no payload
 value reaches an attribute; a dead collector costs a hook nothing visible and its losses are
 counted. Every test runs on SQLite and on PostgreSQL (the run's trace context is read back from
@@ -114,10 +115,6 @@ def _spans_by_name(spans: list[ReceivedSpan]) -> dict[str, list[ReceivedSpan]]:
 
 WANTED = (
     "POST /hooks/{name}",
-    "hook.auth",
-    "hook.rule",
-    "hook.transform",
-    "hook.accept",
     "run.queue_wait",
     "invoke_agent main",
     "chat echo",
@@ -126,18 +123,34 @@ WANTED = (
 )
 
 
-def _whole_trace(receiver: OtlpReceiver, trace_id: str) -> dict[str, list[ReceivedSpan]]:
+#: the request's stages, timed on its span (`hookwise.stages: auth=0.021ms rule=...`)
+STAGES = ("hook.auth", "hook.rule", "hook.transform", "hook.accept")
+
+
+def _stage_timings(request: ReceivedSpan) -> dict[str, float]:
+    """`hookwise.stages` of a request span: stage -> milliseconds."""
+    out = {}
+    for part in request.attributes["hookwise.stages"].split(" "):
+        name, ms = part.split("=")
+        assert ms.endswith("ms"), part
+        out[name] = float(ms.removesuffix("ms"))
+    return out
+
+
+def _whole_trace(
+    receiver: OtlpReceiver, trace_id: str, wanted: tuple[str, ...] = WANTED
+) -> dict[str, list[ReceivedSpan]]:
     try:
         return eventually(
             lambda: (
-                all(n in (got := _spans_by_name(receiver.trace(trace_id))) for n in WANTED) and got
+                all(n in (got := _spans_by_name(receiver.trace(trace_id))) for n in wanted) and got
             ),
             timeout=30,
             what=f"every span of trace {trace_id}",
         )
     except AssertionError:
         got = sorted(_spans_by_name(receiver.trace(trace_id)))
-        missing = set(WANTED) - set(got)
+        missing = set(wanted) - set(got)
         raise AssertionError(f"trace {trace_id}: spans {got}, missing {missing}") from None
 
 
@@ -155,11 +168,18 @@ def test_one_trace_follows_a_hook_from_the_door_to_the_tool_call_and_the_callbac
     assert request.attributes["http.response.status_code"] == 202
     assert request.attributes["http.route"] == "/hooks/{name}"
     assert request.resource["service.name"] == "hookwise-under-test"
-    # the request's stages are its children; the JS transform ran in a sandbox worker
-    for stage in ("hook.auth", "hook.rule", "hook.transform", "hook.accept"):
-        [span] = spans[stage]
-        assert span.parent_span_id == request.span_id, stage
-    assert spans["hook.transform"][0].attributes["hookwise.rule"] == "traced"
+    # the request's stages are timed on its span: the JS transform ran in a sandbox worker, the
+    # store commit in the writer's group commit
+    timings = _stage_timings(request)
+    assert set(timings) == {stage.removeprefix("hook.") for stage in STAGES}
+    assert timings["transform"] > 0
+    assert request.attributes["hookwise.rule"] == "traced"
+    assert request.attributes["hookwise.transform"] == "JsTransform"
+    # a stage is a child span of its own only when it was slow (100 ms by default)
+    for stage in STAGES:
+        for span in spans.get(stage, []):
+            assert span.parent_span_id == request.span_id, stage
+            assert span.end_ns - span.start_ns >= 100_000_000, stage
     # the run continues the request's trace (its context read back from the store)
     [agent] = spans["invoke_agent main"]
     assert agent.parent_span_id == request.span_id
@@ -334,3 +354,74 @@ def test_tracing_off_leaves_no_trace_id(
     assert run["traceId"] is None
     line = gw.admin(f"/api/requests/{run['requestId']}")
     assert line.get("request", line)["traceId"] is None
+
+
+def test_a_failing_stage_is_a_child_span_with_its_error_class(
+    gw: GatewayProcess, receiver: OtlpReceiver
+) -> None:
+    trace_id = secrets.token_hex(16)
+    headers = {"traceparent": f"00-{trace_id}-{'2' * 16}-01"}
+    r = gw.hook("traced", {"text": MARKER}, token="not-the-token", headers=headers)
+    assert r.status_code == 401
+    spans = _whole_trace(receiver, trace_id, ("POST /hooks/{name}", "hook.auth"))
+    [request] = spans["POST /hooks/{name}"]
+    assert request.attributes["http.response.status_code"] == 401
+    assert set(_stage_timings(request)) == {"auth"}  # refused there: no later stage ran
+    [auth] = spans["hook.auth"]
+    assert auth.parent_span_id == request.span_id
+    assert auth.attributes["error.type"] == r.json()["code"]  # the refusal's stable code
+    assert auth.status_code == 2  # ERROR
+    assert request.start_ns <= auth.start_ns <= auth.end_ns <= request.end_ns
+
+
+def test_with_stages_on_each_stage_is_a_child_span_of_the_request(
+    tmp_path: Path, receiver: OtlpReceiver, start_gateway: Callable[..., GatewayProcess]
+) -> None:
+    gw = start_gateway(
+        _config(receiver.url, _transforms(tmp_path), stages=True),
+        env=FAST_EXPORT,
+        workdir=tmp_path / "gw",
+    )
+    run = _send(gw, "every stage a span")
+    spans = _whole_trace(receiver, run["traceId"], (*WANTED[:1], *STAGES, "invoke_agent main"))
+    [request] = spans["POST /hooks/{name}"]
+    for stage in STAGES:
+        [span] = spans[stage]
+        assert span.parent_span_id == request.span_id, stage
+        assert request.start_ns <= span.start_ns <= span.end_ns <= request.end_ns, stage
+        assert span.attributes.get("error.type") is None, stage
+    assert spans["hook.transform"][0].attributes["hookwise.rule"] == "traced"
+    assert spans["invoke_agent main"][0].parent_span_id == request.span_id
+
+
+def test_the_sampler_decides_a_request_s_span_and_a_sampled_parent_is_kept(
+    tmp_path: Path, receiver: OtlpReceiver, start_gateway: Callable[..., GatewayProcess]
+) -> None:
+    gw = start_gateway(
+        _config(receiver.url, _transforms(tmp_path), sampleRatio=0.0),
+        env=FAST_EXPORT,
+        workdir=tmp_path / "gw",
+    )
+    unsampled = _send(gw, "never sampled")
+    assert unsampled["traceId"] is None  # neither the request nor its run was recorded
+    line = gw.admin(f"/api/requests/{unsampled['requestId']}")
+    assert line.get("request", line)["traceId"] is None
+    # parent-based: a sender's unsampled traceparent is not recorded, a sampled one is kept
+    # whatever the ratio
+    other = secrets.token_hex(16)
+    quiet = _send(gw, "not sampled upstream", {"traceparent": f"00-{other}-{'4' * 16}-00"})
+    assert quiet["traceId"] is None
+    trace_id = secrets.token_hex(16)
+    run = _send(gw, "sampled upstream", {"traceparent": f"00-{trace_id}-{'3' * 16}-01"})
+    assert run["traceId"] == trace_id
+    spans = _whole_trace(receiver, trace_id, ("POST /hooks/{name}", "invoke_agent main"))
+    [request] = spans["POST /hooks/{name}"]
+    assert request.parent_span_id == "3" * 16
+    assert set(_stage_timings(request)) == {stage.removeprefix("hook.") for stage in STAGES}
+    # spans leave in the order they ended: had the earlier ones been recorded, they were here
+    assert receiver.trace(other) == []
+    assert [
+        s
+        for s in receiver.spans
+        if s.attributes.get("hookwise.run.id") in (unsampled["runId"], quiet["runId"])
+    ] == []

@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from hookwise.server.ids import new_id
-from hookwise.server.store.alerts import NewAlert
+from hookwise.server.store.alerts import NewAlert, SeenAlert, merge_subjects
 from hookwise.server.store.records import Filters, NewDelivery
 from hookwise.server.store.retention import TARGETS
 from tests.store.conftest import Backend
@@ -51,13 +51,11 @@ def test_an_alert_opens_once_with_its_notification_and_resolves_once(backend: Ba
         assert await store.open_alert(again, (_note(),)) is False  # deduplicated while open
         assert await _delivery_ids(store) == [note.delivery_id]
         assert await store.get_alert(again.alert_id) is None
-        await store.alert_seen(
-            first.alert_id,
-            now=NOW + 5,
-            value=4.0,
-            summary="4 failing",
-            subjects={"deliveries": ("d3", "d1"), "runs": ("r1",)},
-        )
+        opened = await store.get_alert(first.alert_id)
+        newest = {"deliveries": ("d3", "d1"), "runs": ("r1",)}
+        subjects = merge_subjects(opened.subjects, newest)
+        seen = SeenAlert(first.alert_id, 4.0, "4 failing", subjects)
+        await store.alerts_seen([seen], now=NOW + 5)
         got = await store.get_alert(first.alert_id)
         assert (got.state, got.seen, got.value, got.summary, got.last_seen_at) == (
             "open",
@@ -91,6 +89,33 @@ def test_an_alert_opens_once_with_its_notification_and_resolves_once(backend: Ba
         # the condition comes back: a new alert
         assert await store.open_alert(_alert(now=NOW + 20), (_note(),)) is True
         assert len(await store.active_alerts()) == 1
+
+    backend.run(body)
+
+
+def test_a_round_s_still_holding_alerts_are_seen_in_one_call_a_resolved_one_left_alone(
+    backend: Backend,
+) -> None:
+    async def body(store: Any) -> None:
+        one, two, gone = _alert(key="one"), _alert(key="two"), _alert(key="gone")
+        for a in (one, two, gone):
+            assert await store.open_alert(a, ())
+        await store.resolve_alert(gone.alert_id, now=NOW + 1, notes=())
+        await store.alerts_seen([], now=NOW + 2)  # nothing holds: nothing written
+        seen = [
+            SeenAlert(one.alert_id, 5.0, "5 failing", {"deliveries": ("d9",)}),
+            SeenAlert(two.alert_id, 7.5, "7 failing", {"runs": ("r'1", 'r"2')}),
+            SeenAlert(gone.alert_id, 9.0, "9 failing", {}),  # resolved meanwhile
+        ]
+        await store.alerts_seen(seen, now=NOW + 3)
+        got = {a.alert_id: a for a in await store.active_alerts()}
+        assert (got[one.alert_id].seen, got[one.alert_id].value) == (2, 5.0)
+        assert got[one.alert_id].summary == "5 failing"
+        assert dict(got[one.alert_id].subjects) == {"deliveries": ("d9",)}
+        assert (got[two.alert_id].seen, got[two.alert_id].last_seen_at) == (2, NOW + 3)
+        assert dict(got[two.alert_id].subjects) == {"runs": ("r'1", 'r"2')}
+        resolved = await store.get_alert(gone.alert_id)
+        assert (resolved.state, resolved.seen, resolved.value) == ("resolved", 1, 3.0)
 
     backend.run(body)
 

@@ -3,21 +3,22 @@ through its group-commit writer, reads on its pool."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import asyncpg
 
 from ..alerts import (
+    SEEN_POSTGRES,
     AlertRecord,
     NewAlert,
-    Subjects,
+    SeenAlert,
     ack_sql,
     alert_record,
     insert_alert_sql,
-    merge_subjects,
     notifications_of,
     resolve_sql,
-    seen_sql,
+    seen_rows,
     select_alert_sql,
-    subjects_text,
 )
 from ..listing import postgres_placeholder as P
 from ..records import NewDelivery
@@ -45,19 +46,9 @@ async def open_alert(
     return True
 
 
-async def alert_seen(
-    conn: asyncpg.Connection,
-    alert_id: str,
-    now: float,
-    value: float,
-    summary: str,
-    subjects: Subjects,
-) -> None:
-    found = await _one(conn, alert_id, lock=True)
-    if found is None or not found.active:
-        return
-    merged = subjects_text(merge_subjects(found.subjects, subjects))
-    await conn.execute(seen_sql(P), now, value, summary, merged, alert_id)
+async def alerts_seen(conn: asyncpg.Connection, seen: Sequence[SeenAlert], now: float) -> None:
+    ids, values, summaries, subjects = zip(*seen_rows(seen), strict=True)
+    await conn.execute(SEEN_POSTGRES, now, list(ids), list(values), list(summaries), list(subjects))
 
 
 async def resolve_alert(
@@ -86,10 +77,9 @@ class PostgresAlerts(PostgresParts):
     async def open_alert(self, alert: NewAlert, notes: tuple[NewDelivery, ...]) -> bool:
         return await self.write(lambda conn: open_alert(conn, alert, notes))
 
-    async def alert_seen(
-        self, alert_id: str, *, now: float, value: float, summary: str, subjects: Subjects
-    ) -> None:
-        await self.write(lambda conn: alert_seen(conn, alert_id, now, value, summary, subjects))
+    async def alerts_seen(self, seen: Sequence[SeenAlert], *, now: float) -> None:
+        if seen:
+            await self.write(lambda conn: alerts_seen(conn, seen, now))
 
     async def resolve_alert(
         self, alert_id: str, *, now: float, notes: tuple[NewDelivery, ...]

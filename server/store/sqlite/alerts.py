@@ -4,22 +4,23 @@ of `SQLiteStore`."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 from functools import partial
 
 from ..alerts import (
+    SEEN_SQLITE,
     AlertRecord,
     NewAlert,
-    Subjects,
+    SeenAlert,
     ack_sql,
     alert_record,
     insert_alert_sql,
-    merge_subjects,
     notifications_of,
     resolve_sql,
-    seen_sql,
+    seen_rows,
     select_alert_sql,
-    subjects_text,
 )
 from ..listing import sqlite_placeholder as P
 from ..records import NewDelivery
@@ -42,14 +43,8 @@ def open_alert(cur: sqlite3.Cursor, alert: NewAlert, notes: tuple[NewDelivery, .
     return True
 
 
-def alert_seen(
-    cur: sqlite3.Cursor, alert_id: str, now: float, value: float, summary: str, subjects: Subjects
-) -> None:
-    found = _one(cur, alert_id)
-    if found is None or not found.active:
-        return
-    merged = subjects_text(merge_subjects(found.subjects, subjects))
-    cur.execute(seen_sql(P), (now, value, summary, merged, alert_id))
+def alerts_seen(cur: sqlite3.Cursor, rows: str, now: float) -> None:
+    cur.execute(SEEN_SQLITE, (now, rows))
 
 
 def resolve_alert(
@@ -76,20 +71,9 @@ class SQLiteAlerts(SQLiteParts):
     async def open_alert(self, alert: NewAlert, notes: tuple[NewDelivery, ...]) -> bool:
         return await self.write(partial(open_alert, alert=alert, notes=notes))
 
-    async def alert_seen(
-        self, alert_id: str, *, now: float, value: float, summary: str, subjects: Subjects
-    ) -> None:
-        plain = {k: tuple(v) for k, v in subjects.items()}
-        await self.write(
-            partial(
-                alert_seen,
-                alert_id=alert_id,
-                now=now,
-                value=value,
-                summary=summary,
-                subjects=plain,
-            )
-        )
+    async def alerts_seen(self, seen: Sequence[SeenAlert], *, now: float) -> None:
+        if seen:
+            await self.write(partial(alerts_seen, rows=json.dumps(seen_rows(seen)), now=now))
 
     async def resolve_alert(
         self, alert_id: str, *, now: float, notes: tuple[NewDelivery, ...]
