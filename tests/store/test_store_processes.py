@@ -165,13 +165,27 @@ def test_a_store_subscribed_after_open_hears_another_store(postgres: Backend) ->
 
 
 async def _terminate(application_name: str) -> int:
+    """Kill the server's backends of `application_name`; how many. Returns once they are gone
+    (`pg_terminate_backend` only signals them), and the client has had a moment to read the
+    closed sockets: a statement sent in between would meet the server's FATAL half-read
+    (asyncpg's "another operation is in progress"), which is the kill's race, not a store's."""
     conn = await asyncpg.connect(POSTGRES_URL)
     try:
-        return await conn.fetchval(
+        killed = await conn.fetchval(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
             " WHERE application_name = $1",
             application_name,
         )
+        for _ in range(200):
+            left = await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                application_name,
+            )
+            if not left:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        return int(killed)
     finally:
         await conn.close()
 
