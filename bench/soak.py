@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import importlib.util
 import json
 import os
 import sqlite3
@@ -422,6 +423,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
+        # refused before the load, not after it: the plot is the last step of a long run
+        print(
+            "soak: --plot needs matplotlib (the bench extra): .venv/bin/pip install -e '.[bench]'",
+            file=sys.stderr,
+        )
+        return 2
     try:
         if not args.rate:
             ensure_wrk()
