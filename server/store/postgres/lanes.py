@@ -33,6 +33,22 @@ async def pause(conn: asyncpg.Connection, p: Pause) -> int:
     return len(held)
 
 
+async def hold_queued(conn: asyncpg.Connection, kind: str, name: str) -> int:
+    """Hold the queued runs of a lane while its pause is in force; how many. A run whose
+    accept committed while the pause was being recorded was not seen by the pause's update,
+    nor the pause by its insert's trigger: this holds it (a resume that committed first wins:
+    the pause is looked up in the same statement)."""
+    held = await conn.fetch(
+        "UPDATE runs SET state = 'held' WHERE state = 'queued'"
+        f" AND {PAUSED_COLUMN[kind]} = $1"
+        " AND EXISTS (SELECT 1 FROM pauses WHERE kind = $2 AND name = $3) RETURNING seq",
+        name,
+        kind,
+        name,
+    )
+    return len(held)
+
+
 async def resume(conn: asyncpg.Connection, kind: str, name: str) -> int | None:
     """Lift the pause and send its held runs back to the queue (those another pause still holds
     stay held); how many went back, None when it was not paused."""
@@ -57,6 +73,9 @@ class PostgresLanes(PostgresParts):
 
     async def resume(self, kind: str, name: str) -> int | None:
         return await self.write(lambda conn: resume(conn, kind, name))
+
+    async def hold_queued(self, kind: str, name: str) -> int:
+        return await self.write(lambda conn: hold_queued(conn, kind, name))
 
     async def pauses(self) -> list[Pause]:
         rows = await self._readers.fetch(f"SELECT {_PAUSE_COLUMNS} FROM pauses ORDER BY paused_at")
