@@ -26,12 +26,20 @@ _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200
 _FLAGS_TAG = b"\x85\x01"
 #: `SpanKind` -> OTLP's `Span.SpanKind` (unspecified 0, internal 1, server 2, client 3, ...)
 _KINDS: dict[Any, int] = {}
+INTERNAL, SERVER = 1, 2
+#: `Span.kind` (field 6) encoded, by OTLP's number
+_KIND_BYTES = [b"\x30" + bytes((n,)) for n in range(6)]
 #: an attribute's key, encoded (`KeyValue.key`), by the key
 _KEYS: dict[str, bytes] = {}
 #: whole attributes and span names, encoded, by (key, value) and name: most repeat (a route, a
 #: method, a model, a rule); cleared when it holds `_MEMO_MAX` (ids never repeat)
 _MEMO: dict[Any, bytes] = {}
 _MEMO_MAX = 4096
+#: attribute keys whose values do not repeat: not kept in `_MEMO` (they would only crowd out
+#: those that do)
+UNIQUE = frozenset(
+    {"hookwise.stages", "hookwise.run.id", "hookwise.run.queue_wait_ms", "gen_ai.tool.call.id"}
+)
 _UNSET_STATUS = b"\x7a\x00"
 _LOCAL_PARENT = _FLAGS_TAG + _FIXED32.pack(_HAS_IS_REMOTE)
 _REMOTE_PARENT = _FLAGS_TAG + _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
@@ -70,8 +78,11 @@ def _any(value: Any) -> bytes:
 
 
 def _attribute(key: str, value: Any) -> bytes:
-    """One `KeyValue`, as a repeated field 9 of a span (`attributes`)."""
-    if type(value) is str:
+    """One `KeyValue`, as a repeated field 9 of a span (`attributes`): a text or an integer
+    kept encoded (a route, a method, a status, a rule), unless its key is one whose values do
+    not repeat (`UNIQUE`)."""
+    kind = type(value)
+    if (kind is str or kind is int) and key not in UNIQUE:
         memo = (key, value)
         done = _MEMO.get(memo)
         if done is None:
@@ -90,36 +101,69 @@ def _key_value(key: str, value: Any) -> bytes:
 
 
 def _span(span: Any) -> bytes:
+    if type(span) is EncodedSpan:
+        return span.data
     c = span.context
-    parts = [
-        b"\x0a\x10" + c.trace_id.to_bytes(16, "big"),
-        b"\x12\x08" + c.span_id.to_bytes(8, "big"),
-    ]
-    if c.trace_state:
-        parts.append(_field(b"\x1a", c.trace_state.to_header().encode("utf-8")))
     parent = span.parent
-    if parent is not None:
-        parts.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))
-    name = _MEMO.get(span.name)
-    if name is None:
+    status = span.status
+    return span_bytes(
+        c.trace_id,
+        c.span_id,
+        c.trace_state.to_header() if c.trace_state else None,
+        None if parent is None else parent.span_id,
+        parent is not None and parent.is_remote,
+        span.name,
+        _KINDS[span.kind],
+        span.start_time,
+        span.end_time,
+        span.attributes,
+        status.status_code.value,
+        status.description,
+        span.dropped_attributes,
+    )
+
+
+def span_bytes(
+    trace_id: int,
+    span_id: int,
+    trace_state: str | None,
+    parent_id: int | None,
+    remote_parent: bool,
+    name: str,
+    kind: int,
+    start: int,
+    end: int,
+    attributes: Mapping[str, Any],
+    code: int = 0,
+    message: str | None = None,
+    dropped: int = 0,
+) -> bytes:
+    """One span, as an entry of `ScopeSpans.spans`: `kind` OTLP's number (`SERVER`, `INTERNAL`),
+    `code` the status code's (0 unset, 1 ok, 2 error), `trace_state` its W3C header."""
+    parts = [
+        b"\x0a\x10" + trace_id.to_bytes(16, "big"),
+        b"\x12\x08" + span_id.to_bytes(8, "big"),
+    ]
+    if trace_state:
+        parts.append(_field(b"\x1a", trace_state.encode("utf-8")))
+    if parent_id is not None:
+        parts.append(b"\x22\x08" + parent_id.to_bytes(8, "big"))
+    encoded_name = _MEMO.get(name)
+    if encoded_name is None:
         if len(_MEMO) >= _MEMO_MAX:
             _MEMO.clear()
-        name = _MEMO[span.name] = _field(b"\x2a", span.name.encode("utf-8"))
-    parts.append(name)
-    parts.append(b"\x30" + _varint(_KINDS[span.kind]))
-    parts.append(b"\x39" + _FIXED64.pack(span.start_time))
-    parts.append(b"\x41" + _FIXED64.pack(span.end_time))
-    attributes: Mapping[str, Any] = span.attributes
+        encoded_name = _MEMO[name] = _field(b"\x2a", name.encode("utf-8"))
+    parts.append(encoded_name)
+    parts.append(_KIND_BYTES[kind])
+    parts.append(b"\x39" + _FIXED64.pack(start))
+    parts.append(b"\x41" + _FIXED64.pack(end))
     for key, value in attributes.items():
         try:
             parts.append(_attribute(key, value))
         except TypeError:  # not an attribute value (the SDK refuses those): left out, as the
             continue  # official encoder does
-    if span.dropped_attributes:
-        parts.append(b"\x50" + _varint(span.dropped_attributes))
-    status = span.status
-    code = status.status_code.value
-    message = status.description
+    if dropped:
+        parts.append(b"\x50" + _varint(dropped))
     if code or message:
         parts.append(
             _field(
@@ -130,8 +174,26 @@ def _span(span: Any) -> bytes:
         )
     else:
         parts.append(_UNSET_STATUS)
-    parts.append(_REMOTE_PARENT if parent is not None and parent.is_remote else _LOCAL_PARENT)
+    parts.append(_REMOTE_PARENT if remote_parent else _LOCAL_PARENT)
     return _field(b"\x12", b"".join(parts))  # ScopeSpans.spans (2)
+
+
+class EncodedSpan:
+    """A finished span already written as OTLP (`span_bytes`): what hookwise's hook request
+    spans are handed to the SDK's batch processor as, so that neither the SDK's span objects
+    nor an encoding in the export thread are paid for them. The processor asks it only whether
+    it is sampled (`context`: a sampled context shared by every such span, not its ids); the
+    exporter's encoder (`encode_spans`) takes its bytes as they are."""
+
+    __slots__ = ("data", "instrumentation_scope", "resource")
+
+    #: `context.trace_flags.sampled` is all the batch processor reads (set by `prepare`)
+    context: Any = None
+    events: tuple[()] = ()
+    links: tuple[()] = ()
+
+    def __init__(self, data: bytes, resource: Any, scope: Any) -> None:
+        self.data, self.resource, self.instrumentation_scope = data, resource, scope
 
 
 class Encoded:
@@ -149,18 +211,29 @@ class Encoded:
 
 
 def encode_spans(spans: Sequence[Any]) -> Any:
-    """An `ExportTraceServiceRequest` for `spans` (the official encoder's for a batch holding a
-    span with events or links)."""
+    """An `ExportTraceServiceRequest` for `spans`. A batch holding a span with events or links
+    has those of its spans that are not `EncodedSpan`s encoded by the official encoder; the
+    two messages' bytes are joined (protobuf appends a repeated field's entries)."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as official
+
+    if not _KINDS:
+        prepare()
+    if any(s.events or s.links for s in spans):
+        ready = [s for s in spans if type(s) is EncodedSpan]
+        if not ready:
+            return official(spans)
+        rest = [s for s in spans if type(s) is not EncodedSpan]
+        return Encoded(official(rest).SerializePartialToString() + _grouped(ready))
+    return Encoded(_grouped(spans))
+
+
+def _grouped(spans: Sequence[Any]) -> bytes:
+    """`ResourceSpans` for `spans`, grouped by resource and instrumentation scope."""
     from opentelemetry.exporter.otlp.proto.common._internal import (
         _encode_instrumentation_scope,
         _encode_resource,
     )
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as official
 
-    if any(s.events or s.links for s in spans):
-        return official(spans)
-    if not _KINDS:
-        _load_kinds()
     grouped: dict[int, tuple[Any, dict[int, tuple[Any, list[bytes]]]]] = {}
     for span in spans:
         resource = span.resource
@@ -179,11 +252,13 @@ def encode_spans(spans: Sequence[Any]) -> Any:
         if resource.schema_url:
             body.append(_field(b"\x1a", resource.schema_url.encode("utf-8")))
         out.append(_field(b"\x0a", b"".join(body)))
-    return Encoded(b"".join(out))
+    return b"".join(out)
 
 
-def _load_kinds() -> None:
-    from opentelemetry.trace import SpanKind
+def prepare() -> None:
+    """Look up what encoding needs of the SDK (its span kinds, a sampled context for
+    `EncodedSpan`), once: the SDK is imported only when tracing is on."""
+    from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
     for kind, number in (
         (SpanKind.INTERNAL, 1),
@@ -193,6 +268,7 @@ def _load_kinds() -> None:
         (SpanKind.CONSUMER, 5),
     ):
         _KINDS[kind] = number
+    EncodedSpan.context = SpanContext(1, 1, False, TraceFlags(TraceFlags.SAMPLED))
 
 
 def install() -> bool:

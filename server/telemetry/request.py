@@ -3,19 +3,22 @@
 A hook request is one span (kind SERVER, continuing the sender's W3C `traceparent`). Its stages
 (auth, door, rule selection, transform, store commit) are timed with two clock reads each and
 kept on that span in ONE attribute, `hookwise.stages` (`auth=0.021ms rule=0.004ms ...`, in the
-order they ended; each attribute costs the OTLP encoder about 2 µs, a span about 12 µs), plus
-the stages' own attributes (the rule, the transform's runtime). A stage that fails, or takes longer than
-`slowStageMs`, is a child span of its own with its real start and end; `stages: true` makes every
-stage a child span (the cost of each span is the reason it is not the default).
+order they ended), plus the stages' own attributes (the rule, the transform's runtime). A stage
+that fails, or takes longer than `slowStageMs`, is a child span of its own with its real start
+and end; `stages: true` makes every stage a child span (the cost of each span is the reason it
+is not the default).
 
-The span is built at its end, once, as the SDK's `ReadableSpan` and handed to the provider's
-span processor (the bounded batch processor, then the official OTLP exporter): ids from the
-provider's id generator, the decision from its sampler (`sampleRatio`, `OTEL_TRACES_SAMPLER`),
-its resource. What it skips is the SDK's `Tracer.start_span`/`end` machinery (a mutable span with
-a lock, bounded attribute containers, a copy at its end) and attaching the span to the
-OpenTelemetry context: nothing runs under the request span but its stages, which it times
-itself, and the runs it creates carry its `traceparent` through the store. That takes about two
-thirds of the request span's CPU away (see docs/performance.md#tracing).
+The span is written as OTLP at its end, once (`encode.span_bytes`), and handed to the
+provider's span processor (the bounded batch processor, then the official OTLP exporter) as an
+`EncodedSpan`: its ids from the provider's id generator, its decision from the provider's
+sampler (`sampleRatio`, `OTEL_TRACES_SAMPLER`; the default parent-based always-on sampler's
+decision is taken without the call: a sender's sampled flag, else sampled), the provider's
+resource. What it skips is the SDK's span objects (a mutable span with a lock, bounded attribute
+containers, a `SpanContext`, a `ReadableSpan`, then an encoding in the export thread) and
+attaching the span to the OpenTelemetry context: nothing runs under the request span but its
+stages, which it times itself, and the runs it creates carry its `traceparent` through the
+store. That takes the request span from about 20 µs of the gateway's CPU to about 6 (see
+docs/performance.md#tracing).
 
 Nothing of a payload goes into an attribute: the route (not the path), the method, the status,
 stage names, durations, the rule's id, the transform's runtime, an exception's class.
@@ -29,6 +32,8 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .encode import INTERNAL, SERVER, EncodedSpan, prepare, span_bytes
+
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.trace import SpanContext
@@ -36,6 +41,8 @@ if TYPE_CHECKING:
 #: the hook request being handled here, while it is (read by the store's `traceparent`, the log
 #: lines' `traceId` and the stages)
 current: ContextVar[RequestSpan | None] = ContextVar("hookwise_request_span", default=None)
+#: W3C trace flags: sampled, and the trace id is random (level 2 of the W3C spec)
+_SAMPLED, _RANDOM = 0x01, 0x02
 
 
 class Pipeline:
@@ -44,14 +51,14 @@ class Pipeline:
     __slots__ = (
         "_propagator",
         "empty",
-        "error",
-        "make",
+        "ids",
         "processor",
-        "provider",
+        "random_ids",
+        "resource",
+        "sampler",
         "scope",
         "slow_ns",
         "stage_spans",
-        "unset",
     )
 
     def __init__(
@@ -63,70 +70,95 @@ class Pipeline:
         slow_stage_ms: float,
     ) -> None:
         from opentelemetry.context import Context
-        from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-        from opentelemetry.trace import Status, StatusCode
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-        self.provider = provider
+        prepare()
         self.processor = processor
+        self.resource = provider.resource
         self.scope = InstrumentationScope("hookwise")
+        self.ids = provider.id_generator
+        self.random_ids = self.ids.is_trace_id_random()
+        #: None: the default sampler (parent-based, always on), decided without calling it
+        self.sampler = None if _parent_based_always_on(provider.sampler) else provider.sampler
         self.stage_spans = stage_spans
         self.slow_ns = int(slow_stage_ms * 1e6)
         self.empty = Context()
-        #: the SDK's finished span, what the span processor and the exporter take
-        self.make = ReadableSpan
-        self.unset, self.error = Status(StatusCode.UNSET), Status(StatusCode.ERROR)
         self._propagator = TraceContextTextMapPropagator()
 
-    def parent(self, traceparent: bytes) -> Any:
-        """The context of a W3C `traceparent` (an invalid one: the empty context)."""
-        return self._propagator.extract({"traceparent": traceparent.decode("latin-1")})
+    def parent(
+        self, traceparent: bytes, tracestate: bytes | None
+    ) -> tuple[Any, SpanContext | None]:
+        """The context of a W3C `traceparent` (and `tracestate`) and its span context (an
+        invalid one: the empty context and None)."""
+        from opentelemetry.trace import get_current_span
+
+        carrier = {"traceparent": traceparent.decode("latin-1")}
+        if tracestate is not None:
+            carrier["tracestate"] = tracestate.decode("latin-1")
+        context = self._propagator.extract(carrier)
+        parent = get_current_span(context).get_span_context()
+        return (context, parent) if parent.is_valid else (self.empty, None)
+
+
+def _parent_based_always_on(sampler: Any) -> bool:
+    """Whether `sampler` decides as the SDK's default (`ParentBased(ALWAYS_ON)`): a parent's
+    sampled flag, else sampled; its trace state the parent's."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased
+
+    return type(sampler) is ParentBased and all(
+        getattr(sampler, name, None) is want
+        for name, want in (
+            ("_root", ALWAYS_ON),
+            ("_remote_parent_sampled", ALWAYS_ON),
+            ("_remote_parent_not_sampled", ALWAYS_OFF),
+        )
+    )
 
 
 _pipeline: Pipeline | None = None
-#: `SpanKind.SERVER` and `.INTERNAL` (the SDK is imported when tracing starts, not before)
-#: the OpenTelemetry API module (`opentelemetry.trace`), imported when tracing starts
-_api: Any = None
-_SERVER: Any = None
-_INTERNAL: Any = None
-#: `TraceFlags` sampled and not
-_SAMPLED: Any = None
-_DEFAULT: Any = None
 
 
 def enable(pipeline: Pipeline | None) -> None:
-    global _pipeline, _api, _SERVER, _INTERNAL, _SAMPLED, _DEFAULT
-    if pipeline is not None:
-        import opentelemetry.trace as _api
-        from opentelemetry.trace import SpanKind, TraceFlags
-
-        _SERVER, _INTERNAL = SpanKind.SERVER, SpanKind.INTERNAL
-        _SAMPLED, _DEFAULT = TraceFlags(TraceFlags.SAMPLED), TraceFlags(TraceFlags.DEFAULT)
+    global _pipeline
     _pipeline = pipeline
 
 
 class RequestSpan:
-    """One hook request's span while it is handled: its context (for the runs it creates), its
-    start, its attributes and its stages' timings; built and queued for export by `end`."""
+    """One hook request's span while it is handled: its ids (for the runs it creates), its
+    start, its attributes and its stages' timings; written and queued for export by `end`."""
 
     __slots__ = (
         "_hex",
         "_reset",
         "attributes",
-        "context",
+        "flags",
         "name",
-        "parent",
+        "parent_id",
         "sampled",
+        "span_id",
         "stages",
         "start",
+        "trace_id_int",
+        "trace_state",
     )
 
-    def __init__(self, name: str, context: SpanContext, parent: SpanContext | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        trace_id: int,
+        span_id: int,
+        flags: int,
+        parent_id: int | None = None,
+        trace_state: str | None = None,
+    ) -> None:
         self.name = name
-        self.context = context
-        self.parent = parent
-        self.sampled: bool = context.trace_flags.sampled
+        self.trace_id_int, self.span_id, self.flags = trace_id, span_id, flags
+        #: the sender's span (a remote parent), None: the trace starts here
+        self.parent_id = parent_id
+        #: the W3C `tracestate` header carried on (None: none)
+        self.trace_state = trace_state
+        self.sampled: bool = bool(flags & _SAMPLED)
         self.start = time.time_ns()
         self.attributes: dict[str, Any] = {}
         #: (name, start ns, end ns, attributes, error type or None), in the order they ended
@@ -137,13 +169,12 @@ class RequestSpan:
     def trace_id(self) -> str:
         """The trace id, 32 hex digits (formatted once: the request log and the runs ask)."""
         if self._hex is None:
-            self._hex = f"{self.context.trace_id:032x}"
+            self._hex = f"{self.trace_id_int:032x}"
         return self._hex
 
     def traceparent(self) -> str:
         """The W3C `traceparent` of this span (stored with each run the request creates)."""
-        c = self.context
-        return f"00-{self.trace_id()}-{c.span_id:016x}-{int(c.trace_flags):02x}"
+        return f"00-{self.trace_id()}-{self.span_id:016x}-{self.flags:02x}"
 
     def end(self, status: int) -> None:
         """End the request with the HTTP status sent; queue its span (and its stage spans)."""
@@ -157,57 +188,59 @@ class RequestSpan:
         ended = time.time_ns()
         attributes = self.attributes
         attributes["http.response.status_code"] = status
-        status_of = pipeline.unset
+        code = 0
         if status >= 500:
             attributes["error.type"] = str(status)
-            status_of = pipeline.error
-        resource = pipeline.provider.resource
-        children = []
-        timings = []
-        for name, started, stopped, extra, error in self.stages:
-            timings.append(f"{name.removeprefix('hook.')}={(stopped - started) / 1e6:.3f}ms")
-            attributes.update(extra)
-            if error is None and not pipeline.stage_spans and stopped - started < pipeline.slow_ns:
-                continue
-            if error is not None:
-                extra = {**extra, "error.type": error}
-            children.append(
-                pipeline.make(
-                    name,
-                    context=_child_context(pipeline, self.context),
-                    parent=self.context,
-                    resource=resource,
-                    attributes=extra,
-                    kind=_INTERNAL,
-                    instrumentation_scope=pipeline.scope,
-                    status=pipeline.unset if error is None else pipeline.error,
-                    start_time=started,
-                    end_time=stopped,
+            code = 2  # ERROR
+        written = []
+        if self.stages:
+            timings = []
+            for name, started, stopped, extra, error in self.stages:
+                timings.append(f"{name.removeprefix('hook.')}={(stopped - started) / 1e6:.3f}ms")
+                if extra:
+                    attributes.update(extra)
+                if (
+                    error is None
+                    and not pipeline.stage_spans
+                    and stopped - started < pipeline.slow_ns
+                ):
+                    continue
+                if error is not None:
+                    extra = {**extra, "error.type": error}
+                written.append(
+                    span_bytes(
+                        self.trace_id_int,
+                        pipeline.ids.generate_span_id(),
+                        self.trace_state,
+                        self.span_id,
+                        False,
+                        name,
+                        INTERNAL,
+                        started,
+                        stopped,
+                        extra,
+                        0 if error is None else 2,
+                    )
                 )
-            )
-        if timings:
             attributes["hookwise.stages"] = " ".join(timings)
-        for child in children:
-            pipeline.processor.on_end(child)
-        pipeline.processor.on_end(
-            pipeline.make(
+        written.append(
+            span_bytes(
+                self.trace_id_int,
+                self.span_id,
+                self.trace_state,
+                self.parent_id,
+                self.parent_id is not None,
                 self.name,
-                context=self.context,
-                parent=self.parent,
-                resource=resource,
-                attributes=attributes,
-                kind=_SERVER,
-                instrumentation_scope=pipeline.scope,
-                status=status_of,
-                start_time=self.start,
-                end_time=ended,
+                SERVER,
+                self.start,
+                ended,
+                attributes,
+                code,
             )
         )
-
-
-def _child_context(pipeline: Pipeline, of: SpanContext) -> SpanContext:
-    span_id = pipeline.provider.id_generator.generate_span_id()
-    return _api.SpanContext(of.trace_id, span_id, False, of.trace_flags, of.trace_state)
+        on_end, resource, scope = pipeline.processor.on_end, pipeline.resource, pipeline.scope
+        for data in written:
+            on_end(EncodedSpan(data, resource, scope))  # type: ignore[arg-type]
 
 
 def start(method: str, route: str, headers: Iterable[tuple[bytes, bytes]]) -> RequestSpan | None:
@@ -219,39 +252,45 @@ def start(method: str, route: str, headers: Iterable[tuple[bytes, bytes]]) -> Re
     if pipeline is None:
         return None
     name = f"{method} {route}"
-    attributes = {"http.request.method": method, "http.route": route}
-    context = pipeline.empty
     parent: SpanContext | None = None
+    context = pipeline.empty
+    traceparent = tracestate = None
     for header, value in headers:
         if header == b"traceparent":
-            context = pipeline.parent(value)
-            parent = _api.get_current_span(context).get_span_context()
-            break
-    provider = pipeline.provider
-    ids = provider.id_generator
-    if parent is not None and parent.is_valid:
+            traceparent = value
+        elif header == b"tracestate":
+            tracestate = value
+    if traceparent is not None:
+        context, parent = pipeline.parent(traceparent, tracestate)
+    if parent is None:
+        trace_id = pipeline.ids.generate_trace_id()
+        random = pipeline.random_ids
+    else:
         trace_id = parent.trace_id
         random = parent.trace_flags.random_trace_id
+    attributes = {"http.request.method": method, "http.route": route}
+    sampler = pipeline.sampler
+    if sampler is None:  # the default, parent-based and always on
+        sampled = parent is None or parent.trace_flags.sampled
+        state = None if parent is None else parent.trace_state
     else:
-        parent = None
-        trace_id = ids.generate_trace_id()
-        random = ids.is_trace_id_random()
-    decided = provider.sampler.should_sample(context, trace_id, name, _SERVER, attributes)
-    flags = _SAMPLED if decided.decision.is_sampled() else _DEFAULT
-    if random:
-        flags = _api.TraceFlags(flags | _api.TraceFlags.RANDOM_TRACE_ID)
-    span_context = _api.SpanContext(
+        from opentelemetry.trace import SpanKind
+
+        decided = sampler.should_sample(context, trace_id, name, SpanKind.SERVER, attributes)
+        sampled = decided.decision.is_sampled()
+        state = decided.trace_state
+        if sampled and decided.attributes:
+            attributes.update(decided.attributes)
+    span = RequestSpan(
+        name,
         trace_id,
-        ids.generate_span_id(),
-        is_remote=False,
-        trace_flags=flags,
-        trace_state=decided.trace_state,
+        pipeline.ids.generate_span_id(),
+        (_SAMPLED if sampled else 0) | (_RANDOM if random else 0),
+        None if parent is None else parent.span_id,
+        state.to_header() if state else None,
     )
-    span = RequestSpan(name, span_context, parent)
-    if span.sampled:
-        span.attributes.update(attributes)
-        if decided.attributes:
-            span.attributes.update(decided.attributes)
+    if sampled:
+        span.attributes = attributes
     span._reset = current.set(span)
     return span
 
