@@ -362,9 +362,9 @@ class TracesConfig:
     `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`. `maxQueueSize` bounds the spans waiting for
     export: past it spans are dropped and counted (`hookwise_trace_spans_dropped_total`).
     The request's stages (auth, door, rule, transform, commit) are timed on the request's span
-    (`hookwise.stages: auth=0.021ms ...`); a stage that fails or takes `slowStageMs` or longer
+    (`hookwise.stages: auth=21us ...`); a stage that fails or takes `slowStageMs` or longer
     is also a child span, and `stages: true` makes every stage one (each span costs the hook
-    path tens of microseconds of CPU).
+    path microseconds of CPU).
     """
 
     enabled: bool | None = None

@@ -254,7 +254,7 @@ class HookEndpoint:
             else:  # tracing: the provider's signature or handshake
                 # what the provider calls this delivery, where a header says it (the ping's)
                 meta = meta.named_by(door.verifier, request.inbound({}))
-                with telemetry.stage("hook.door", **{"hookwise.rule": door.rule_id}):
+                with telemetry.stage("hook.door", {"hookwise.rule": door.rule_id}):
                     opened = await self._body.open(request, meta)
             if isinstance(opened, Handshake):
                 found = opened.answer
@@ -282,7 +282,7 @@ class HookEndpoint:
             if judgement.skipped:
                 self._accept.skipped(judgement, meta)
                 return await answer.judged(send, judgement)
-            with telemetry.stage("hook.accept", **{"hookwise.rule": judgement.rule_id}):
+            with telemetry.stage("hook.accept", {"hookwise.rule": judgement.rule_id}):
                 committed = await self._accept.accept(request, judgement, meta)  # the one commit
             return await answer.committed(
                 send, receive, judgement, committed.accepted, committed.wait, self._answers

@@ -40,13 +40,10 @@ class TracedRules:
         self, rule: Any, request: InboundRequest, *, verified: Verifier | None = None
     ) -> Any:
         transform = rule.transform
-        with spans.stage(
-            "hook.transform",
-            **{
-                "hookwise.rule": rule.id,
-                "hookwise.transform": type(transform).__name__ if transform is not None else None,
-            },
-        ):
+        attributes = {"hookwise.rule": rule.id}
+        if transform is not None:
+            attributes["hookwise.transform"] = type(transform).__name__
+        with spans.stage("hook.transform", attributes):
             return await self._rules.evaluate(rule, request, verified=verified)
 
 

@@ -45,9 +45,15 @@ _LOCAL_PARENT = _FLAGS_TAG + _FIXED32.pack(_HAS_IS_REMOTE)
 _REMOTE_PARENT = _FLAGS_TAG + _FIXED32.pack(_HAS_IS_REMOTE | _IS_REMOTE)
 
 
+#: a varint below 128: one byte (most lengths here)
+_SHORT = [bytes((n,)) for n in range(0x80)]
+#: a span's start (field 7) and end (field 8), fixed64 each
+_TIMES = struct.Struct("<BQBQ")
+
+
 def _varint(n: int) -> bytes:
     if n < 0x80:
-        return bytes((n,))
+        return _SHORT[n]
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -97,7 +103,13 @@ def _key_value(key: str, value: Any) -> bytes:
     name = _KEYS.get(key)
     if name is None:
         name = _KEYS[key] = _field(b"\x0a", key.encode("utf-8"))
-    return _field(b"\x4a", name + _field(b"\x12", _any(value)))
+    if type(value) is str:  # most values: AnyValue.string_value inlined
+        text = value.encode("utf-8")
+        any_value = b"\x0a" + _varint(len(text)) + text
+    else:
+        any_value = _any(value)
+    pair = name + b"\x12" + _varint(len(any_value)) + any_value
+    return b"\x4a" + _varint(len(pair)) + pair
 
 
 def _span(span: Any) -> bytes:
@@ -153,11 +165,10 @@ def span_bytes(
         if len(_MEMO) >= _MEMO_MAX:
             _MEMO.clear()
         encoded_name = _MEMO[name] = _field(b"\x2a", name.encode("utf-8"))
-    parts.append(encoded_name)
-    parts.append(_KIND_BYTES[kind])
-    parts.append(b"\x39" + _FIXED64.pack(start))
-    parts.append(b"\x41" + _FIXED64.pack(end))
+    parts += (encoded_name, _KIND_BYTES[kind], _TIMES.pack(0x39, start, 0x41, end))
     for key, value in attributes.items():
+        if value is None:  # left out (a stage's attribute it did not learn)
+            continue
         try:
             parts.append(_attribute(key, value))
         except TypeError:  # not an attribute value (the SDK refuses those): left out, as the
@@ -175,7 +186,8 @@ def span_bytes(
     else:
         parts.append(_UNSET_STATUS)
     parts.append(_REMOTE_PARENT if remote_parent else _LOCAL_PARENT)
-    return _field(b"\x12", b"".join(parts))  # ScopeSpans.spans (2)
+    body = b"".join(parts)
+    return b"\x12" + _varint(len(body)) + body  # ScopeSpans.spans (2)
 
 
 class EncodedSpan:

@@ -104,15 +104,16 @@ def request_span(
     return request.start(method, route, headers)
 
 
-def stage(name: str, **attributes: Any) -> contextlib.AbstractContextManager[Any]:
+def stage(
+    name: str, attributes: dict[str, Any] | None = None
+) -> contextlib.AbstractContextManager[Any]:
     """A step of the hook request being handled (`hook.auth`, `hook.door`, `hook.rule`,
-    `hook.transform`, `hook.accept`), timed on the request's span; nothing when tracing is off,
-    the request is not sampled or no request is traced here (a replay)."""
+    `hook.transform`, `hook.accept`), timed on the request's span with its `attributes` (a
+    None value is left out); nothing when tracing is off, the request is not sampled or no
+    request is traced here (a replay)."""
     span = request.current.get()
     if span is None or not span.sampled:
         return _NULL
-    if attributes:
-        attributes = {k: v for k, v in attributes.items() if v is not None}
     return Stage(span, name, attributes)
 
 

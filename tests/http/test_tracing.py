@@ -123,7 +123,7 @@ WANTED = (
 )
 
 
-#: the request's stages, timed on its span (`hookwise.stages: auth=0.021ms rule=...`)
+#: the request's stages, timed on its span (`hookwise.stages: auth=21us rule=...`)
 STAGES = ("hook.auth", "hook.rule", "hook.transform", "hook.accept")
 
 
@@ -131,9 +131,9 @@ def _stage_timings(request: ReceivedSpan) -> dict[str, float]:
     """`hookwise.stages` of a request span: stage -> milliseconds."""
     out = {}
     for part in request.attributes["hookwise.stages"].split(" "):
-        name, ms = part.split("=")
-        assert ms.endswith("ms"), part
-        out[name] = float(ms.removesuffix("ms"))
+        name, us = part.split("=")
+        assert us.endswith("us") and us.removesuffix("us").isdigit(), part
+        out[name] = int(us.removesuffix("us")) / 1000
     return out
 
 

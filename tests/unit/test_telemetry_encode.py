@@ -18,8 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
-from hookwise.server.telemetry import encode
-from hookwise.server.telemetry import request
+from hookwise.server.telemetry import encode, request
 from hookwise.server.telemetry.request import Pipeline, Stage
 
 
