@@ -78,9 +78,8 @@ class GroupCommitWriter:
 
         `alone`: in a transaction of its own, holding no lock of another job when it starts
         (a job that takes a table lock would otherwise upgrade the batch's locks, and wait for
-        other transactions while holding the row locks of the jobs before it: a deadlock), its
-        locks held until its own commit and no longer (the jobs after it are not delayed by
-        them)."""
+        other transactions while holding the row locks of the jobs before it: a deadlock); its
+        locks are released at its own commit, not held through a batch of later jobs."""
         fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._queue.put_nowait(_Job(fn, fut, alone=alone))
         return fut
