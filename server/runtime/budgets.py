@@ -378,17 +378,6 @@ class Budgets:
             if scope is not None:
                 spent = await self.spend(scope)
                 if await self.exceeded(scope, spent.tokens, spent.cost):
-                    # still spent: a run accepted while the hold was being committed
-                    # (PostgreSQL: its insert did not see the pause, the hold's update did not
-                    # see the run) is held too, not left queued behind the pause
-                    stragglers = await self._store.hold_queued(p.kind, p.name)
-                    if stragglers:
-                        log.info(
-                            "budget of %s %s: %d run(s) accepted meanwhile held too",
-                            p.kind,
-                            p.name,
-                            stragglers,
-                        )
                     continue
             released = await self._store.resume(p.kind, p.name)
             if released is None:

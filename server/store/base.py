@@ -500,11 +500,6 @@ class Store(Protocol):
         back (None: it was not paused)."""
         ...
 
-    async def hold_queued(self, kind: str, name: str) -> int:
-        """Hold the queued runs of a lane while its pause is in force (a run accepted while the
-        pause was being recorded); how many."""
-        ...
-
     async def pauses(self) -> list[Pause]:
         """Every pause in force, oldest first."""
         ...

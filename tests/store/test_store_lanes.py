@@ -131,25 +131,3 @@ def test_a_claim_takes_no_run_of_a_full_mapping(backend: Backend) -> None:
         assert [r.run_id for r in again] == [r.run_id for r in noisy]
 
     backend.run(body)
-
-
-def test_hold_queued_holds_a_straggler_only_while_its_pause_is_in_force(backend: Backend) -> None:
-    """A run left queued behind a pause (on PostgreSQL: accepted while the pause was being
-    committed, so neither saw the other) is held by `hold_queued`; after a resume it is not."""
-
-    async def body(store: Any) -> None:
-        run = new_run()
-        await store.accept(accept_op(runs=(run,)))
-        assert [r.run_id for r in await store.claim_runs(limit=10, now=NOW)] == [run.run_id]
-        assert await store.pause(_pause(reason="budget")) == 0  # running: not held
-        await store.requeue_runs([run.run_id])  # queued behind the pause: the straggler
-        assert await _states(store, [run.run_id]) == ["queued"]
-        assert await store.claim_runs(limit=10, now=NOW + 1) == []  # nobody claims it
-        assert await store.hold_queued("mapping", "rule-1") == 1
-        assert await _states(store, [run.run_id]) == ["held"]
-        assert await store.hold_queued("mapping", "rule-1") == 0
-        assert await store.resume("mapping", "rule-1") == 1
-        assert await store.hold_queued("mapping", "rule-1") == 0  # no pause: nothing held
-        assert await _states(store, [run.run_id]) == ["queued"]
-
-    backend.run(body)

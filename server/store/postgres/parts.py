@@ -21,5 +21,7 @@ class PostgresParts:
     def _readers(self) -> asyncpg.Pool:
         raise NotImplementedError
 
-    def write(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> asyncio.Future[T]:
+    def write(
+        self, fn: Callable[[asyncpg.Connection], Awaitable[T]], *, alone: bool = False
+    ) -> asyncio.Future[T]:
         raise NotImplementedError

@@ -114,9 +114,10 @@ class PostgresStore(
         assert self._pool is not None, "store not open"
         return self._pool
 
-    def write(self, fn: Job[T]) -> asyncio.Future[T]:
-        """Run `await fn(connection)` in the next group commit; resolves once committed."""
-        return self._writer.submit(fn)
+    def write(self, fn: Job[T], *, alone: bool = False) -> asyncio.Future[T]:
+        """Run `await fn(connection)` in the next group commit; resolves once committed.
+        `alone`: in a transaction of its own (see `GroupCommitWriter.submit`)."""
+        return self._writer.submit(fn, alone=alone)
 
     # lifecycle --------------------------------------------------------------------------------
 

@@ -25,12 +25,16 @@ RECONNECT = Backoff(base=0.1, cap=5.0, jitter=0.0)
 
 
 class _Job(Generic[T]):
-    __slots__ = ("fn", "future", "retries")
+    __slots__ = ("alone", "fn", "future", "retries")
 
-    def __init__(self, fn: Job[T], future: asyncio.Future[T] | None) -> None:
+    def __init__(
+        self, fn: Job[T], future: asyncio.Future[T] | None, *, alone: bool = False
+    ) -> None:
         self.fn = fn
         self.future = future
         self.retries = 0
+        #: runs in a transaction of its own, as its first statement (see `submit`)
+        self.alone = alone
 
 
 _STOP = object()
@@ -44,7 +48,9 @@ class GroupCommitWriter:
     alone (see `_commit`: the batch then runs again with a savepoint per job). A deadlock or a
     serialization failure (possible when two processes lock the same rows in different orders)
     is retried in the next batch, after this transaction's locks are gone; so is a batch whose
-    connection was lost before its COMMIT was sent.
+    connection was lost before its COMMIT was sent. A job submitted `alone` (one that takes a
+    table lock, `lanes.pause`) runs in a transaction of its own: the jobs before it are
+    committed first, those after it wait for its commit.
     """
 
     def __init__(self, connect: Callable[[], Awaitable[asyncpg.Connection]]) -> None:
@@ -67,10 +73,15 @@ class GroupCommitWriter:
                 await self._conn.close()
             self._conn = None
 
-    def submit(self, fn: Job[T]) -> asyncio.Future[T]:
-        """Run `fn(connection)` in the next batch; the future resolves after the commit."""
+    def submit(self, fn: Job[T], *, alone: bool = False) -> asyncio.Future[T]:
+        """Run `fn(connection)` in the next batch; the future resolves after the commit.
+
+        `alone`: in a transaction of its own, holding no lock of another job when it starts
+        (a job that takes a table lock would otherwise upgrade the batch's locks, and wait for
+        other transactions while holding the row locks of the jobs before it: a deadlock); its
+        locks are released at its own commit, not held through a batch of later jobs."""
         fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Job(fn, fut))
+        self._queue.put_nowait(_Job(fn, fut, alone=alone))
         return fut
 
     def submit_nowait(self, fn: Job[Any]) -> None:
@@ -92,7 +103,10 @@ class GroupCommitWriter:
                     stop = True
                     break
                 batch.append(item)
+            batch, later = _split(batch)
             await self._run_batch(batch)
+            # the jobs after an `alone` one, then those of this batch to be tried again
+            self._carry[:0] = later
             if stop and not self._carry:
                 return
             if stop:
@@ -191,6 +205,16 @@ class GroupCommitWriter:
 
 
 _Outcome = tuple[_Job[Any], Any, BaseException | None]
+
+
+def _split(jobs: list[_Job[Any]]) -> tuple[list[_Job[Any]], list[_Job[Any]]]:
+    """The batch to run now and the jobs left for the next: an `alone` job runs by itself,
+    after the jobs before it."""
+    for i, job in enumerate(jobs):
+        if job.alone:
+            cut = i or 1
+            return jobs[:cut], jobs[cut:]
+    return jobs, []
 
 
 class _Uncommitted(Exception):

@@ -30,15 +30,6 @@ def pause(cur: sqlite3.Cursor, p: Pause) -> int:
     ).rowcount
 
 
-def hold_queued(cur: sqlite3.Cursor, kind: str, name: str) -> int:
-    """Hold the queued runs of a lane while its pause is in force; how many."""
-    return cur.execute(
-        f"UPDATE runs SET state = 'held' WHERE state = 'queued' AND {PAUSED_COLUMN[kind]} = ?"
-        " AND EXISTS (SELECT 1 FROM pauses WHERE kind = ? AND name = ?)",
-        (name, kind, name),
-    ).rowcount
-
-
 def resume(cur: sqlite3.Cursor, kind: str, name: str) -> int | None:
     """Lift the pause and send its held runs back to the queue, in their order (those another
     pause still holds stay held); how many went back, None when it was not paused."""
@@ -75,9 +66,6 @@ class SQLiteLanes(SQLiteParts):
 
     async def resume(self, kind: str, name: str) -> int | None:
         return await self.write(partial(resume, kind=kind, name=name))
-
-    async def hold_queued(self, kind: str, name: str) -> int:
-        return await self.write(partial(hold_queued, kind=kind, name=name))
 
     async def pauses(self) -> list[Pause]:
         def fn(conn: sqlite3.Connection) -> list[Pause]:
