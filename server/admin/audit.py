@@ -17,8 +17,8 @@ approval button: `channels.approvals`) names the action, the actor (the clicker,
 the channel it came through (`via`) and, when its answer's status does not tell it, the outcome
 and code, with `record_as()`.
 
-A write that fails is logged (with the action, actor and client) and counted
-(`hookwise_audit_entries{outcome="lost"}`); it never fails the action, which already happened.
+Each entry is written by `auditing.write`: a log line, the store's row and a count; a write
+that fails is logged and counted as `lost`, and never fails the action, which already happened.
 Refusals without a known token cost a store write each, so that a flood of guesses cannot turn
 into a flood of writes, at most `ANONYMOUS_PER_MINUTE` of them are recorded per client address
 and minute; the rest are counted (`outcome="suppressed"`) and the first of them logged.
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
 import time
 from collections import OrderedDict
 from typing import Any
@@ -40,15 +39,12 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...engine.config.convert import camel
 from .. import metrics
-from ..logs import fields
+from ..auditing import log, log_fields, write
 from ..store.audit import OUTCOMES, AuditRecord
-from ..store.bounded import within_store_wait
 from .api import admin_guard, store_of
 from .models import Answer, Model, iso
 from .query import CURSOR, LIMIT, SINCE, UNTIL, check_choice, filters, text_parameter
 from .scopes import READ_METHODS, principal_of
-
-log = logging.getLogger("hookwise.audit")
 
 #: where a handler's notes on what it touched are kept in the ASGI scope's state
 NOTES = "hookwise_audit_targets"
@@ -208,14 +204,6 @@ class AuditMiddleware(ASGIMiddleware):
             status=status,
             code=named.get("code") or _code(scope, status, body),
         )
-        ids = fields(
-            action=entry.action,
-            actor=entry.actor,
-            client=entry.client,
-            outcome=entry.outcome,
-            code=entry.code,
-            targets=dict(entry.targets),
-        )
         if principal is None and "actor" not in named and entry.outcome == "refused":
             n = self._anonymous.take(entry.client, entry.at)
             if n > self._anonymous_limit:
@@ -226,34 +214,10 @@ class AuditMiddleware(ASGIMiddleware):
                         " the rest of the minute's are counted, not recorded",
                         self._anonymous_limit,
                         entry.client,
-                        extra=ids,
+                        extra=log_fields(entry),
                     )
                 return
-        level = logging.INFO if entry.outcome == "ok" else logging.WARNING
-        log.log(
-            level,
-            "audit: %s by %s from %s: %s%s",
-            entry.action,
-            entry.actor,
-            entry.client,
-            entry.outcome,
-            f" ({entry.code})" if entry.code else "",
-            extra=ids,
-        )
-        try:
-            store = scope["app"].state.gateway.store
-            await within_store_wait(store.record_audit(entry))
-        except Exception:
-            metrics.audited(entry.action, "lost")
-            log.exception(
-                "audit: could not record %s by %s from %s",
-                entry.action,
-                entry.actor,
-                entry.client,
-                extra=ids,
-            )
-            return
-        metrics.audited(entry.action, entry.outcome)
+        await write(scope["app"].state.gateway.store, entry)
 
 
 # --- GET /api/audit ---------------------------------------------------------------------------
