@@ -3,7 +3,8 @@ too: a `read` login sees the Alerts page, an alert's page, the Approvals page an
 budgets without their Acknowledge, Retry, Approve, Deny, Raise and Release forms; an `operate`
 login sees them. One gateway with a tool call waiting for approval (which also opens an
 `approvals_waiting` alert, told to a Telegram fake) and a mapping budget. (The refusal of the
-same forms posted anyway is in `tests/http/test_admin_scopes.py`, for every console route.)"""
+same forms posted anyway is in `tests/http/test_admin_scopes.py`, for every console route.) The
+last test looks with a real browser (Debian's Chromium through Playwright)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 from tests.console.test_console_scopes import OPERATE_TOKEN, READ_TOKEN, session
+from tests.console.test_console_scopes_browser import login
 from tests.fakes.channel_servers import FakeServer, start
 from tests.support.approvals import config as approvals_config
 from tests.support.approvals import parked, start_run
@@ -89,3 +91,17 @@ def test_the_alerts_approvals_and_budget_buttons_follow_the_logins_scope(
         assert ('action="/ui/queues/budget/raise"' in queues) is shown
     finally:
         client.close()
+
+
+def test_in_a_browser_a_read_login_has_nothing_to_press_on_these_pages(
+    page: Any, gw: GatewayProcess, waiting: tuple[str, str]
+) -> None:
+    approval_id, alert_id = waiting
+    login(page, gw, READ_TOKEN, "/ui/approvals")
+    assert page.locator(f"tr[data-approval='{approval_id}']").count() == 1
+    for target in ("/ui/approvals", "/ui/alerts", f"/ui/alerts/{alert_id}", "/ui/queues"):
+        page.goto(gw.url + target)
+        assert page.locator("h1").count() == 1, target
+        names = [b.inner_text() for b in page.locator("main button").all()]
+        assert not {"Approve", "Deny", "Acknowledge", "Raise", "Release"} & set(names), target
+        assert not [n for n in names if n.startswith("Retry")], target
