@@ -224,9 +224,11 @@ class AuditMiddleware(ASGIMiddleware):
 
 
 class AuditEntry(Model, kw_only=True):
-    """One operator action: `actor` is the name of the token used (`-` when none matched),
-    `via` `api` or `console`, `targets` what it touched (ids and names), `outcome` `ok`,
-    `refused` or `failed` with the HTTP `status` and the error's `code`."""
+    """One operator action: `actor` is the name of the token used (`-` when none matched; the
+    clicker, `telegram:42`, for a chat's approval button), `via` `api`, `console`, `telegram`,
+    `slack`, or `signal` and `watch` for a reload the process made itself, `targets` what it
+    touched (ids and names), `outcome` `ok`, `refused` or `failed` with the HTTP `status` and the
+    error's `code`."""
 
     seq: int
     at: str
