@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.console.test_console_scopes import OPERATE_TOKEN, READ_TOKEN, session
+from tests.console.test_console_scopes import OPERATE_TOKEN, READ_TOKEN, _csrf, session
 from tests.console.test_console_scopes_browser import login
 from tests.fakes.channel_servers import FakeServer, start
 from tests.support.approvals import config as approvals_config
@@ -105,3 +105,28 @@ def test_in_a_browser_a_read_login_has_nothing_to_press_on_these_pages(
         names = [b.inner_text() for b in page.locator("main button").all()]
         assert not {"Approve", "Deny", "Acknowledge", "Raise", "Release"} & set(names), target
         assert not [n for n in names if n.startswith("Retry")], target
+
+
+def test_what_an_operate_login_does_is_recorded_under_its_tokens_name(
+    gw: GatewayProcess, waiting: tuple[str, str]
+) -> None:
+    """(Last in the module: it acknowledges the alert and decides the approval.)"""
+    approval_id, alert_id = waiting
+    client = session(gw, "oncall")
+    try:
+        csrf = _csrf(client.get("/ui/alerts").text)
+        r = client.post(f"/ui/alerts/{alert_id}/ack", data={"csrf": csrf})
+        assert r.status_code == 303, r.text
+        r = client.post(f"/ui/approvals/{approval_id}/deny", data={"csrf": csrf})
+        assert r.status_code == 303, r.text
+    finally:
+        client.close()
+    alert = gw.admin(f"/api/alerts/{alert_id}")["alert"]
+    assert alert["state"] == "acknowledged" and alert["ackedBy"] == "oncall@127.0.0.1"
+    [approval] = gw.admin("/api/approvals", state="denied")["items"]
+    assert (approval["decidedBy"], approval["via"]) == ("oncall@127.0.0.1", "console")
+    audited = gw.admin("/api/audit", actor="oncall", limit=3)["items"]
+    assert [(e["action"], e["via"], e["outcome"]) for e in audited][:2] == [
+        ("deny", "console", "ok"),
+        ("acknowledge", "console", "ok"),
+    ]
