@@ -12,8 +12,13 @@ handler noted with `note()`, e.g. a pause's mapping), and the outcome: `ok` (bel
 login) or `failed` (the action answered an error), with the error's stable code. Never a
 payload, a header or a token.
 
-A write that fails is logged (with the action, actor and client) and counted
-(`hookwise_audit_entries{outcome="lost"}`); it never fails the action, which already happened.
+A route that no admin token opens but that carries an operator's decision (a chat service's
+approval button: `channels.approvals`) names the action, the actor (the clicker, `telegram:42`),
+the channel it came through (`via`) and, when its answer's status does not tell it, the outcome
+and code, with `record_as()`.
+
+Each entry is written by `auditing.write`: a log line, the store's row and a count; a write
+that fails is logged and counted as `lost`, and never fails the action, which already happened.
 Refusals without a known token cost a store write each, so that a flood of guesses cannot turn
 into a flood of writes, at most `ANONYMOUS_PER_MINUTE` of them are recorded per client address
 and minute; the rest are counted (`outcome="suppressed"`) and the first of them logged.
@@ -23,7 +28,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
 import time
 from collections import OrderedDict
 from typing import Any
@@ -35,20 +39,19 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...engine.config.convert import camel
 from .. import metrics
-from ..logs import fields
+from ..auditing import log, log_fields, write
 from ..store.audit import OUTCOMES, AuditRecord
-from ..store.bounded import within_store_wait
 from .api import admin_guard, store_of
 from .models import Answer, Model, iso
 from .query import CURSOR, LIMIT, SINCE, UNTIL, check_choice, filters, text_parameter
 from .scopes import READ_METHODS, principal_of
 
-log = logging.getLogger("hookwise.audit")
-
 #: where a handler's notes on what it touched are kept in the ASGI scope's state
 NOTES = "hookwise_audit_targets"
 #: where a handler that renders its refusal (the console) leaves the error's code
 CODE = "hookwise_audit_code"
+#: where a route without an admin token names its action, actor, channel and outcome
+AS = "hookwise_audit_as"
 MAX_TARGET = 200
 MAX_TARGETS = 8
 _MAX_ERROR_BODY = 4096
@@ -82,6 +85,23 @@ def note(request: Request[Any, Any, Any], **targets: object) -> None:
     for key, value in targets.items():
         if value is not None:
             notes[key] = value
+
+
+def record_as(
+    request: Request[Any, Any, Any],
+    *,
+    action: str,
+    actor: str,
+    via: str,
+    outcome: str | None = None,
+    code: str | None = None,
+) -> None:
+    """Name the operator action of a route no admin token opens (a chat's approval button):
+    `actor` who acted as the route verified it, `via` the channel; `outcome` (`ok`, `refused`,
+    `failed`) and `code` when the answer's status does not tell them (a click answered 200 that
+    did not count)."""
+    named = {"action": action, "actor": actor[:100], "via": via, "outcome": outcome, "code": code}
+    request.scope.setdefault("state", {})[AS] = {k: v for k, v in named.items() if v is not None}
 
 
 def note_code(scope: Scope, code: str) -> None:
@@ -170,73 +190,45 @@ class AuditMiddleware(ASGIMiddleware):
 
     async def _record(self, scope: Scope, action: str, status: int, body: bytes) -> None:
         principal = principal_of(scope)
+        named: dict[str, str] = scope.get("state", {}).get(AS, {})
         client = scope.get("client")
         entry = AuditRecord(
             at=time.time(),
-            actor=principal.name if principal else "-",
-            via="console" if scope.get("path", "").startswith("/ui") else "api",
+            actor=named.get("actor") or (principal.name if principal else "-"),
+            via=named.get("via")
+            or ("console" if scope.get("path", "").startswith("/ui") else "api"),
             client=str(client[0]) if client else "unknown",
-            action=action,
+            action=named.get("action") or action,
             targets=_targets(scope),
-            outcome=_outcome(status),
+            outcome=named.get("outcome") or _outcome(status),
             status=status,
-            code=_code(scope, status, body),
+            code=named.get("code") or _code(scope, status, body),
         )
-        ids = fields(
-            action=entry.action,
-            actor=entry.actor,
-            client=entry.client,
-            outcome=entry.outcome,
-            code=entry.code,
-            targets=dict(entry.targets),
-        )
-        if principal is None and entry.outcome == "refused":
+        if principal is None and "actor" not in named and entry.outcome == "refused":
             n = self._anonymous.take(entry.client, entry.at)
             if n > self._anonymous_limit:
-                metrics.audited(action, "suppressed")
+                metrics.audited(entry.action, "suppressed")
                 if n == self._anonymous_limit + 1:
                     log.warning(
                         "audit: more than %d refusals without a known token from %s this minute;"
                         " the rest of the minute's are counted, not recorded",
                         self._anonymous_limit,
                         entry.client,
-                        extra=ids,
+                        extra=log_fields(entry),
                     )
                 return
-        level = logging.INFO if entry.outcome == "ok" else logging.WARNING
-        log.log(
-            level,
-            "audit: %s by %s from %s: %s%s",
-            entry.action,
-            entry.actor,
-            entry.client,
-            entry.outcome,
-            f" ({entry.code})" if entry.code else "",
-            extra=ids,
-        )
-        try:
-            store = scope["app"].state.gateway.store
-            await within_store_wait(store.record_audit(entry))
-        except Exception:
-            metrics.audited(action, "lost")
-            log.exception(
-                "audit: could not record %s by %s from %s",
-                action,
-                entry.actor,
-                entry.client,
-                extra=ids,
-            )
-            return
-        metrics.audited(action, entry.outcome)
+        await write(scope["app"].state.gateway.store, entry)
 
 
 # --- GET /api/audit ---------------------------------------------------------------------------
 
 
 class AuditEntry(Model, kw_only=True):
-    """One operator action: `actor` is the name of the token used (`-` when none matched),
-    `via` `api` or `console`, `targets` what it touched (ids and names), `outcome` `ok`,
-    `refused` or `failed` with the HTTP `status` and the error's `code`."""
+    """One operator action: `actor` is the name of the token used (`-` when none matched; the
+    clicker, `telegram:42`, for a chat's approval button), `via` `api`, `console`, `telegram`,
+    `slack`, or `signal` and `watch` for a reload the process made itself, `targets` what it
+    touched (ids and names), `outcome` `ok`, `refused` or `failed` with the HTTP `status` and the
+    error's `code`."""
 
     seq: int
     at: str

@@ -59,10 +59,11 @@ from ...engine.request import InboundRequest
 from ...engine.signatures import SignatureError, compile_verifier
 from ...plumbing.backoff import Backoff, Retries
 from .. import metrics
+from ..admin.audit import note, record_as
 from ..retry import retry_after_seconds
 from ..runtime.approvals import Approvals, link_signature
 from ..runtime.approvals import Request as ApprovalRequest
-from ..store.approvals import ApprovalRecord
+from ..store.approvals import ApprovalRecord, Decided
 from ..version import outbound_client
 from .base import Channel, DeliveryError
 
@@ -378,16 +379,8 @@ async def telegram_callback(request: Request[Any, Any, Any]) -> dict[str, Any]:
         approver=("telegram", user_id),
     )
     a = decided.approval
+    _, why = _audit_decision(request, approvals, decided, approve, "telegram", user_id)
     if not decided.counted:
-        why = "not counted"
-        if a is None:
-            why = "unknown or forged approval"
-        elif not approvals.config.approves("telegram", user_id):
-            why = "you are not an approver"
-        elif a.state != "pending":
-            why = f"already {a.state.replace('_', ' ')}"
-        else:
-            why = "too late: it expired"
         await _answer(cfg, query, f"Nothing changed: {why}.")
         return {"ok": True, "counted": False}
     assert a is not None
@@ -469,6 +462,7 @@ async def slack_interaction(request: Request[Any, Any, Any]) -> Response[bytes]:
         approver=("slack", user_id),
     )
     a = decided.approval
+    _audit_decision(request, approvals, decided, approve, "slack", user_id)
     channel: dict[str, Any] = payload["channel"] if isinstance(payload.get("channel"), dict) else {}
     message: dict[str, Any] = payload["message"] if isinstance(payload.get("message"), dict) else {}
     if decided.counted and a is not None and "id" in channel and "ts" in message:
@@ -488,6 +482,40 @@ async def slack_interaction(request: Request[Any, Any, Any]) -> Response[bytes]:
         except Exception as e:
             log.warning("approval %s: updating the slack message failed: %s", a.approval_id, e)
     return empty
+
+
+def _audit_decision(
+    request: Request[Any, Any, Any],
+    approvals: Approvals,
+    decided: Decided,
+    approve: bool,
+    channel: str,
+    user_id: str,
+) -> tuple[str | None, str]:
+    """Name a button's decision in the audit log (`approve` or `deny` by `<channel>:<user>`,
+    refused with the API's code when it did not count); the code and why, for the answer."""
+    a = decided.approval
+    code: str | None = None
+    why = ""
+    if not decided.counted:
+        code, why = "approval_expired", "too late: it expired"
+        if a is None:
+            code, why = "approval_not_found", "unknown or forged approval"
+        elif not approvals.config.approves(channel, user_id):
+            code, why = "not_an_approver", "you are not an approver"
+        elif a.state != "pending":
+            code, why = "approval_decided", f"already {a.state.replace('_', ' ')}"
+    if a is not None:
+        note(request, approvalId=a.approval_id, runId=a.run_id)
+    record_as(
+        request,
+        action="approve" if approve else "deny",
+        actor=f"{channel}:{user_id}",
+        via=channel,
+        outcome=None if decided.counted else "refused",
+        code=code,
+    )
+    return code, why
 
 
 async def _answer(cfg: Any, query: dict[str, Any], text: str) -> None:

@@ -53,13 +53,13 @@ async def alert_page(request: Request[Any, Any, Any], alert_id: str) -> Template
 
 @post("/alerts/{alert_id:str}/ack", opt=requires("operate", audit="acknowledge"))
 async def ack_alert_page(request: Request[Any, Any, Any], alert_id: str, data: Form) -> Redirect:
-    acked = await acknowledge(gateway_of(request), alert_id, actor(request, "console"))
+    acked = await acknowledge(gateway_of(request), alert_id, actor(request, None))
     return back_to(f"/ui/alerts/{alert_id}", f"Alert {alert_id}: {acked.state}.")
 
 
 @post("/alerts/{alert_id:str}/retry", opt=requires("operate", audit="retry_bulk"))
 async def retry_alert_page(request: Request[Any, Any, Any], alert_id: str, data: Form) -> Redirect:
-    done = await retry_behind(gateway_of(request), alert_id, actor(request, "console"))
+    done = await retry_behind(gateway_of(request), alert_id, actor(request, None))
     return back_to(
         f"/ui/alerts/{alert_id}",
         f"Queued again: {done.runs} run(s), {done.deliveries} delivery(ies);"

@@ -46,7 +46,7 @@ async def _decide(request: Request[Any, Any, Any], approval_id: str, approve: bo
     approvals = gateway_of(request).runtime.approvals
     decided = await approvals.decide(
         approve=approve,
-        by=actor(request, "console"),
+        by=actor(request, None),
         via="console",
         approval_id=approval_id,
     )
@@ -74,7 +74,7 @@ async def approval_page(request: Request[Any, Any, Any], approval_id: str) -> Te
         if not secret or not hmac.compare_digest(sig, link_signature(secret, approval_id)):
             await approvals.decide(
                 approve=False,
-                by=actor(request, "console"),
+                by=actor(request, None),
                 via="link",
                 approval_id=approval_id,
                 refuse="the link's signature is not valid",

@@ -82,7 +82,7 @@ async def budget_raise_page(request: Request[Any, Any, Any], data: Form) -> Redi
         cost=_number(data.get("cost")),
         for_=(data.get("for") or "").strip() or None,
     )
-    answer = await raise_budget(gateway_of(request), kind, name, asked, actor(request, "console"))
+    answer = await raise_budget(gateway_of(request), kind, name, asked, actor(request, None))
     b = answer.budget
     until = b.raised.until if b.raised is not None else "?"
     return back_to("/ui/queues", f"Raised the budget of {kind} {name} until {until}.")
@@ -93,7 +93,7 @@ async def budget_release_page(request: Request[Any, Any, Any], data: Form) -> Re
     kind, name = data.get("kind", ""), data.get("name", "")
     sender = (data.get("sender") or "").strip() or None
     note(request, kind=kind, name=name, sender=sender)
-    answer = await release(gateway_of(request), kind, name, actor(request, "console"), sender)
+    answer = await release(gateway_of(request), kind, name, actor(request, None), sender)
     which = f"{kind} {name}" + ("" if sender is None else f" sender {sender}")
     return back_to(
         "/ui/queues",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -25,11 +26,13 @@ from ...engine.config.sessions import SessionPolicy
 from ...engine.config.store_url import store_url_problem
 from ...engine.errors import ConfigError, ConfigIssue
 from ...engine.rules.ruleset import RuleSet
+from .. import auditing
 from ..ingress.answer import Answers
 from ..ingress.auth import TokenCheck, lockout_throttle
 from ..ingress.dispatch import Dispatcher
 from ..ingress.hooks import HookEndpoint, HookSettings
 from ..ingress.limits import RouteLimiter, SharedCounters, route_limits
+from ..store.audit import AuditRecord
 from ..store.base import RunRecord, Store
 from ..store.sqlite import SQLiteStore
 
@@ -359,9 +362,30 @@ class Gateway:
                 log.exception("reload: applying the mappings' `paused` failed")
             return True
 
-    def reload_in_background(self) -> None:
-        """Start `reload_async` and return (a signal handler cannot wait)."""
-        task = asyncio.get_running_loop().create_task(self.reload_async(), name="hookwise-reload")
+    async def reload_audited(self, via: str) -> bool:
+        """`reload_async`, recorded in the audit log as a `reload` by `-` from `local` (`via`:
+        `signal` for SIGHUP, `watch` for `serve --watch`; the API's reload is recorded by its
+        route), `failed` with `reload_failed` when the rules did not compile."""
+        reloaded = await self.reload_async()
+        entry = AuditRecord(
+            at=time.time(),
+            actor="-",
+            via=via,
+            client="local",
+            action="reload",
+            targets={"pid": str(os.getpid())},
+            outcome="ok" if reloaded else "failed",
+            status=200 if reloaded else 422,
+            code=None if reloaded else "reload_failed",
+        )
+        await auditing.write(self.store, entry)
+        return reloaded
+
+    def reload_in_background(self, via: str = "signal") -> None:
+        """Start `reload_audited` and return (a signal handler cannot wait)."""
+        task = asyncio.get_running_loop().create_task(
+            self.reload_audited(via), name="hookwise-reload"
+        )
         self._reloads.add(task)
         task.add_done_callback(self._reloads.discard)
 

@@ -5,8 +5,8 @@ The files a reload reads are the config file, every file the config's `hooks.rul
 transforms directory. `watchfiles` (the file-system notifications of the OS: inotify, FSEvents,
 ...) wakes the task when something changes in the folders that hold them; a change to one of
 those files (added, removed, changed, or replaced by an atomic rename) calls
-`gateway.reload_async()`, which compiles on a thread, keeps the old rules when the new ones do
-not compile, and logs why. Other files in those folders (a SQLite store beside the config, an
+`gateway.reload_audited("watch")`, which compiles on a thread, keeps the old rules when the new
+ones do not compile, logs why, and records the reload in the audit log. Other files in those folders (a SQLite store beside the config, an
 editor's swap file) wake nothing. On a file system without notifications (some network and
 container mounts), set `WATCHFILES_FORCE_POLLING=1`.
 """
@@ -38,7 +38,7 @@ DEBOUNCE_MS = 400
 class Reloadable(Protocol):
     loaded: LoadedConfig
 
-    async def reload_async(self) -> bool: ...
+    async def reload_audited(self, via: str) -> bool: ...
 
 
 def watched_paths(loaded: LoadedConfig) -> list[Path]:
@@ -112,7 +112,7 @@ def _relevant(patterns: list[str]) -> Callable[[Change, str], bool]:
 
 
 async def watch(gateway: Reloadable, *, debounce_ms: int = DEBOUNCE_MS) -> None:
-    """Watch until cancelled; call `gateway.reload_async()` after each change."""
+    """Watch until cancelled; call `gateway.reload_audited("watch")` after each change."""
     loaded = gateway.loaded
     log.info("watching %d file(s) for changes", len(watched_paths(loaded)))
     while True:
@@ -125,7 +125,7 @@ async def watch(gateway: Reloadable, *, debounce_ms: int = DEBOUNCE_MS) -> None:
                 with contextlib.suppress(ConfigError):
                     loaded = load_config(loaded.source)
             try:
-                await gateway.reload_async()
+                await gateway.reload_audited("watch")
             except Exception:
                 log.exception("watch: reload raised; the current rules stay")
             if (watched_roots(loaded), _patterns(loaded)) != (roots, patterns):

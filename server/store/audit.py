@@ -22,7 +22,8 @@ OUTCOMES = ("ok", "refused", "failed")
 
 @attrs.frozen
 class AuditRecord:
-    """One operator action. `via` is `api` or `console`; `outcome` is `ok`, `refused` (no or a
+    """One operator action. `via` is `api`, `console`, a chat service (`telegram`, `slack`: an
+    approval button) or `signal`/`watch` (a reload); `outcome` is `ok`, `refused` (no or a
     wrong token, a scope lacked, a CSRF check failed) or `failed` (the action itself answered
     an error, e.g. `run_not_retryable`)."""
 

@@ -55,7 +55,7 @@ def test_acknowledge_and_retry_an_alert_from_the_alerts_page(
     row.locator("button", has_text="Acknowledge").click()
     page.wait_for_url(f"{gw.url}/ui/alerts/{alert_id}?*")
     assert "acknowledged" in page.locator("h1").inner_text()
-    assert "console@" in page.locator("dl.facts").inner_text()
+    assert "admin@" in page.locator("dl.facts").inner_text()  # the login's token
     assert page.locator("button", has_text="Acknowledge").count() == 0
     assert alerts(gw)[0]["state"] == "acknowledged"
 

@@ -67,4 +67,4 @@ def test_deny_from_the_console_and_a_form_without_csrf_is_refused(
     row.locator("button", has_text="Deny").click()
     page.wait_for_url(gw.url + "/ui/approvals?*")
     run = _ended(gw, run_id)
-    assert run["toolCalls"] == [] and "was denied by console@" in run["reply"]
+    assert run["toolCalls"] == [] and "was denied by admin@" in run["reply"]

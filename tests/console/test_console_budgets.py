@@ -79,7 +79,7 @@ def test_raise_a_held_budget_from_the_queues_page(page: Any, gw: GatewayProcess)
     page.wait_for_url(gw.url + "/ui/queues?*")
     assert "Raised the budget of mapping m1 until" in page.locator("body").inner_text()
     assert row.locator("td.tokens").inner_text().endswith("/ 10000")
-    assert "by console@" in row.locator("td.raised").inner_text()
+    assert "by admin@" in row.locator("td.raised").inner_text()
     eventually(lambda: [state(gw, i) for i in ids] == ["succeeded"] * 3, what="released runs")
     page.reload()
     assert row.locator("td.state").inner_text() == "open"

@@ -169,3 +169,23 @@ def test_an_operator_acts_and_the_audit_page_shows_it_with_login_and_logout(
     assert page.status_code == 200
     assert 'data-action="pause" data-outcome="ok"' in page.text
     assert "kind=mapping" in page.text and "name=github" in page.text
+
+
+def test_a_changed_scope_ends_the_console_sessions_a_restart_alone_does_not(
+    start_gateway: Callable[..., GatewayProcess],
+) -> None:
+    gw = start_gateway(config(), name="sessions")
+    cookie = session(gw, "oncall").cookies["hookwise_console"]
+
+    def page(gw: GatewayProcess) -> httpx.Response:
+        return httpx.get(gw.url + "/ui/queues", cookies={"hookwise_console": cookie}, timeout=10)
+
+    assert page(gw).status_code == 200 and "oncall · operate" in page(gw).text
+    gw = gw.restart()  # the same tokens: the same key, the session lives on
+    assert page(gw).status_code == 200
+    gw.config["gateway"]["auth"]["tokens"][1]["scopes"] = ["read"]  # oncall: same token, less
+    gw = gw.restart()
+    r = page(gw)
+    assert r.status_code == 303 and "/ui/login" in r.headers["location"]
+    # logged in again, the login has the new scope
+    assert "oncall · read" in session(gw, "oncall").get("/ui/queues").text

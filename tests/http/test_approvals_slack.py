@@ -106,3 +106,10 @@ def test_bad_signatures_and_non_approvers_change_nothing(
     assert _post(gw, slack.click(ts, "Deny", APPROVER)).status_code == 200
     run = _ended(gw, run_id)
     assert run["toolCalls"] == [] and f"denied by slack:{APPROVER} via slack" in run["reply"]
+    # the audit log has both clicks as their clickers' (the forged ones as refused POSTs)
+    entries = [e for e in gw.admin("/api/audit", limit=10)["items"] if e["via"] == "slack"][:2]
+    assert [(e["action"], e["actor"], e["outcome"], e["code"]) for e in entries] == [
+        ("deny", f"slack:{APPROVER}", "ok", None),
+        ("approve", "slack:U0NOTALLOWD", "refused", "not_an_approver"),
+    ]
+    assert entries[0]["targets"]["runId"] == run_id

@@ -47,6 +47,13 @@ def _asked(tg: TelegramFake, run_id: str) -> int:
     return int(asked(lambda: tg.sent_messages, run_id, "telegram"))
 
 
+def _waiting(gw: GatewayProcess, tg: TelegramFake) -> tuple[str, int]:
+    """A run waiting for the approval of `t.count`, and the message that asks for it."""
+    run_id = _start(gw, "ops", "call t.count {}")
+    _parked(gw, run_id)
+    return run_id, _asked(tg, run_id)
+
+
 def _callback(gw: GatewayProcess, update: dict[str, Any], secret: str = SECRET) -> httpx.Response:
     return httpx.post(
         f"{gw.url}/approvals/telegram",
@@ -92,9 +99,7 @@ def test_an_approvers_click_approves_answers_and_edits_the_message(
 def test_a_non_approvers_click_is_refused_and_recorded(
     gw: GatewayProcess, tg: TelegramFake
 ) -> None:
-    run_id = _start(gw, "ops", "call t.count {}")
-    _parked(gw, run_id)
-    message_id = _asked(tg, run_id)
+    run_id, message_id = _waiting(gw, tg)
     r = _callback(gw, tg.click(message_id, "Approve", 999))
     assert r.status_code == 200 and r.json()["counted"] is False
     assert tg.callback_answers[-1]["text"] == "Nothing changed: you are not an approver."
@@ -109,9 +114,7 @@ def test_a_non_approvers_click_is_refused_and_recorded(
 
 
 def test_forged_callbacks_are_refused(gw: GatewayProcess, tg: TelegramFake) -> None:
-    run_id = _start(gw, "ops", "call t.count {}")
-    _parked(gw, run_id)
-    message_id = _asked(tg, run_id)
+    run_id, message_id = _waiting(gw, tg)
     update = tg.click(message_id, "Approve", APPROVER)
     wrong = _callback(gw, update, secret="not-the-secret")
     assert wrong.status_code == 401 and wrong.json()["code"] == "unauthorized"
@@ -127,3 +130,27 @@ def test_forged_callbacks_are_refused(gw: GatewayProcess, tg: TelegramFake) -> N
     assert token not in gw.stderr()
     assert _callback(gw, update).json()["counted"] is True
     assert _ended(gw, run_id)["state"] == "succeeded"
+
+
+def test_each_click_is_in_the_audit_log_as_the_clickers_approve_or_deny(
+    gw: GatewayProcess, tg: TelegramFake
+) -> None:
+    run_id, message_id = _waiting(gw, tg)
+    update = tg.click(message_id, "Approve", 999)
+    assert _callback(gw, update).json()["counted"] is False  # not an approver
+    assert _callback(gw, tg.click(message_id, "Deny", APPROVER)).json()["counted"] is True
+    assert _callback(gw, tg.click(message_id, "Approve", APPROVER)).json()["counted"] is False
+    approval_id = get_run(gw, run_id)["approvals"][0]["approvalId"]
+    entries = gw.admin("/api/audit", limit=3)["items"]
+    assert [(e["action"], e["actor"], e["via"], e["outcome"], e["code"]) for e in entries] == [
+        ("approve", f"telegram:{APPROVER}", "telegram", "refused", "approval_decided"),
+        ("deny", f"telegram:{APPROVER}", "telegram", "ok", None),
+        ("approve", "telegram:999", "telegram", "refused", "not_an_approver"),
+    ]
+    for e in entries:
+        assert e["targets"] == {"approvalId": approval_id, "runId": run_id}
+        assert e["status"] == 200
+    denials = gw.admin("/api/audit", action="deny", actor=f"telegram:{APPROVER}")["items"]
+    assert [e["targets"]["runId"] for e in denials][:1] == [run_id]
+    token = update["callback_query"]["data"][2:]
+    assert all(token not in str(e) for e in gw.admin("/api/audit", limit=50)["items"])

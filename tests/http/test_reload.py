@@ -1,5 +1,6 @@
 """Reloading the rules of a running server: on SIGHUP, on file change with `--watch`, keeping the
-old rules when the new ones are broken, and letting a request in flight finish on the old rules."""
+old rules when the new ones are broken, and letting a request in flight finish on the old rules.
+Each reload is in the audit log (`via` `signal` or `watch`, `failed` when the rules broke)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,12 @@ def answers(gw: GatewayProcess, name: str, status: int) -> Callable[[], httpx.Re
     return probe
 
 
+def reloads(gw: GatewayProcess) -> list[tuple[str, str, str, str, str | None]]:
+    """(actor, via, client, outcome, code) of the reloads in the audit log, newest first."""
+    entries = gw.admin("/api/audit", action="reload")["items"]
+    return [(e["actor"], e["via"], e["client"], e["outcome"], e["code"]) for e in entries]
+
+
 def test_sighup_swaps_in_the_new_mappings(launch: Launch) -> None:
     gw = launch(base_config(mappings=[mapping("before", "before")]))
     assert gw.hook("before", {"n": 1}).status_code == 202
@@ -71,6 +78,12 @@ def test_sighup_swaps_in_the_new_mappings(launch: Launch) -> None:
     gone = gw.hook("before", {"n": 2})
     assert gone.status_code == 404 and gone.json()["code"] == "not_found"
     assert "reload: rules swapped in" in gw.stderr()
+    # (recorded once the swap is done: waited for, not raced)
+    assert eventually(lambda: reloads(gw), what="the audit entry") == [
+        ("-", "signal", "local", "ok", None)
+    ]
+    [entry] = gw.admin("/api/audit", action="reload")["items"]
+    assert entry["targets"] == {"pid": str(gw.proc.pid)}
 
 
 def test_a_broken_config_on_reload_keeps_the_old_rules_and_logs_why(launch: Launch) -> None:
@@ -87,6 +100,9 @@ def test_a_broken_config_on_reload_keeps_the_old_rules_and_logs_why(launch: Laun
     assert r.json()["rule"] == "before"
     assert gw.hook("x", {"n": 3}).status_code == 404
     assert [x["runId"] for x in runs_of(gw, "before")] == [r.json()["runId"]]
+    assert eventually(lambda: reloads(gw), what="the audit entry") == [
+        ("-", "signal", "local", "failed", "reload_failed")
+    ]
 
 
 def test_watch_reloads_a_changed_config_without_a_signal(launch: Launch) -> None:
@@ -96,6 +112,13 @@ def test_watch_reloads_a_changed_config_without_a_signal(launch: Launch) -> None
     assert r.json()["rule"] == "after"
     assert [x["runId"] for x in runs_of(gw, "after")] == [r.json()["runId"]]
     assert gw.hook("before", {"n": 1}).status_code == 404
+    assert eventually(lambda: reloads(gw), what="the audit entry")[0] == (
+        "-",
+        "watch",
+        "local",
+        "ok",
+        None,
+    )
 
 
 def test_watch_sees_a_new_rule_file_and_ignores_other_files_beside_the_config(
