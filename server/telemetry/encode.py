@@ -124,8 +124,7 @@ def _span(span: Any) -> bytes:
         c.trace_state.to_header() if c.trace_state else None,
         None if parent is None else parent.span_id,
         parent is not None and parent.is_remote,
-        span.name,
-        _KINDS[span.kind],
+        head(span.name, _KINDS[span.kind]),
         span.start_time,
         span.end_time,
         span.attributes,
@@ -135,23 +134,40 @@ def _span(span: Any) -> bytes:
     )
 
 
+def head(name: str, kind: int) -> bytes:
+    """A span's name and kind (fields 5 and 6), encoded (kept: names repeat)."""
+    memo = (name, kind)
+    done = _MEMO.get(memo)
+    if done is None:
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.clear()
+        done = _MEMO[memo] = _field(b"\x2a", name.encode("utf-8")) + _KIND_BYTES[kind]
+    return done
+
+
+def attributes_bytes(attributes: Mapping[str, Any]) -> bytes:
+    """Attributes encoded once, to be passed to `span_bytes` as its `fixed` ones."""
+    return b"".join(_key_value(k, v) for k, v in attributes.items() if v is not None)
+
+
 def span_bytes(
     trace_id: int,
     span_id: int,
     trace_state: str | None,
     parent_id: int | None,
     remote_parent: bool,
-    name: str,
-    kind: int,
+    name_kind: bytes,
     start: int,
     end: int,
     attributes: Mapping[str, Any],
     code: int = 0,
     message: str | None = None,
     dropped: int = 0,
+    fixed: bytes = b"",
 ) -> bytes:
-    """One span, as an entry of `ScopeSpans.spans`: `kind` OTLP's number (`SERVER`, `INTERNAL`),
-    `code` the status code's (0 unset, 1 ok, 2 error), `trace_state` its W3C header."""
+    """One span, as an entry of `ScopeSpans.spans`: `name_kind` its name and kind (`head`),
+    `fixed` attributes encoded already (`attributes_bytes`), written before `attributes`; `code`
+    the status code's number (0 unset, 1 ok, 2 error), `trace_state` its W3C header."""
     parts = [
         b"\x0a\x10" + trace_id.to_bytes(16, "big"),
         b"\x12\x08" + span_id.to_bytes(8, "big"),
@@ -160,12 +176,7 @@ def span_bytes(
         parts.append(_field(b"\x1a", trace_state.encode("utf-8")))
     if parent_id is not None:
         parts.append(b"\x22\x08" + parent_id.to_bytes(8, "big"))
-    encoded_name = _MEMO.get(name)
-    if encoded_name is None:
-        if len(_MEMO) >= _MEMO_MAX:
-            _MEMO.clear()
-        encoded_name = _MEMO[name] = _field(b"\x2a", name.encode("utf-8"))
-    parts += (encoded_name, _KIND_BYTES[kind], _TIMES.pack(0x39, start, 0x41, end))
+    parts += (name_kind, _TIMES.pack(0x39, start, 0x41, end), fixed)
     for key, value in attributes.items():
         if value is None:  # left out (a stage's attribute it did not learn)
             continue

@@ -27,12 +27,12 @@ stage names, durations, the rule's id, the transform's runtime, an exception's c
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .encode import INTERNAL, SERVER, EncodedSpan, prepare, span_bytes
+from .encode import INTERNAL, SERVER, EncodedSpan, attributes_bytes, head, prepare, span_bytes
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -51,6 +51,7 @@ class Pipeline:
     __slots__ = (
         "_propagator",
         "empty",
+        "enqueue",
         "ids",
         "processor",
         "random_ids",
@@ -75,6 +76,11 @@ class Pipeline:
 
         prepare()
         self.processor = processor
+        #: how a written span is queued: the processor's `enqueue` where it has one (setup's
+        #: counting batch processor), else its `on_end`
+        self.enqueue: Callable[[Any], None] = getattr(
+            processor, "enqueue", processor.on_end
+        )
         self.resource = provider.resource
         self.scope = InstrumentationScope("hookwise")
         self.ids = provider.id_generator
@@ -126,14 +132,21 @@ def enable(pipeline: Pipeline | None) -> None:
 
 class RequestSpan:
     """One hook request's span while it is handled: its ids (for the runs it creates), its
-    start, its attributes and its stages' timings; written and queued for export by `end`."""
+    start, its attributes and its stages' timings; written and queued for export by `end`.
+
+    It is also the context manager of its stages (`spans.stage` hands it out with the stage's
+    name and attributes): the stages of a request follow one another, so one object times them
+    all; a stage opened inside another gets a `Stage` of its own."""
 
     __slots__ = (
         "_hex",
         "_reset",
+        "_stage",
+        "_stage_start",
         "attributes",
+        "fixed",
         "flags",
-        "name",
+        "head",
         "parent_id",
         "sampled",
         "span_id",
@@ -145,14 +158,15 @@ class RequestSpan:
 
     def __init__(
         self,
-        name: str,
+        route: tuple[bytes, bytes],
         trace_id: int,
         span_id: int,
         flags: int,
         parent_id: int | None = None,
         trace_state: str | None = None,
     ) -> None:
-        self.name = name
+        #: the span's name and kind, and its method and route attributes, encoded (`_route`)
+        self.head, self.fixed = route
         self.trace_id_int, self.span_id, self.flags = trace_id, span_id, flags
         #: the sender's span (a remote parent), None: the trace starts here
         self.parent_id = parent_id
@@ -160,9 +174,13 @@ class RequestSpan:
         self.trace_state = trace_state
         self.sampled: bool = bool(flags & _SAMPLED)
         self.start = time.time_ns()
+        #: the attributes learnt on the way (the status, the rule...)
         self.attributes: dict[str, Any] = {}
         #: (name, start ns, end ns, attributes, error type or None), in the order they ended
         self.stages: list[tuple[str, int, int, dict[str, Any] | None, str | None]] = []
+        #: the stage open now (`enter`): its name and attributes; None: none is
+        self._stage: tuple[str, dict[str, Any] | None] | None = None
+        self._stage_start = 0
         self._reset: Token[RequestSpan | None] | None = None
         self._hex: str | None = None
 
@@ -175,6 +193,30 @@ class RequestSpan:
     def traceparent(self) -> str:
         """The W3C `traceparent` of this span (stored with each run the request creates)."""
         return f"00-{self.trace_id()}-{self.span_id:016x}-{self.flags:02x}"
+
+    def stage(self, name: str, attributes: dict[str, Any] | None) -> Any:
+        """The context manager timing stage `name` of this request: itself, unless a stage is
+        open already."""
+        if self._stage is not None:
+            return Stage(self, name, attributes)
+        self._stage = (name, attributes)
+        return self
+
+    def __enter__(self) -> None:
+        self._stage_start = time.time_ns()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        stopped = time.time_ns()
+        opened = self._stage
+        assert opened is not None
+        self._stage = None
+        error = None if exc is None else _error(exc)
+        self.stages.append((opened[0], self._stage_start, stopped, opened[1], error))
 
     def end(self, status: int) -> None:
         """End the request with the HTTP status sent; queue its span (and its stage spans)."""
@@ -214,8 +256,7 @@ class RequestSpan:
                         self.trace_state,
                         self.span_id,
                         False,
-                        name,
-                        INTERNAL,
+                        head(name, INTERNAL),
                         started,
                         stopped,
                         extra,
@@ -230,17 +271,34 @@ class RequestSpan:
                 self.trace_state,
                 self.parent_id,
                 self.parent_id is not None,
-                self.name,
-                SERVER,
+                self.head,
                 self.start,
                 ended,
                 attributes,
                 code,
+                fixed=self.fixed,
             )
         )
-        on_end, resource, scope = pipeline.processor.on_end, pipeline.resource, pipeline.scope
+        enqueue, resource, scope = pipeline.enqueue, pipeline.resource, pipeline.scope
         for data in written:
-            on_end(EncodedSpan(data, resource, scope))  # type: ignore[arg-type]
+            enqueue(EncodedSpan(data, resource, scope))
+
+
+#: a request span's name and kind, and its method and route attributes, encoded, by method
+#: and route (a handful: the routes are low-cardinality)
+_ROUTES: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+
+
+def _route(method: str, route: str) -> tuple[bytes, bytes]:
+    found = _ROUTES.get((method, route))
+    if found is None:
+        if len(_ROUTES) >= 256:  # methods are the client's: bounded all the same
+            _ROUTES.clear()
+        found = _ROUTES[(method, route)] = (
+            head(f"{method} {route}", SERVER),
+            attributes_bytes({"http.request.method": method, "http.route": route}),
+        )
+    return found
 
 
 def start(method: str, route: str, headers: Iterable[tuple[bytes, bytes]]) -> RequestSpan | None:
@@ -251,7 +309,6 @@ def start(method: str, route: str, headers: Iterable[tuple[bytes, bytes]]) -> Re
     pipeline = _pipeline
     if pipeline is None:
         return None
-    name = f"{method} {route}"
     parent: SpanContext | None = None
     context = pipeline.empty
     traceparent = tracestate = None
@@ -268,35 +325,51 @@ def start(method: str, route: str, headers: Iterable[tuple[bytes, bytes]]) -> Re
     else:
         trace_id = parent.trace_id
         random = parent.trace_flags.random_trace_id
-    attributes = {"http.request.method": method, "http.route": route}
     sampler = pipeline.sampler
+    extra = None
     if sampler is None:  # the default, parent-based and always on
         sampled = parent is None or parent.trace_flags.sampled
         state = None if parent is None else parent.trace_state
     else:
         from opentelemetry.trace import SpanKind
 
-        decided = sampler.should_sample(context, trace_id, name, SpanKind.SERVER, attributes)
+        decided = sampler.should_sample(
+            context,
+            trace_id,
+            f"{method} {route}",
+            SpanKind.SERVER,
+            {"http.request.method": method, "http.route": route},
+        )
         sampled = decided.decision.is_sampled()
         state = decided.trace_state
-        if sampled and decided.attributes:
-            attributes.update(decided.attributes)
+        extra = decided.attributes
     span = RequestSpan(
-        name,
+        _route(method, route),
         trace_id,
         pipeline.ids.generate_span_id(),
         (_SAMPLED if sampled else 0) | (_RANDOM if random else 0),
         None if parent is None else parent.span_id,
         state.to_header() if state else None,
     )
-    if sampled:
-        span.attributes = attributes
+    if sampled and extra:  # the sampler's own (the request's method and route are fixed)
+        span.attributes.update(
+            (k, v) for k, v in extra.items() if k not in ("http.request.method", "http.route")
+        )
     span._reset = current.set(span)
     return span
 
 
+def _error(exc: BaseException | None) -> str | None:
+    """What a stage that raised `exc` failed with: a refusal's stable code (`unauthorized`...)
+    where it has one, else the class; None: it did not fail."""
+    if exc is None or isinstance(exc, GeneratorExit):
+        return None
+    code = getattr(exc, "code", None)
+    return code if isinstance(code, str) else type(exc).__name__
+
+
 class Stage:
-    """Times one stage of the request being handled (`stage`)."""
+    """Times one stage of the request being handled, opened inside another (`RequestSpan.stage`)."""
 
     __slots__ = ("_attributes", "_name", "_request", "_start")
 
@@ -313,11 +386,6 @@ class Stage:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        error = None
-        if exc is not None and not isinstance(exc, GeneratorExit):
-            # a refusal's stable code (`unauthorized`...) where it has one, else the class
-            code = getattr(exc, "code", None)
-            error = code if isinstance(code, str) else type(exc).__name__
         self._request.stages.append(
-            (self._name, self._start, time.time_ns(), self._attributes, error)
+            (self._name, self._start, time.time_ns(), self._attributes, _error(exc))
         )

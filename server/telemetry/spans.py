@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import request
-from .request import RequestSpan, Stage
+from .request import RequestSpan
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -114,7 +114,7 @@ def stage(
     span = request.current.get()
     if span is None or not span.sampled:
         return _NULL
-    return Stage(span, name, attributes)
+    return span.stage(name, attributes)
 
 
 def current_trace_id() -> str | None:

@@ -19,7 +19,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
 from hookwise.server.telemetry import encode, request
-from hookwise.server.telemetry.request import Pipeline, Stage
+from hookwise.server.telemetry.request import Pipeline
 
 
 class Keep(SpanProcessor):
@@ -95,10 +95,10 @@ def _request_spans() -> tuple[list[Any], Resource]:
         for headers in (HEADERS, HEADERS[:1]):
             req = request.start("POST", "/hooks/{name}", headers)
             assert req is not None
-            with Stage(req, "hook.auth", {}):
+            with req.stage("hook.auth", None):
                 pass
             try:
-                with Stage(req, "hook.rule", {"hookwise.rule": "r1"}):
+                with req.stage("hook.rule", {"hookwise.rule": "r1"}):
                     raise ValueError("no")
             except ValueError:
                 pass
