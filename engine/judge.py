@@ -80,16 +80,16 @@ async def judge(
     `unmatched` is `acknowledge` answer a request no rule matched with `Judgement.ignored`
     instead of refusing it (a replay of it is still refused until a rule matches)."""
     if sub == "wake":
-        return Judgement([validate_wake(payload, policy)])
+        return Judgement((validate_wake(payload, policy),))
     if sub == "agent":
-        return Judgement([validate_agent(payload, policy)])
+        return Judgement((validate_agent(payload, policy),))
     if rules is None:
         raise Refusal("not_found", f"no hook or mapping matches {sub!r}")
     request = request_of(payload)
     rule = rules.select(request)
     if rule is None:
         if acknowledge and rules.unmatched(sub) == "acknowledge":
-            return Judgement([], ignored=True)
+            return Judgement((), ignored=True)
         raise Refusal("not_found", rules.why_unmatched(request))
     signs_url = rule.verifier is not None or rules.door(sub) is not None
     if url is not None and not request.url and signs_url:
@@ -99,15 +99,15 @@ async def judge(
     rule_id = outcome.rule_id
     if outcome.skipped or not outcome.actions:
         return Judgement(
-            [], rule_id, outcome.respond, skipped=True, delivery_id=outcome.delivery_id
+            (), rule_id, outcome.respond, skipped=True, delivery_id=outcome.delivery_id
         )
     source = rule.key_source
     try:
         # every item of a batch is validated before anything of it is stored
-        actions = [
+        actions = tuple(
             validate_action(spec.kind, spec.fields, policy, internal=True, source=source)
             for spec in outcome.actions
-        ]
+        )
     except Refusal as e:
         raise attrs.evolve(
             e,

@@ -18,7 +18,7 @@ class Judgement:
     and the rule's fixed answer; `skipped` when a transform dropped it; `ignored` when no rule
     matched on a path that acknowledges such requests."""
 
-    actions: list[Action]
+    actions: tuple[Action, ...]
     rule_id: str | None = None
     respond: RespondConfig | None = None
     skipped: bool = False

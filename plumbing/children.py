@@ -142,8 +142,10 @@ class Child:
             return None
 
     def reap(self, grace: float = 0.0, *, signum: int | None = None) -> str:
-        """End the child and wait for it: `signum` first (if any), then up to `grace` s for it
-        to exit by itself, then SIGKILL. Closes its pipes; returns `describe_exit` of it."""
+        """End the child and wait for it: its stdin closed and `signum` sent (if any), then up
+        to `grace` s for it to exit by itself, then SIGKILL. Closes its pipes; returns
+        `describe_exit` of it."""
+        self.close_stdin()
         if signum is not None:
             self.send(signum)
         if grace > 0:

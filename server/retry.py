@@ -4,8 +4,10 @@ The policy itself is `hookwise.plumbing.backoff.Backoff` (exponential, capped, w
 share, `Retry-After` as a floor), re-exported here; every retry loop asks it for its wait: the
 provider calls (retried in-process with tenacity, inside a deadline), the delivery worker (which
 stores the next attempt's time in its row, so a restart keeps it), the mail watcher and poster,
-the pull sources, the MCP reconnects, the PostgreSQL LISTEN reconnects, the run recorder, the
-SQLite writer's restarts, the sandbox workers' restarts and the gateway workers' restarts.
+the pull sources, the MCP reconnects, the approval requests sent to chat services, PostgreSQL's
+reconnects (LISTEN, the accept lane, the group-commit writer), the run recorder and a run's final
+commit, the SQLite writer's restarts, the sandbox workers' restarts and the gateway workers'
+restarts.
 
 `retry_after_seconds` reads a `Retry-After` value: delta-seconds, or an HTTP date. A date with
 the zone `-0000` (RFC 5322's "UTC, origin unknown") or none is UTC, not the machine's local time.

@@ -4,7 +4,8 @@ by the gateway in the exact form each provider expects, never dispatched.
 A scheme names its handshake (`Scheme.handshake`). `answer(verifier, method, request)` returns a
 `HandshakeAnswer` when the request is that handshake, after the scheme's own proof where it has
 one (Slack, Zoom, Twitch and Discord sign theirs; Meta's proof is the verify token), and None
-otherwise. `HandshakeRefused` carries a refusal (Meta's 403 on a wrong verify token).
+otherwise. `HandshakeRefused` is a typed `Refusal` (a stable code, no HTTP status: the ingress
+answers `invalid_verify_token` 403 and `invalid_handshake` 400).
 
 - `meta`: `GET ?hub.mode=subscribe&hub.verify_token=T&hub.challenge=C` -> 200 text/plain `C`
   when T is the block's `verifyToken` (403 otherwise; no `verifyToken`, no handshake).
@@ -37,6 +38,7 @@ from collections.abc import Callable
 
 import attrs
 
+from ..errors import Refusal
 from ..request import InboundRequest
 from . import sns
 from .core import Verifier, json_body
@@ -60,18 +62,14 @@ class HandshakeAnswer:
     follow: str | None = None
 
 
-class HandshakeRefused(Exception):
-    """A handshake that fails its proof; `status`/`code`/`message` make the JSON error."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+class HandshakeRefused(Refusal):
+    """A handshake that fails its proof: a typed refusal (code and sentence, no HTTP status;
+    `hookwise.server.ingress.refusals` chooses it)."""
 
 
 def _challenge(value: object, what: str) -> bytes:
     if not isinstance(value, str) or not 0 < len(value) <= MAX_CHALLENGE or not value.isprintable():
         raise HandshakeRefused(
-            400,
             "invalid_handshake",
             f"the {what} must be 1 to {MAX_CHALLENGE} printable characters",
         )
@@ -87,7 +85,6 @@ def _meta(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnswer 
     same = hmac.compare_digest(hashlib.sha256(presented).digest(), hashlib.sha256(wanted).digest())
     if not same:
         raise HandshakeRefused(
-            403,
             "invalid_verify_token",
             "hub.verify_token does not match the configured verifyToken",
         )
@@ -187,7 +184,7 @@ def _sns(v: Verifier, method: str, request: InboundRequest) -> HandshakeAnswer |
         return HandshakeAnswer("sns_unsubscribe_confirmation", b'{"ok":true}', _JSON)
     url = data.get("SubscribeURL")
     if not sns.allowed(v, url, pem=False):
-        raise HandshakeRefused(400, "invalid_handshake", "the SubscribeURL is not an SNS URL")
+        raise HandshakeRefused("invalid_handshake", "the SubscribeURL is not an SNS URL")
     assert isinstance(url, str)
     return HandshakeAnswer("sns_subscription_confirmation", b'{"ok":true}', _JSON, follow=url)
 

@@ -41,7 +41,6 @@ import contextlib
 import itertools
 import logging
 import os
-import subprocess
 import threading
 import time
 from collections import deque
@@ -435,13 +434,10 @@ class WorkerPool:
         for call in queued:
             _fail(call, TransformFailed("transform is closed (the rule set was replaced)"))
         for worker in workers:
-            with contextlib.suppress(OSError):
-                assert worker.proc.stdin is not None
-                worker.proc.stdin.close()  # the worker reads end-of-file and exits
+            worker.child.close_stdin()  # the worker reads end-of-file and exits
         deadline = time.monotonic() + 2.0
         for worker in workers:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                worker.proc.wait(max(0.0, deadline - time.monotonic()))
+            worker.child.wait(max(0.0, deadline - time.monotonic()))
             loop = worker.loop
             if loop is None or loop.is_closed() or _running_loop() is loop:
                 self._bury(worker)

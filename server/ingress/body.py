@@ -32,6 +32,7 @@ from .auth import TOKEN_HEADER
 from .dispatch import RequestMeta
 from .fetch import KeyFetcher
 from .payload import content_type, parse_payload, takes_arrays
+from .refusals import status_of
 from .request import MAX_IDEMPOTENCY_KEY, HookRequest
 
 #: never kept with a payload: whatever may carry a credential
@@ -155,7 +156,7 @@ def _at_door(door: Door, method: str, request: InboundRequest) -> HandshakeAnswe
             401, "invalid_signature", f"{where}: {exc}", None, door.rule_id
         ) from None
     except HandshakeRefused as exc:
-        raise RequestError(exc.status, exc.code, exc.message, None, door.rule_id) from None
+        raise RequestError(status_of(exc.code), exc.code, exc.message, None, door.rule_id) from None
     return found
 
 

@@ -1,8 +1,9 @@
 """The hook endpoint: `POST {hook_path}/wake`, `/agent` and `/<name>` for mapped hooks.
 
 A plain ASGI application mounted into Litestar at the hook path. A request walks five stages,
-each entered once, each a module of its own, handing on one immutable `HookRequest` (what the
-door and the body established) and one `Judgement` (what the judge decided):
+each a module of its own, in order and never back to one it has left, handing on one immutable
+`HookRequest` (what the door and the body established) and one `Judgement` (what the judge
+decided):
 
 1. door (`door.py`): address (404 for a path not ours), method (405, before auth),
    authentication and lock-out (401/429, before the body is read), the bare hook path (404);

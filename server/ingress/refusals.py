@@ -3,8 +3,9 @@
 The engine refuses a request with a typed `Refusal` (a stable code, a sentence, the field, the
 rule) and knows nothing of HTTP. `as_error` turns one into the server's `RequestError` with the
 status its code is answered with: a payload the rules or the policy refuse is 400, a request no
-rule matched 404, a bad provider signature 401, a batch over `forEachMax` 413, and a transform
-that failed 500 (503 when the transform workers are all busy, 504 when it ran out of time).
+rule matched 404, a bad provider signature 401, a provider's handshake with the wrong verify token
+403 (a malformed handshake is 400), a batch over `forEachMax` 413, and a transform that failed 500
+(503 when the transform workers are all busy, 504 when it ran out of time).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ STATUS: Mapping[str, int] = MappingProxyType(
     {
         "not_found": 404,
         "invalid_signature": 401,
+        "invalid_verify_token": 403,
         "for_each_max_exceeded": 413,
         "transform_failed": 500,
         "transform_busy": 503,

@@ -21,6 +21,7 @@ connections may cluster on one worker); many short connections from many senders
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import gc
 import logging
@@ -57,6 +58,8 @@ MAX_RESTARTS_PER_MINUTE = 5
 RESTART = Backoff(base=0.25, cap=4.0, jitter=0.0)
 #: how long the supervisor gives its workers to stop, in all, before it kills them
 STOP_TIMEOUT = 20.0
+#: how long a worker may take to say it is ready (its ready handshake)
+READY_TIMEOUT = 60.0
 #: a worker's program: the CLI's worker entry, which reads its `ServeOptions` from the environment
 _WORKER_ENTRY = (
     "import sys; from hookwise.server.cli.main import serve_worker; sys.exit(serve_worker())"
@@ -345,8 +348,9 @@ class _Worker:
 
     def _drain(self) -> None:
         assert self.child.proc.stdout is not None
-        for _ in iter(self.child.proc.stdout.readline, b""):
-            pass
+        with contextlib.suppress(ValueError, OSError):  # closed by the reap of a dead worker
+            for _ in iter(self.child.proc.stdout.readline, b""):
+                pass
 
 
 def _readline(out: IO[bytes]) -> str:
@@ -386,7 +390,7 @@ def _supervise_workers(args: ServeOptions, loaded: LoadedConfig, sock: socket.so
     def children() -> list[Child]:
         return [w.child for w in workers]
 
-    if not all(w.wait_ready(60) for w in workers):
+    if not all(w.wait_ready(READY_TIMEOUT) for w in workers):
         say("hookwise: a worker did not start; see the log above", stream=sys.stderr, level="ERROR")
         stop_all(children(), signal.SIGTERM, STOP_TIMEOUT)
         return 1
@@ -428,9 +432,21 @@ def _supervise_workers(args: ServeOptions, loaded: LoadedConfig, sock: socket.so
                 describe_exit(code),
                 wait,
             )
+            w.child.reap()  # its pipes closed: a restarted worker leaks no descriptor
             if stopping.wait(wait):
                 break
             workers[i] = _Worker(args, sock, i)
-            workers[i].wait_ready(60)
+            if not workers[i].wait_ready(READY_TIMEOUT) and not stopping.is_set():
+                # ended, or silent: reaped now, so the loop restarts it after the back-off
+                new = workers[i].child
+                silent = new.wait(1.0) is None  # (its output may end just before it does)
+                how = new.reap(STOP_TIMEOUT, signum=signal.SIGTERM)
+                log.error(
+                    "worker %d (pid %d) %s (%s)",
+                    i,
+                    new.pid,
+                    f"did not say it was ready in {READY_TIMEOUT:g} s" if silent else "ended",
+                    how,
+                )
     stop_all(children(), None, STOP_TIMEOUT)
     return 0

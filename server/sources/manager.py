@@ -54,6 +54,15 @@ def broker_for(config: SourceConfig) -> Broker:
     raise ValueError(f"source {config.name!r} names no broker")
 
 
+def missing_library(error: ImportError) -> bool:
+    """Whether `error` is a broker's client library that is not installed (the `brokers`
+    extra): a module outside hookwise. A module of hookwise's own that fails to import is a
+    defect to see, never a source reported as missing its library."""
+    name = error.name or ""
+    own = __name__.split(".")[0]
+    return bool(name) and name != own and not name.startswith(own + ".")
+
+
 class Sources:
     """The configured pull sources of one gateway process."""
 
@@ -82,8 +91,10 @@ class Sources:
             )
             try:
                 broker = broker_for(config)
-            except ImportError as e:  # the `brokers` extra is not installed
-                consumer = Consumer(config, _Missing(str(e)), entry)
+            except ImportError as e:
+                if not missing_library(e):  # one of hookwise's own modules: a defect, raised
+                    raise
+                consumer = Consumer(config, _Missing(str(e)), entry)  # no `brokers` extra
             else:
                 consumer = Consumer(config, broker, entry)
             self.consumers.append(consumer)

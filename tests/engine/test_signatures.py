@@ -732,3 +732,24 @@ def test_auth_signature_on_a_block_that_does_not_guard_the_path_fails_at_load(
     [issue] = caught.value.issues
     assert (issue.path, issue.rule_id) == ("hooks.mappings[1].verify.auth", "second")
     assert "must be on the block that guards the path 'hook'" in issue.message
+
+
+@pytest.mark.parametrize(
+    ("query", "code", "status"),
+    [
+        ({"hub.verify_token": "wrong", "hub.challenge": "c"}, "invalid_verify_token", 403),
+        ({"hub.verify_token": "vt-1", "hub.challenge": "\x00"}, "invalid_handshake", 400),
+    ],
+)
+def test_a_refused_handshake_is_a_typed_refusal_whose_status_the_ingress_chooses(
+    query: dict[str, str], code: str, status: int
+):
+    from hookwise.engine.signatures import HandshakeRefused, answer
+
+    config = structure({"scheme": "meta", "secret": SECRET, "verifyToken": "vt-1"}, VerifyConfig)
+    verifier = compile_verifier(config, REPO, "verify")
+    with pytest.raises(HandshakeRefused) as caught:
+        answer(verifier, "GET", make_request(query={"hub.mode": "subscribe", **query}))
+    refused = caught.value
+    assert isinstance(refused, Refusal) and not hasattr(refused, "status")
+    assert (refused.code, status_of(refused.code)) == (code, status)

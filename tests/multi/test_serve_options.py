@@ -176,3 +176,31 @@ def test_a_log_format_on_the_command_line_reaches_every_worker_and_a_restarted_o
         eventually(lambda: swapped() == before + 2, timeout=60, what="both workers reloading")
     finally:
         gw.stop()
+
+
+def test_a_restarted_worker_that_never_becomes_ready_is_logged_reaped_and_counted(
+    tmp_path: Path,
+) -> None:
+    gw = GatewayProcess(CONFIG, tmp_path, extra_args=["--workers", "2"])
+    gw.start(timeout=120)
+    try:
+        pids = eventually(
+            lambda: len(p := _worker_pids(gw.stderr())) == 2 and p, timeout=60, what="2 workers"
+        )
+        gw.config_path.write_text("hooks: [not, a, mapping]\n", encoding="utf-8")  # no restart
+        os.kill(min(pids), signal.SIGKILL)
+        eventually(
+            lambda: re.search(r"worker \d \(pid \d+\) ended \(exit code 1\)", gw.stderr()),
+            timeout=60,
+            what="the failed restart logged",
+        )
+        # each failed restart counts: past five a minute, the supervisor gives up
+        assert gw.proc is not None
+        assert gw.proc.wait(timeout=120) == 1
+        assert "workers keep dying; stopping" in gw.stderr()
+    finally:
+        gw.stop()
+
+
+def _worker_pids(stderr: str) -> set[int]:
+    return {int(p) for p in re.findall(r"Started server process \[(\d+)\]", stderr)}

@@ -78,6 +78,13 @@ def test_a_child_that_exits_before_its_handshake_says_how() -> None:
     assert child.reap(5) == "exit code 3"
 
 
+def test_reaping_closes_the_childs_stdin_first_so_a_child_that_reads_it_exits_by_itself() -> None:
+    reads = "import sys; sys.stdin.buffer.read(); sys.exit(4)"  # exits at the end of its input
+    child = Child(Child.python("-c", reads), stdin=PIPE, stdout=PIPE)
+    assert child.reap(30) == "exit code 4"  # not SIGKILL: it saw its input end
+    assert child.proc.stdin is not None and child.proc.stdin.closed
+
+
 def test_a_handshake_needs_the_childs_stdout() -> None:
     child = Child(Child.python("-c", "pass"))
     try:

@@ -99,7 +99,7 @@ def test_runs_finish_once_when_the_writer_is_killed_during_them(
         assert gw.client.get("/readyz").status_code == 200
     finally:
         gw.stop()
-    assert "exited with code -9" in gw.stderr()
+    assert "exited with signal SIGKILL" in gw.stderr()
 
 
 def test_final_writes_held_at_a_paused_writer_are_written_by_the_next_one(

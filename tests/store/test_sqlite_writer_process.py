@@ -72,7 +72,7 @@ def test_a_write_the_writer_dies_in_fails_and_a_new_writer_takes_the_next(
         assert await store.write(_count) == 1
 
     _run(tmp_path / "h.db", body)
-    assert "exited with code -9: 1 writes failed; starting a new one" in caplog.text
+    assert "exited with signal SIGKILL: 1 writes failed; starting a new one" in caplog.text
     assert "is running again" in caplog.text
 
 

@@ -18,8 +18,10 @@ a replay of the first response, with its own log line, or a conflict.
 A group never holds one key twice (the later request waits for the next group, where it is a
 replay). When the group statement fails for one bad request (a duplicate id, say), each request
 of the group is written alone, so only the bad one fails. A deadlock or a serialization failure is
-retried; a connection lost before a statement was sent is reopened and the statement sent again;
-one lost while a statement was under way fails those requests, since their commit is unknown.
+retried; a connection lost before a statement was sent is reopened and the statement sent again,
+after the one back-off (`RECONNECT`: 0.1 s, doubling with each failure in a row, at most 5 s;
+a connection made starts it again from 0.1 s); one lost while a statement was under way fails
+those requests, since their commit is unknown.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 
 import asyncpg
 
+from ...retry import Backoff, Retries
 from ..base import Accepted, AcceptOp, RequestLogEntry
 from ..rows import LOG_COLUMNS, delivery_row, event_row, log_row, run_row
 
@@ -40,7 +43,9 @@ log = logging.getLogger("hookwise.store")
 
 MAX_GROUP = 1024
 MAX_RETRIES = 3
-RETRY_DELAY = 0.1  # after a failed connect, before the group is tried again
+#: waits before reconnecting after a failed connect or a lost connection (this lane's and the
+#: group-commit writer's, `writer`): 0.1 s, doubling with each failure in a row, at most 5 s
+RECONNECT = Backoff(base=0.1, cap=5.0, jitter=0.0)
 RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
 CONNECTION_LOST = (OSError, asyncpg.exceptions.InterfaceError, asyncpg.PostgresConnectionError)
 
@@ -217,6 +222,8 @@ class AcceptLane:
         self._task: asyncio.Task[None] | None = None
         self._conn: asyncpg.Connection | None = None
         self._stopping = False
+        #: failed connects in a row, and the wait before the next (`RECONNECT`)
+        self._reconnects = Retries(RECONNECT)
 
     async def start(self) -> None:
         self._conn = await self._connect()
@@ -296,10 +303,19 @@ class AcceptLane:
         try:
             conn = await self._connection()
         except Exception as e:
-            log.warning("no connection for the accept lane: %r", e)
-            await asyncio.sleep(RETRY_DELAY)
+            wait = self._reconnects.next()
+            log.warning(
+                "no connection for the accept lane (%d failure(s) in a row): %r; %d request(s)"
+                " tried again in %g s",
+                self._reconnects.count,
+                e,
+                len(group),
+                wait,
+            )
+            await asyncio.sleep(wait)
             self._retry(group, e)
             return
+        self._reconnects.reset()
         ops = [p.op for p in group]
         try:
             written = await accept_group(conn, ops)

@@ -13,8 +13,7 @@ from typing import Any
 import asyncpg
 
 from ...retry import Retries
-from .accept import CONNECTION_LOST
-from .writer import RECONNECT
+from .accept import CONNECTION_LOST, RECONNECT
 
 log = logging.getLogger("hookwise.store")
 

@@ -11,8 +11,8 @@ from typing import Any, Generic, TypeVar
 
 import asyncpg
 
-from ...retry import Backoff
-from .accept import CONNECTION_LOST, MAX_RETRIES, RETRYABLE
+from ...retry import Retries
+from .accept import CONNECTION_LOST, MAX_RETRIES, RECONNECT, RETRYABLE
 
 T = TypeVar("T")
 log = logging.getLogger("hookwise.store")
@@ -20,8 +20,6 @@ log = logging.getLogger("hookwise.store")
 Job = Callable[[asyncpg.Connection], Awaitable[T]]
 
 MAX_BATCH = 1024
-#: waits between reconnects of a lost connection: 0.1 s, doubling, at most 5 s
-RECONNECT = Backoff(base=0.1, cap=5.0, jitter=0.0)
 
 
 class _Job(Generic[T]):
@@ -59,6 +57,9 @@ class GroupCommitWriter:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._carry: list[_Job[Any]] = []
         self._task: asyncio.Task[None] | None = None
+        #: batches lost with their connection in a row, and the wait before the next
+        #: (`RECONNECT`: 0.1 s, doubling, at most 5 s; a commit starts it again)
+        self._reconnects = Retries(RECONNECT)
 
     async def start(self) -> None:
         self._conn = await self._connect()
@@ -121,12 +122,21 @@ class GroupCommitWriter:
         try:
             results = await self._commit(batch)
         except _Uncommitted as e:
-            log.warning("the write connection was lost before the commit: %r", e.__cause__)
+            wait = self._reconnects.next()
+            log.warning(
+                "the write connection was lost before the commit (%d time(s) in a row): %r;"
+                " reconnecting in %g s",
+                self._reconnects.count,
+                e.__cause__,
+                wait,
+            )
             results = [(job, None, e) for job in batch]
-            await asyncio.sleep(RECONNECT.step(0))
+            await asyncio.sleep(wait)
         except Exception as e:
             log.exception("commit failed; %d writes refused", len(batch))
             results = [(job, None, e) for job in batch]
+        else:
+            self._reconnects.reset()
         for job, value, error in results:
             if isinstance(error, (*RETRYABLE, _Uncommitted)) and job.retries < MAX_RETRIES:
                 job.retries += 1

@@ -21,14 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from ....plumbing.backoff import Backoff
-from ....plumbing.children import PIPE, Child, arestart
+from ....plumbing.children import PIPE, Child, NotReady, arestart, describe_exit
 from .writer import Rows
 from .writer_wire import NO_FRAME, WriterGone, frame, pickle_call, read_frame, take_frame
 
@@ -43,6 +42,11 @@ _ENTRY = (
 )
 #: how long the gateway waits for the writer to commit what it has and exit, on the way out
 STOP_TIMEOUT = 30.0
+#: how long a new writer may take to open (and migrate) the database and say so: its ready
+#: handshake; a writer silent past it is killed and the start fails, never awaited for ever
+START_TIMEOUT = 600.0
+#: how long a writer that failed to open the database is given to exit before it is killed
+FAILED_EXIT = 5.0
 #: after a writer died: a new one at once, then waits of 0.5 s, doubling, at most 5 s
 RESTART = Backoff(base=0.5, cap=5.0, jitter=0.0)
 #: attempts to start a new writer after one died, before writes fail
@@ -74,7 +78,7 @@ class ProcessWriter:
         self._synchronous = synchronous
         self._shared = shared
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._child: Child | None = None
         self._transport: asyncio.WriteTransport | None = None
         #: jobs not sent yet: (id, rows, fn, one_statement, future, value for a row job)
         self._unsent: list[_Unsent] = []
@@ -91,11 +95,11 @@ class ProcessWriter:
     @property
     def alive(self) -> bool:
         """A writer process is running and connected."""
-        return self._transport is not None and self._proc is not None and self._proc.poll() is None
+        return self._transport is not None and self._child is not None and self._child.alive
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self._child.pid if self._child is not None else None
 
     # starting and stopping
 
@@ -114,22 +118,28 @@ class ProcessWriter:
             self._synchronous,
             "shared" if self._shared() else "alone",
         )
-        proc = Child(argv, stdin=PIPE, stdout=PIPE, python_path=True).proc
+        child = Child(argv, stdin=PIPE, stdout=PIPE, python_path=True)
+        proc = child.proc
         assert proc.stdout is not None and proc.stdin is not None
-        try:
-            first = await self._loop.run_in_executor(None, _first_answer, proc.stdout.fileno())
+        try:  # the ready handshake: its first answer (`ready`, or why it could not open)
+            first = await self._loop.run_in_executor(
+                None, child.handshake, _first_answer, START_TIMEOUT
+            )
+        except NotReady as e:
+            ended = await self._loop.run_in_executor(None, child.reap)
+            raise RuntimeError(
+                f"the SQLite writer process could not start: {e} ({ended})"
+            ) from None
         except BaseException:
-            proc.kill()
-            proc.wait()
+            child.reap()
             raise
-        if first[0] != "ready":
-            proc.stdin.close()
-            await self._loop.run_in_executor(None, proc.wait)
+        if first[0] != "ready":  # it exits once its stdin ends (killed if it does not)
+            await self._loop.run_in_executor(None, child.reap, FAILED_EXIT)
             error = first[1]
             if isinstance(error, BaseException):
                 raise error  # what opening the database failed with (SchemaTooNew, ...)
             raise RuntimeError(f"the SQLite writer process could not start: {error}")
-        self._proc = proc
+        self._child = child
         self._exited = asyncio.Event()
         await self._loop.connect_read_pipe(lambda: _FromWriter(self), proc.stdout)
         self._transport, _ = await self._loop.connect_write_pipe(asyncio.Protocol, proc.stdin)
@@ -148,7 +158,7 @@ class ProcessWriter:
             self._restarting.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._restarting
-        if self._transport is None or self._proc is None:
+        if self._transport is None or self._child is None:
             unsent, self._unsent = self._unsent, []
             for job in unsent:  # stopping while a new writer was being started
                 _fail(job[4], WriterGone("the store closed before the writer process was back"))
@@ -161,9 +171,9 @@ class ProcessWriter:
                 await self._exited.wait()
         except TimeoutError:
             log.error("the SQLite writer process did not stop in %g s; killed", STOP_TIMEOUT)
-            self._proc.kill()
+            self._child.kill()
         assert self._loop is not None
-        await self._loop.run_in_executor(None, self._proc.wait)
+        await self._loop.run_in_executor(None, self._child.wait)
 
     # submitting
 
@@ -266,7 +276,7 @@ class ProcessWriter:
 
     def _on_lost(self) -> None:
         """The writer's stdout ended: it exited (or is about to)."""
-        proc = self._proc
+        child = self._child
         self._transport = None
         if self._exited is not None:
             self._exited.set()
@@ -278,24 +288,25 @@ class ProcessWriter:
         for fut, _, _ in lost:
             if not fut.done():
                 fut.set_exception(error)
-        assert self._loop is not None and proc is not None
+        assert self._loop is not None and child is not None
         self._restarting = self._loop.create_task(
-            self._restart(proc, len(lost)), name="hookwise-writer-restart"
+            self._restart(child, len(lost)), name="hookwise-writer-restart"
         )
 
-    async def _restart(self, gone: subprocess.Popen[bytes], failed: int) -> None:
+    async def _restart(self, gone: Child, failed: int) -> None:
         """Log how the writer process `gone` ended (`failed` writes with it), then start a new
         one; the writes submitted meanwhile wait for it."""
         assert self._loop is not None
-        try:
-            code: int | str = await asyncio.wait_for(self._loop.run_in_executor(None, gone.wait), 5)
-        except TimeoutError:  # its output closed but it lives on: it cannot be trusted
-            gone.kill()
-            code = "unknown (killed: it closed its output and did not exit)"
+        code = await self._loop.run_in_executor(None, gone.wait, 5.0)
+        if code is None:  # its output closed but it lives on: it cannot be trusted
+            gone.reap()
+            ended = "an unknown end (killed: it closed its output and did not exit)"
+        else:
+            ended = describe_exit(code)
         log.error(
-            "the SQLite writer process %s exited with code %s: %d writes failed; starting a new one",
+            "the SQLite writer process %s exited with %s: %d writes failed; starting a new one",
             gone.pid,
-            code,
+            ended,
             failed,
         )
 
@@ -330,9 +341,10 @@ def _log_from_writer(level: int, name: str, message: str) -> None:
     logging.getLogger(name).log(level, "%s", message)
 
 
-def _first_answer(fd: int) -> tuple[str, Any]:
+def _first_answer(out: IO[bytes]) -> tuple[str, Any]:
     """The writer's first answer other than a log line (read before its pipe joins the loop:
     exactly its frames, nothing past them)."""
+    fd = out.fileno()
     while True:
         try:
             kind, data = read_frame(fd)
