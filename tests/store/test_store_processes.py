@@ -385,3 +385,42 @@ def test_writes_and_reads_survive_their_connections_being_killed(postgres: Backe
         assert len((await store.list_runs(limit=10, cursor=None, state=None)).items) == 2
 
     postgres.run(body)
+
+
+def test_sqlite_signals_that_cannot_be_read_are_logged_once_and_heard_again(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process's notifications are read from the `signals` table every 0.1 s: a read
+    that fails is logged when the failures start and when they end, not every poll; the
+    notifications are heard again after."""
+    import sqlite3
+
+    backend = Backend("sqlite", tmp_path)
+    caplog.set_level("WARNING", logger="hookwise.store")
+
+    async def body(store: Any, other: Any) -> None:
+        heard: list[str] = []
+        store.subscribe("runs", lambda: heard.append("runs"))
+        await asyncio.sleep(0.3)  # the first poll has seen the table
+        side = sqlite3.connect(backend.path, isolation_level=None)
+        try:
+            side.execute("ALTER TABLE signals RENAME TO signals_away")
+            await asyncio.sleep(0.6)  # several polls fail
+            failing = [r for r in caplog.records if "signals failed" in r.getMessage()]
+            assert len(failing) == 1, [r.getMessage() for r in caplog.records]
+            side.execute("ALTER TABLE signals_away RENAME TO signals")
+        finally:
+            side.close()
+
+        async def recovered() -> bool:
+            return any("works again" in r.getMessage() for r in caplog.records)
+
+        await eventually(recovered, what="the recovery's log line")
+
+        async def probe() -> bool:
+            await other.notify("runs")
+            return bool(heard)
+
+        await eventually(probe, what="another store's notification after the failures")
+
+    backend.run(body, instances=2)

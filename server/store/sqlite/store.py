@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import os
 import sqlite3
 import threading
@@ -49,6 +50,8 @@ from .stats import SQLiteStats
 from .toolcalls import SQLiteToolCalls
 from .writer import GroupCommitWriter, Late
 from .writer_process import ProcessWriter
+
+log = logging.getLogger("hookwise.store")
 
 T = TypeVar("T")
 
@@ -390,15 +393,31 @@ class SQLiteStore(
             )
 
     async def _poll_signals(self) -> None:
+        """Watch the `signals` table for other processes' notifications. A read that fails is
+        logged when the failures start and when they end (the notifications are late
+        meanwhile: each process's own loops still run on their schedules), not every poll."""
         seen: dict[str, int] = {}
         first = True
+        failing = 0
         while True:
             try:
                 rows = await self._read(
                     lambda conn: conn.execute("SELECT topic, seq FROM signals").fetchall()
                 )
-            except Exception:
+            except Exception as e:
                 rows = []
+                failing += 1
+                if failing == 1:
+                    log.warning(
+                        "reading other processes' signals failed (%s: %s); retrying every %.2f s",
+                        type(e).__name__,
+                        e,
+                        SIGNAL_POLL,
+                    )
+            else:
+                if failing:
+                    log.warning("reading other processes' signals works again (%d failed)", failing)
+                    failing = 0
             for topic, seq in rows:
                 if not first and seen.get(topic) != seq:
                     for callback in self._subscribers.get(topic, ()):
