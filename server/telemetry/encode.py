@@ -258,6 +258,19 @@ def _grouped(spans: Sequence[Any]) -> bytes:
     )
 
     grouped: dict[int, tuple[Any, dict[int, tuple[Any, list[bytes]]]]] = {}
+    first = spans[0] if spans else None
+    if first is not None and all(
+        type(s) is EncodedSpan
+        and s.resource is first.resource
+        and s.instrumentation_scope is first.instrumentation_scope
+        for s in spans
+    ):  # hook request spans only (most batches): one group, their bytes as they are
+        data = [s.data for s in spans]
+        grouped[id(first.resource)] = (
+            first.resource,
+            {id(first.instrumentation_scope): (first.instrumentation_scope, data)},
+        )
+        spans = ()
     for span in spans:
         resource = span.resource
         scope = span.instrumentation_scope
