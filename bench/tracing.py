@@ -85,6 +85,10 @@ class Sink:
         self.bytes = 0
 
         class Handler(BaseHTTPRequestHandler):
+            #: keep-alive, as a collector answers (a new connection per batch costs the
+            #: exporter a connect each time)
+            protocol_version = "HTTP/1.1"
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 sink.bytes += len(body)
