@@ -47,8 +47,17 @@ class TracedRules:
             return await self._rules.evaluate(rule, request, verified=verified)
 
 
+#: the last rules wrapped, and their wrapper (the rules change only on a reload)
+_last: tuple[Rules | None, TracedRules | None] = (None, None)
+
+
 def traced_rules(rules: Rules | None) -> Rules | None:
     """`rules` timed in spans while a request is traced here, else `rules` itself."""
+    global _last
     if rules is None or not spans.tracing_request():
         return rules
-    return TracedRules(rules)
+    wrapped, traced = _last
+    if wrapped is not rules or traced is None:
+        traced = TracedRules(rules)
+        _last = (rules, traced)
+    return traced
