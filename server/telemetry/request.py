@@ -78,9 +78,7 @@ class Pipeline:
         self.processor = processor
         #: how a written span is queued: the processor's `enqueue` where it has one (setup's
         #: counting batch processor), else its `on_end`
-        self.enqueue: Callable[[Any], None] = getattr(
-            processor, "enqueue", processor.on_end
-        )
+        self.enqueue: Callable[[Any], None] = getattr(processor, "enqueue", processor.on_end)
         self.resource = provider.resource
         self.scope = InstrumentationScope("hookwise")
         self.ids = provider.id_generator
@@ -140,13 +138,13 @@ class RequestSpan:
 
     __slots__ = (
         "_hex",
+        "_opened_at",
         "_reset",
-        "_stage",
-        "_stage_start",
         "attributes",
         "fixed",
         "flags",
         "head",
+        "opened",
         "parent_id",
         "sampled",
         "span_id",
@@ -179,8 +177,8 @@ class RequestSpan:
         #: (name, start ns, end ns, attributes, error type or None), in the order they ended
         self.stages: list[tuple[str, int, int, dict[str, Any] | None, str | None]] = []
         #: the stage open now (`enter`): its name and attributes; None: none is
-        self._stage: tuple[str, dict[str, Any] | None] | None = None
-        self._stage_start = 0
+        self.opened: tuple[str, dict[str, Any] | None] | None = None
+        self._opened_at = 0
         self._reset: Token[RequestSpan | None] | None = None
         self._hex: str | None = None
 
@@ -196,14 +194,26 @@ class RequestSpan:
 
     def stage(self, name: str, attributes: dict[str, Any] | None) -> Any:
         """The context manager timing stage `name` of this request: itself, unless a stage is
-        open already."""
-        if self._stage is not None:
+        open already (`spans.stage` does the same inline)."""
+        if self.opened is not None:
             return Stage(self, name, attributes)
-        self._stage = (name, attributes)
+        self.opened = (name, attributes)
         return self
 
+    def timed(
+        self,
+        name: str,
+        started: int,
+        attributes: dict[str, Any] | None,
+        exc: BaseException | None = None,
+    ) -> None:
+        """Record stage `name`, started at `started` (`time.time_ns()`) and ending now, failed
+        with `exc` when given: a stage timed by its caller without a context manager."""
+        error = None if exc is None else _error(exc)
+        self.stages.append((name, started, time.time_ns(), attributes, error))
+
     def __enter__(self) -> None:
-        self._stage_start = time.time_ns()
+        self._opened_at = time.time_ns()
 
     def __exit__(
         self,
@@ -212,11 +222,11 @@ class RequestSpan:
         tb: TracebackType | None,
     ) -> None:
         stopped = time.time_ns()
-        opened = self._stage
+        opened = self.opened
         assert opened is not None
-        self._stage = None
+        self.opened = None
         error = None if exc is None else _error(exc)
-        self.stages.append((opened[0], self._stage_start, stopped, opened[1], error))
+        self.stages.append((opened[0], self._opened_at, stopped, opened[1], error))
 
     def end(self, status: int) -> None:
         """End the request with the HTTP status sent; queue its span (and its stage spans)."""

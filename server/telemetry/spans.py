@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import request
-from .request import RequestSpan
+from .request import RequestSpan, Stage
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -114,7 +114,16 @@ def stage(
     span = request.current.get()
     if span is None or not span.sampled:
         return _NULL
-    return span.stage(name, attributes)
+    if span.opened is not None:  # a stage inside another
+        return Stage(span, name, attributes)
+    span.opened = (name, attributes)
+    return span  # times the stage itself (see `RequestSpan`)
+
+
+def current_request() -> RequestSpan | None:
+    """The span of the hook request handled here when it is sampled (its stages are timed)."""
+    span = request.current.get()
+    return span if span is not None and span.sampled else None
 
 
 def current_trace_id() -> str | None:
