@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from hookwise.server.store.approvals import ApprovalRecord
 from hookwise.server.store.base import AcceptOp, NewEvent, NewRun, RequestLogEntry
 from hookwise.server.store.lanes import BY_BUDGET, Pause
 from hookwise.server.store.records import HeartbeatOutcome, NewDelivery
@@ -87,6 +88,24 @@ def sent_run(rule_id: str = "rule-1", agent_id: str = "main") -> NewRun:
     """A queued run of `SENDER` (of `rule_id` and `agent_id`: by default every pause of
     `PAUSES` holds it)."""
     return attrs.evolve(new_run(agent_id=agent_id), rule_id=rule_id, sender=SENDER)
+
+
+def pending_approval(run_id: str, n: int, *, expires_at: float) -> ApprovalRecord:
+    """A pending approval (`apr_<n>`, its token hash `<n>` * 64) of a merge by `run_id`."""
+    return ApprovalRecord(
+        approval_id=f"apr_{n}",
+        run_id=run_id,
+        seq=0,
+        call_id=f"call_{n}",
+        server="github",
+        tool="merge_pull_request",
+        arguments="{}",
+        arguments_digest="sha256:0",
+        token_hash=f"{n}" * 64,
+        state="pending",
+        created_at=NOW,
+        expires_at=expires_at,
+    )
 
 
 def accept_op(

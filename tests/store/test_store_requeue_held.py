@@ -1,7 +1,8 @@
 """The store contract for runs that go back to the queue while their lane is paused, on every
 backend: a run that was running (or failed) when its mapping, agent or sender was paused comes
 back `held`, not `queued`, by every way back (a clean stop's requeue, a restart's recovery, an
-expired lease reclaimed, a lost claim released, an operator's retry); the resume sends it back
+expired lease reclaimed, a lost claim released, an operator's retry, a decided approval); the
+resume sends it back
 to `queued` and counts it. A run of a lane nobody paused comes back `queued`, as before."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from hookwise.server.store.lanes import LaneStat, Pause
 from hookwise.server.store.records import RetryRequest, RunOutcome
 from tests.store.conftest import Backend
-from tests.store.support import NOW, PAUSES, accept_op, sent_run
+from tests.store.support import NOW, PAUSES, accept_op, pending_approval, sent_run
 
 
 async def _state(store: Any, run_id: str) -> str:
@@ -55,12 +56,24 @@ async def _retry(store: Any, ids: list[str]) -> None:
     assert await store.retry("run", req) == 2
 
 
+async def _approval(store: Any, ids: list[str]) -> None:
+    for n, run_id in enumerate(ids):  # parked on an approval, then approved
+        approval = pending_approval(run_id, n, expires_at=NOW + 600)
+        assert await store.park_run(run_id, "{}", [approval])
+    for n in range(len(ids)):
+        decided = await store.decide_approval(
+            approval_id=f"apr_{n}", state="approved", by="admin", via="api", now=NOW + 1
+        )
+        assert decided.resumed
+
+
 PATHS: dict[str, Callable[[Any, list[str]], Awaitable[None]]] = {
     "requeue": _requeue,
     "recover": _recover,
     "reclaim": _reclaim,
     "release": _release,
     "retry": _retry,
+    "approval": _approval,
 }
 
 
