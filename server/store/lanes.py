@@ -78,6 +78,15 @@ def run_paused(run: str) -> str:
     )
 
 
+def requeued_state(run: str) -> str:
+    """SQL: the state in which the run aliased `run` goes (back) to the queue: `held` while a
+    pause holds it (`run_paused`), else `queued`. Every statement that sets a run `queued` from
+    another state than `held` uses it (a requeue after a stop, an expired lease reclaimed, a
+    lost claim released, a retry, a decided approval), so a run that was running (or failed,
+    or waiting) when its lane was paused comes back `held`, and the resume counts it."""
+    return f"CASE WHEN {run_paused(run)} THEN 'held' ELSE 'queued' END"
+
+
 def event_paused(event: str) -> str:
     """SQL: a pause holds the event aliased `event` (a wake of a paused mapping, whose source is
     `hook:<rule id>`, or one for a paused agent's main session)."""

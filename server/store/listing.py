@@ -19,6 +19,7 @@ import attrs
 
 from .alerts import ALERT_COLUMNS, alert_record
 from .audit import AUDIT_COLUMNS, audit_record
+from .lanes import requeued_state
 from .records import (
     Filters,
     HeartbeatRecord,
@@ -267,8 +268,9 @@ RETRYABLE = {
         LISTINGS["runs"][0],
         "run_id",
         "error",
-        "state = 'queued', started_at = NULL, finished_at = NULL, lease_until = NULL,"
-        " reply = NULL, error = NULL",
+        # `held` while a pause holds the run (`UPDATE runs ... WHERE seq = ...`)
+        f"state = {requeued_state('runs')}, started_at = NULL, finished_at = NULL,"
+        " lease_until = NULL, reply = NULL, error = NULL",
     ),
     "delivery": Retryable(
         LISTINGS["deliveries"][0],

@@ -1,18 +1,24 @@
 """Pause and resume through the real server, on both stores: a paused mapping's requests are
 still authenticated, stored and answered, their runs `held` (none started, none timed out),
 across a restart; resuming releases them in acceptance order. From the CLI, the admin API and
-the configuration (`paused: true`); an agent's pause holds its wakes too."""
+the configuration (`paused: true`); an agent's pause holds its wakes too. A run in flight when
+its agent is paused comes back `held` after a clean stop, and the resume releases it."""
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.cli.support import run as hookwise
+from tests.fakes.model_server import ModelServer
 from tests.http.test_operate import sample, scrape
-from tests.runtime.test_runtime_http import heartbeats
+from tests.runtime.test_runtime_http import config as runtime_config
+from tests.runtime.test_runtime_http import heartbeats, run_state
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
 from tests.support.wait import eventually
 
@@ -166,3 +172,38 @@ def test_a_paused_agent_holds_its_runs_and_its_wakes(start_gateway) -> None:
     eventually(
         lambda: any(hb["events"] >= 1 for hb in heartbeats(gw)), what="the held wake consumed"
     )
+
+
+@pytest.fixture
+def model_server() -> Iterator[ModelServer]:
+    with ModelServer() as server:
+        yield server
+
+
+def test_a_run_in_flight_when_its_agent_is_paused_comes_back_held_after_a_clean_stop(
+    start_gateway, model_server: ModelServer
+) -> None:
+    gw = start_gateway(runtime_config(model_server, model="fake/m"))
+    model_server.slow(30)
+    payload = {"message": "patience", "deliver": False, "wakeMode": "next-heartbeat"}
+    run_id = gw.hook("agent", payload).json()["runId"]
+    eventually(lambda: model_server.requests, what="the run's model call")
+    paused = post_admin(gw, "/api/pause", {"kind": "agent", "name": "main"})
+    assert paused.status_code == 200 and paused.json()["held"] == 0  # it runs: not held yet
+    model_server.reset()
+    gw.restart()  # the clean stop puts the run in flight back in the queue, its agent paused
+    time.sleep(1.0)  # time enough for a lane to claim it, were it allowed to
+    run = gw.admin(f"/api/runs/{run_id}")["run"]
+    assert (run["state"], run["attempts"], run["startedAt"]) == ("held", 0, None)
+    assert not _asked(model_server, "patience")
+    assert lane(gw, None)["held"] == 1 and lane(gw, None)["queued"] == 0
+    resumed = post_admin(gw, "/api/resume", {"kind": "agent", "name": "main"})
+    assert resumed.status_code == 200 and resumed.json()["released"] == 1
+    run = run_state(gw, run_id, "succeeded", "failed")
+    assert (run["state"], run["attempts"]) == ("succeeded", 1)
+    assert _asked(model_server, "patience")
+
+
+def _asked(model_server: ModelServer, text: str) -> bool:
+    """Whether a model call (a run's, not a heartbeat's) carried `text`."""
+    return any(text in json.dumps(r.body) for r in model_server.requests)

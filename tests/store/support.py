@@ -9,7 +9,9 @@ from typing import Any
 
 import attrs
 
+from hookwise.server.store.approvals import ApprovalRecord
 from hookwise.server.store.base import AcceptOp, NewEvent, NewRun, RequestLogEntry
+from hookwise.server.store.lanes import BY_BUDGET, Pause
 from hookwise.server.store.records import HeartbeatOutcome, NewDelivery
 
 NOW = 1_000_000.0
@@ -67,6 +69,42 @@ def new_run(
         fallback_channel="discord",
         allow_unsafe_external_content=False,
         agent_id=agent_id,
+    )
+
+
+#: the sender of `sent_run`'s runs
+SENDER = "github#0"
+#: an operator's pauses and a budget's (by sender), each matching the runs of `sent_run()`
+#: (mapping `rule-1`, agent `main`, sender `github#0`)
+PAUSES = [
+    Pause("mapping", "rule-1", "ops@127.0.0.1", NOW),
+    Pause("agent", "main", "ops@127.0.0.1", NOW),
+    Pause("mapping-sender", f"rule-1/{SENDER}", BY_BUDGET, NOW),
+    Pause("agent-sender", f"main/{SENDER}", BY_BUDGET, NOW),
+]
+
+
+def sent_run(rule_id: str = "rule-1", agent_id: str = "main") -> NewRun:
+    """A queued run of `SENDER` (of `rule_id` and `agent_id`: by default every pause of
+    `PAUSES` holds it)."""
+    return attrs.evolve(new_run(agent_id=agent_id), rule_id=rule_id, sender=SENDER)
+
+
+def pending_approval(run_id: str, n: int, *, expires_at: float) -> ApprovalRecord:
+    """A pending approval (`apr_<n>`, its token hash `<n>` * 64) of a merge by `run_id`."""
+    return ApprovalRecord(
+        approval_id=f"apr_{n}",
+        run_id=run_id,
+        seq=0,
+        call_id=f"call_{n}",
+        server="github",
+        tool="merge_pull_request",
+        arguments="{}",
+        arguments_digest="sha256:0",
+        token_hash=f"{n}" * 64,
+        state="pending",
+        created_at=NOW,
+        expires_at=expires_at,
     )
 
 

@@ -9,9 +9,8 @@ from typing import Any
 
 from hookwise.engine.config.approvals import ApprovalsConfig
 from hookwise.server.runtime.approvals import LEADERSHIP, Approvals
-from hookwise.server.store.approvals import ApprovalRecord
 from tests.store.conftest import Backend
-from tests.store.support import NOW, accept_op, new_run
+from tests.store.support import NOW, accept_op, new_run, pending_approval
 
 #: after every approval parked here has expired
 LATER = NOW + 100
@@ -22,20 +21,7 @@ async def _park_expiring(store: Any, n: int) -> str:
     run = new_run()
     await store.accept(accept_op(runs=(run,)))
     [claimed] = await store.claim_runs(limit=1, now=NOW)
-    approval = ApprovalRecord(
-        approval_id=f"apr_{n}",
-        run_id=claimed.run_id,
-        seq=0,
-        call_id=f"call_{n}",
-        server="github",
-        tool="merge_pull_request",
-        arguments="{}",
-        arguments_digest="sha256:0",
-        token_hash=f"{n}" * 64,
-        state="pending",
-        created_at=NOW,
-        expires_at=NOW + 10,
-    )
+    approval = pending_approval(claimed.run_id, n, expires_at=NOW + 10)
     assert await store.park_run(claimed.run_id, "{}", [approval])
     return str(claimed.run_id)
 

@@ -23,7 +23,7 @@ from ..approvals import (
     PendingStats,
     Refusal,
 )
-from ..lanes import run_paused
+from ..lanes import requeued_state
 from .parts import PostgresParts
 
 _INSERT = (
@@ -31,9 +31,7 @@ _INSERT = (
 )
 _SELECT = f"SELECT {COLUMNS} FROM approvals"
 _RELEASE = (
-    "UPDATE runs SET state = CASE WHEN "
-    + run_paused("runs")
-    + " THEN 'held' ELSE 'queued' END, attempts = GREATEST(attempts - 1, 0)"
+    f"UPDATE runs SET state = {requeued_state('runs')}, attempts = GREATEST(attempts - 1, 0)"
     " WHERE run_id = $1 AND state = 'awaiting_approval' AND NOT EXISTS"
     " (SELECT 1 FROM approvals a WHERE a.run_id = $1 AND a.state = 'pending') RETURNING 1"
 )

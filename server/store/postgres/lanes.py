@@ -37,8 +37,9 @@ async def pause(conn: asyncpg.Connection, p: Pause) -> int:
       table locks are taken while it is parsed or its cached plan is checked, before its
       executor's snapshot; the trigger's query, in a VOLATILE plpgsql function, even takes a
       snapshot of its own when it runs. Both come after this commit and see the pause, so the
-      run is written `held`. Likewise the other ways into `queued` (a released approval checks
-      `run_paused` in its own statement).
+      run is written `held`. Likewise the other ways into `queued` (a requeue, a release, a
+      retry, a decided approval: each writes `requeued_state`, which checks `run_paused` in
+      its own statement; see `hookwise.server.store.postgres.runtime`).
 
     EXCLUSIVE rather than SHARE ROW EXCLUSIVE: once granted, no other transaction holds a row
     lock on `runs` (a coalescing accept locks its run `FOR UPDATE`, then inserts: with SHARE

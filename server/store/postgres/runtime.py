@@ -4,6 +4,24 @@ routes, and the shared auth-failure throttle.
 Each function takes a connection inside the group-commit writer's transaction
 (`hookwise.server.store.postgres.writer`); `PostgresStore` wraps them into the `Store` interface.
 Claims use `FOR UPDATE SKIP LOCKED` and leases, so several processes share the queues.
+
+Back to the queue while a lane is paused: a run set back in the queue (`recover_runs`,
+`RELEASE_RUNS`, `REQUEUE_RUNS`; likewise an operator's retry, `listing.RETRYABLE`, and a decided
+approval) is written `requeued_state`: `held` when its statement's snapshot sees a pause of the
+run's lane. It needs no lock of its own against a pause or a resume committed at the same time:
+it is an UPDATE of `runs` (ROW EXCLUSIVE on the table, from the statement's start to its
+transaction's end), and `lanes.pause` and `lanes.resume` first take `LOCK_RUNS` (EXCLUSIVE,
+which conflicts with it), so the two transactions never overlap:
+
+- the requeue's transaction wrote `runs` first: the pause's lock waits for its commit, and the
+  pause's update (a later statement, a later snapshot) sees the run `queued` and holds it; a
+  resume's update sees it `held` and releases it (or leaves it, another pause still holding it);
+- the pause or resume took the table first: the requeue's statement waits for the lock before
+  its snapshot (a statement's table locks are taken while it is parsed or its plan checked,
+  before it runs), so it sees the pause row written, or deleted, and lands `held`, or `queued`.
+
+Either way no run is left `queued` behind a pause, nor `held` with none. When no pause is being
+written nothing waits: the check is a read of `pauses` (a handful of rows).
 """
 
 from __future__ import annotations
@@ -13,7 +31,7 @@ import json
 import asyncpg
 
 from ..base import Limit, resolve_limit
-from ..lanes import run_paused
+from ..lanes import requeued_state, run_paused
 from ..records import HeartbeatOutcome, NewDelivery, NewTurn, Route, RunOutcome
 from ..rows import (
     DELIVERY_COLUMNS,
@@ -48,8 +66,9 @@ async def insert_delivery(conn: asyncpg.Connection, d: NewDelivery, now: float) 
 async def recover_runs(
     conn: asyncpg.Connection, max_attempts: int, now: float, *, expired_only: bool
 ) -> tuple[int, int]:
-    """Runs left `running`: back to `queued`, or `failed` past `max_attempts`. With
-    `expired_only`, only runs whose lease has expired (another live process owns the others)."""
+    """Runs left `running`: back to `queued` (`held` while paused, see the module), or
+    `failed` past `max_attempts`. With `expired_only`, only runs whose lease has expired
+    (another live process owns the others)."""
     expired = " AND (lease_until IS NULL OR lease_until < $1::float8)" if expired_only else ""
     error = f"gave up after {max_attempts} attempts: the gateway stopped during the run"
     failed = await conn.fetch(
@@ -60,8 +79,8 @@ async def recover_runs(
         max_attempts,
     )
     requeued = await conn.fetch(
-        "UPDATE runs SET state = 'queued', started_at = NULL, lease_until = NULL"
-        f" WHERE state = 'running'{expired} RETURNING seq",
+        f"UPDATE runs SET state = {requeued_state('runs')}, started_at = NULL,"
+        f" lease_until = NULL WHERE state = 'running'{expired} RETURNING seq",
         *((now,) if expired_only else ()),
     )
     return len(requeued), len(failed)
@@ -171,11 +190,21 @@ FINISH_RUN = (
     ") SELECT count(*) FROM done"
 )
 
+#: runs left `running` that nobody executes, back to the queue (`held` while paused, see
+#: the module)
 RELEASE_RUNS = (
-    "UPDATE runs SET state = 'queued', started_at = NULL, lease_until = NULL,"
+    f"UPDATE runs SET state = {requeued_state('runs')}, started_at = NULL, lease_until = NULL,"
     " attempts = GREATEST(attempts - 1, 0)"
     " WHERE state = 'running' AND ($1::text IS NULL OR agent_id = $1::text)"
     " AND NOT (run_id = ANY($2::text[])) RETURNING seq"
+)
+
+
+#: runs interrupted by a clean stop back to the queue (`held` while paused, see
+#: the module), without using up an attempt
+REQUEUE_RUNS = (
+    f"UPDATE runs SET state = {requeued_state('runs')}, started_at = NULL, lease_until = NULL,"
+    " attempts = GREATEST(attempts - 1, 0) WHERE run_id = ANY($1::text[]) AND state = 'running'"
 )
 
 

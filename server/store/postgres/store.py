@@ -206,15 +206,9 @@ class PostgresStore(
         )
 
     async def requeue_runs(self, run_ids: list[str]) -> None:
-        """Put runs interrupted by a clean stop back in the queue, without using an attempt."""
-        await self._writer.submit(
-            lambda conn: conn.execute(
-                "UPDATE runs SET state = 'queued', started_at = NULL, lease_until = NULL,"
-                " attempts = GREATEST(attempts - 1, 0)"
-                " WHERE run_id = ANY($1::text[]) AND state = 'running'",
-                list(run_ids),
-            )
-        )
+        """Put runs interrupted by a clean stop back in the queue (`held` while paused, see
+        `runtime`), without using an attempt."""
+        await self._writer.submit(lambda conn: conn.execute(rt.REQUEUE_RUNS, list(run_ids)))
 
     async def claim_runs(
         self,

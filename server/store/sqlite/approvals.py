@@ -17,7 +17,7 @@ from ..approvals import (
     PendingStats,
     Refusal,
 )
-from ..lanes import run_paused
+from ..lanes import requeued_state
 from .parts import SQLiteParts
 
 _INSERT = f"INSERT INTO approvals ({COLUMNS}) VALUES ({', '.join('?' * WIDTH)})"
@@ -44,9 +44,7 @@ def _release(cur: sqlite3.Cursor, run_id: str) -> bool:
     claim then does not count as one more attempt."""
     return bool(
         cur.execute(
-            "UPDATE runs SET state = CASE WHEN "
-            + run_paused("runs")
-            + " THEN 'held' ELSE 'queued' END, attempts = MAX(attempts - 1, 0)"
+            f"UPDATE runs SET state = {requeued_state('runs')}, attempts = MAX(attempts - 1, 0)"
             " WHERE run_id = ? AND state = 'awaiting_approval' AND NOT EXISTS"
             " (SELECT 1 FROM approvals a WHERE a.run_id = ? AND a.state = 'pending')",
             (run_id, run_id),

@@ -11,7 +11,7 @@ import sqlite3
 from typing import Any
 
 from ..base import Limit, resolve_limit
-from ..lanes import run_paused
+from ..lanes import requeued_state, run_paused
 from ..records import (
     HeartbeatOutcome,
     NewDelivery,
@@ -55,9 +55,9 @@ def insert_delivery(cur: sqlite3.Cursor, d: NewDelivery, now: float) -> None:
 def recover_runs(
     cur: sqlite3.Cursor, max_attempts: int, now: float, *, expired_only: bool
 ) -> tuple[int, int]:
-    """Runs left `running` by a stopped process: back to `queued`, or `failed` past
-    `max_attempts`. With `expired_only`, only runs whose lease has expired (another live process
-    may own the others)."""
+    """Runs left `running` by a stopped process: back to `queued` (`held` while paused), or
+    `failed` past `max_attempts`. With `expired_only`, only runs whose lease has expired (another
+    live process may own the others)."""
     lease = " AND (lease_until IS NULL OR lease_until < ?)" if expired_only else ""
     extra: tuple[Any, ...] = (now,) if expired_only else ()
     error = f"gave up after {max_attempts} attempts: the gateway stopped during the run"
@@ -67,8 +67,8 @@ def recover_runs(
         (now, error, max_attempts, *extra),
     ).rowcount
     requeued = cur.execute(
-        "UPDATE runs SET state = 'queued', started_at = NULL, lease_until = NULL"
-        " WHERE state = 'running'" + lease,
+        f"UPDATE runs SET state = {requeued_state('runs')}, started_at = NULL,"
+        " lease_until = NULL WHERE state = 'running'" + lease,
         extra,
     ).rowcount
     return requeued, failed
@@ -171,9 +171,9 @@ def finish_run_again(cur: sqlite3.Cursor, o: RunOutcome) -> bool:
 def release_runs(cur: sqlite3.Cursor, agent_id: str | None, keep: tuple[str, ...]) -> int:
     """Runs (of `agent_id`, when given) left `running` that the only process using the store
     does not execute (`keep`: those it does): a claim committed whose answer was lost. Back to
-    the queue, without using up an attempt."""
+    the queue (`held` while paused), without using up an attempt."""
     return cur.execute(
-        "UPDATE runs SET state = 'queued', started_at = NULL, lease_until = NULL,"
+        f"UPDATE runs SET state = {requeued_state('runs')}, started_at = NULL, lease_until = NULL,"
         " attempts = MAX(attempts - 1, 0)"
         " WHERE state = 'running' AND (? IS NULL OR agent_id = ?)"
         " AND run_id NOT IN (SELECT value FROM json_each(?))",

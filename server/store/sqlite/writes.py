@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..audit import AUDIT_INSERT
+from ..lanes import requeued_state
 from ..listing import PAYLOAD_COLUMNS
 from ..records import RetryRequest
 from ..retention import LOGOUTS_KEPT
@@ -51,9 +52,10 @@ def prune_request_records(
 
 
 def requeue_runs(cur: sqlite3.Cursor, run_ids: Sequence[str]) -> None:
-    """Runs interrupted by a clean stop go back to the queue without using up an attempt."""
+    """Runs interrupted by a clean stop go back to the queue (`held` while paused) without using
+    up an attempt."""
     cur.executemany(
-        "UPDATE runs SET state = 'queued', started_at = NULL, lease_until = NULL,"
+        f"UPDATE runs SET state = {requeued_state('runs')}, started_at = NULL, lease_until = NULL,"
         " attempts = MAX(attempts - 1, 0)"
         " WHERE run_id = ? AND state = 'running'",
         [(r,) for r in run_ids],
