@@ -132,6 +132,7 @@ class RequestSpan:
         "_hex",
         "_reset",
         "attributes",
+        "children",
         "flags",
         "name",
         "parent_id",
@@ -163,6 +164,8 @@ class RequestSpan:
         self.attributes: dict[str, Any] = {}
         #: (name, start ns, end ns, attributes, error type or None), in the order they ended
         self.stages: list[tuple[str, int, int, dict[str, Any] | None, str | None]] = []
+        #: spans measured in another process, under a stage (`child`); None: none
+        self.children: list[_Child] | None = None
         self._reset: Token[RequestSpan | None] | None = None
         self._hex: str | None = None
 
@@ -193,6 +196,8 @@ class RequestSpan:
             attributes["error.type"] = str(status)
             code = 2  # ERROR
         written = []
+        #: the span ids of the stages written as spans, by name, when children need them
+        parents: dict[str, int] | None = None if self.children is None else {}
         if self.stages:
             timings = []
             every, slow = pipeline.stage_spans, pipeline.slow_ns
@@ -207,10 +212,13 @@ class RequestSpan:
                 extra = dict(extra or ())
                 if error is not None:
                     extra["error.type"] = error
+                stage_id = pipeline.ids.generate_span_id()
+                if parents is not None:
+                    parents[name] = stage_id
                 written.append(
                     span_bytes(
                         self.trace_id_int,
-                        pipeline.ids.generate_span_id(),
+                        stage_id,
                         self.trace_state,
                         self.span_id,
                         False,
@@ -223,6 +231,8 @@ class RequestSpan:
                     )
                 )
             attributes["hookwise.stages"] = " ".join(timings)
+        if parents is not None:
+            written += self._children(pipeline, parents)
         written.append(
             span_bytes(
                 self.trace_id_int,
@@ -241,6 +251,60 @@ class RequestSpan:
         on_end, resource, scope = pipeline.processor.on_end, pipeline.resource, pipeline.scope
         for data in written:
             on_end(EncodedSpan(data, resource, scope))  # type: ignore[arg-type]
+
+    # --- spans measured in another process (a sandbox worker, the store's writer) ---------------
+
+    def child(
+        self,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        attributes: dict[str, Any],
+        parent: str,
+        *,
+        alone: bool = True,
+        error: str | None = None,
+    ) -> None:
+        """Record a span measured elsewhere (`transform.execute` in a sandbox worker,
+        `store.commit` in the writer), written by `end` under the span of the stage `parent`
+        (`hook.transform`) when that stage is a span; when it is not, under the request's span
+        (`alone`) or not at all. `error`: its `error.type` (status ERROR)."""
+        if self.children is None:
+            self.children = []
+        self.children.append((name, start_ns, end_ns, attributes, parent, alone, error))
+
+    def _children(self, pipeline: Pipeline, parents: dict[str, int]) -> list[bytes]:
+        """The children's spans (`child`), each under its stage's span (`parents`: their ids)."""
+        out = []
+        for name, started, stopped, attributes, parent, alone, error in self.children or ():
+            parent_id = parents.get(parent)
+            if parent_id is None:
+                if not alone:
+                    continue
+                parent_id = self.span_id
+            if error is not None:
+                attributes = {**attributes, "error.type": error}
+            out.append(
+                span_bytes(
+                    self.trace_id_int,
+                    pipeline.ids.generate_span_id(),
+                    self.trace_state,
+                    parent_id,
+                    False,
+                    name,
+                    INTERNAL,
+                    started,
+                    stopped,
+                    attributes,
+                    0 if error is None else 2,
+                )
+            )
+        return out
+
+
+#: a child span (`RequestSpan.child`): name, start and end (ns), attributes, its stage's name,
+#: whether it is written when that stage is no span, its error type
+_Child = tuple[str, int, int, dict[str, Any], str, bool, str | None]
 
 
 def start(method: str, route: str, headers: Iterable[tuple[bytes, bytes]]) -> RequestSpan | None:
