@@ -39,7 +39,12 @@ class Executions:
     def __exit__(self, *exc_info: object) -> None:
         assert self._reset is not None
         executions.reset(self._reset)
-        for call in self._sink:
+        # the last call ended the stage when it failed: a JS transform's exception is the
+        # worker's success (its outcome, read here), a refusal of what it returned is the
+        # gateway's; either is the call's `error.type` (the refusal's stable code)
+        failed = _code(exc_info[1]) if self._sink else None
+        last = len(self._sink) - 1
+        for i, call in enumerate(self._sink):
             attributes = {
                 "hookwise.transform.runtime": self._runtime,
                 "hookwise.worker.pid": call.pid,
@@ -51,7 +56,7 @@ class Executions:
                 call.end_ns,
                 attributes,
                 "hook.transform",
-                error=call.error,
+                error=call.error or (failed if i == last else None),
             )
 
 
@@ -87,3 +92,11 @@ class Accept:
                 "hook.accept",
                 alone=False,
             )
+
+
+def _code(exc: object) -> str | None:
+    """A refusal's stable code (`transform_failed`...), else an exception's class; None: none."""
+    if exc is None or isinstance(exc, GeneratorExit):
+        return None
+    code = getattr(exc, "code", None)
+    return code if isinstance(code, str) else type(exc).__name__
