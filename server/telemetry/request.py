@@ -22,6 +22,10 @@ docs/performance.md#tracing).
 
 Nothing of a payload goes into an attribute: the route (not the path), the method, the status,
 stage names, durations, the rule's id, the transform's runtime, an exception's class.
+
+Spans measured in another process (a sandbox worker's `transform.execute`, the writer's
+`store.commit`: `processes`) are recorded with `RequestSpan.child` and written by `end` under
+their stage's span.
 """
 
 from __future__ import annotations
