@@ -80,6 +80,8 @@ class Accept:
         self._stage.__exit__(*exc_info)
         assert self._reset is not None
         commits.reset(self._reset)
+        if not self._sink or not self._request.last_stage_is_span():
+            return  # a fast accept: its commit is not written (and not kept meanwhile)
         for commit in self._sink:
             attributes: dict[str, Any] = {"hookwise.store.batch_size": commit.batch_size}
             if commit.pid is not None:

@@ -277,6 +277,16 @@ class RequestSpan:
             self.children = []
         self.children.append((name, start_ns, end_ns, attributes, parent, alone, error))
 
+    def last_stage_is_span(self) -> bool:
+        """Whether the stage that ended last will be a span of its own (failed, slow, or
+        `stages: true`; as `end` decides): a child that is written only under it (`alone`
+        False) is not worth recording otherwise."""
+        pipeline = _pipeline
+        if pipeline is None or not self.stages:
+            return False
+        _, started, stopped, _, error = self.stages[-1]
+        return error is not None or pipeline.stage_spans or stopped - started >= pipeline.slow_ns
+
     def _children(self, pipeline: Pipeline, parents: dict[str, int]) -> list[bytes]:
         """The children's spans (`child`), each under its stage's span (`parents`: their ids)."""
         out = []

@@ -30,8 +30,10 @@ from tests.support.wait import eventually
 MARKER = "payload-marker-5f0e93c1"
 SECRET = "whsec_" + base64.b64encode(b"tracing-test-secret-0123456789ab").decode()
 #: the JS transform runs in a sandbox worker; it copies the payload's text into the message
+#: (and throws when the payload asks it to)
 COPY_JS = """
 export default function ({ payload }) {
+  if (payload.fail) throw new Error(payload.text);
   return { message: payload.text + "\\n(through the sandbox)" };
 }
 """
@@ -385,6 +387,23 @@ def test_a_failing_stage_is_a_child_span_with_its_error_class(
     assert request.start_ns <= auth.start_ns <= auth.end_ns <= request.end_ns
 
 
+def test_a_failed_transform_call_is_a_failed_span_under_its_failed_stage(
+    gw: GatewayProcess, receiver: OtlpReceiver
+) -> None:
+    trace_id = secrets.token_hex(16)
+    headers = {"traceparent": f"00-{trace_id}-{'5' * 16}-01"}
+    r = gw.hook("traced", {"text": MARKER, "fail": True}, headers=headers)
+    assert r.status_code == 500 and r.json()["code"] == "transform_failed", r.text
+    wanted = ("POST /hooks/{name}", "hook.transform", "transform.execute")
+    spans = _whole_trace(receiver, trace_id, wanted)
+    [request] = spans["POST /hooks/{name}"]
+    [stage] = spans["hook.transform"]  # a failed stage is a span of its own
+    assert stage.attributes["error.type"] == "transform_failed"
+    [execute] = spans["transform.execute"]
+    _ran_in_the_sandbox(gw, execute, stage.span_id, request, failed="transform_failed")
+    assert MARKER not in str(execute.attributes)
+
+
 @pytest.fixture(scope="module")
 def staged(
     receiver: OtlpReceiver,
@@ -413,14 +432,20 @@ def test_with_stages_on_each_stage_is_a_child_span_of_the_request(
 
 
 def _ran_in_the_sandbox(
-    gw: GatewayProcess, execute: ReceivedSpan, parent_id: str, request: ReceivedSpan
+    gw: GatewayProcess,
+    execute: ReceivedSpan,
+    parent_id: str,
+    request: ReceivedSpan,
+    failed: str | None = None,
 ) -> None:
-    """`execute` is the JS transform's call, timed by the sandbox worker that ran it."""
+    """`execute` is the JS transform's call, timed by the sandbox worker that ran it (`failed`:
+    the error type it ended with)."""
     assert execute.parent_span_id == parent_id
     assert execute.kind == 1  # INTERNAL
     assert execute.attributes["hookwise.transform.runtime"] == "js"
     assert execute.attributes["hookwise.rule"] == "traced"
-    assert execute.status_code == 0 and "error.type" not in execute.attributes
+    assert execute.attributes.get("error.type") == failed
+    assert execute.status_code == (0 if failed is None else 2)
     # the worker's pid, not the gateway's
     assert gw.proc is not None
     pid = execute.attributes["hookwise.worker.pid"]
