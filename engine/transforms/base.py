@@ -115,6 +115,8 @@ class Transform(Protocol):
     """A loaded transform. Calling it yields None (skip), KEEP, or a dict override."""
 
     description: str
+    #: the language it is written in: `js`, `ts` or `python`
+    runtime: str
 
     async def __call__(self, ctx: TransformContext) -> Any: ...
 

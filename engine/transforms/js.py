@@ -169,6 +169,9 @@ _LOCKDOWN = r"""
 class JsTransform:
     """One JS module's export, run by the host's sandbox workers (see module docstring)."""
 
+    #: the language it was written in: `js`, or `ts` (compiled to JavaScript at load)
+    runtime = "js"
+
     def __init__(self, pool: Any, tid: int, limits: TransformLimits, name: str) -> None:
         self.description = name
         self._pool = pool
@@ -205,7 +208,10 @@ class JsTransform:
         }
         tid = pool.load(spec)
         name = f"js:{path.name}" + (f"#{export}" if export else "")  # .ts runs in V8 too
-        return cls(pool, tid, limits, name)
+        transform = cls(pool, tid, limits, name)
+        if path.suffix.lower() in (".ts", ".mts", ".cts"):
+            transform.runtime = "ts"
+        return transform
 
     async def __call__(self, ctx: TransformContext) -> Any:
         if self._closed:

@@ -9,6 +9,8 @@ into every worker, and sends each call to a worker:
   runs (pipelining keeps it busy while the gateway handles the reply). With every worker full,
   calls wait in one queue; a call that waits longer than its busy limit fails with 503
   `transform_busy`.
+- **Timing.** A caller that sets `executions` learns when and in which worker each of its calls
+  ran (the worker measures it; see `executions`); otherwise a call sends and gets nothing more.
 - **Replies** are read on the caller's event loop (`add_reader` on each worker's pipe): no thread
   hop and no GIL hand-off on the hot path. The pool serves one event loop at a time (the
   server's); a call from another loop moves the readers there.
@@ -54,6 +56,7 @@ from .base import (
     TransformLoadError,
     TransformTimedOut,
 )
+from .executions import executions, report
 from .process import Call, WorkerProcess
 from .wire import (
     WireClosed,
@@ -154,7 +157,12 @@ class WorkerPool:
         if loop is not self._loop:
             self._bind(loop)
         limit = timeout_ms / 1000
-        frame = request_frame(["call", tid, message, timeout_ms])
+        timed = executions.get()  # None unless the caller asks when the call ran
+        frame = request_frame(
+            ["call", tid, message, timeout_ms]
+            if timed is None
+            else ["call", tid, message, timeout_ms, 1]
+        )
         call = Call(frame, limit + GRACE_S, name, loop.create_future())
         with self._lock:
             worker = self._pick(len(frame))
@@ -174,9 +182,11 @@ class WorkerPool:
             if queued:
                 raise TransformBusy("no transform worker became free in time") from None
             raise TransformTimedOut(f"transform ran past its {timeout_ms} ms limit") from None
+        if timed is not None:
+            report(timed, reply)
         if reply[0] == "ok":
             return reply[1]
-        _, kind, reason, detail = reply
+        kind, reason, detail = reply[1], reply[2], reply[3]
         if kind == "timeout":
             raise TransformTimedOut(str(reason))
         raise TransformFailed(str(reason), detail=None if detail is None else str(detail))

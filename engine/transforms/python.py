@@ -36,6 +36,8 @@ from .base import (
 class PyTransform:
     """One Python function of a transform module, run by the host's sandbox workers."""
 
+    runtime = "python"
+
     def __init__(self, pool: Any, tid: int, limits: TransformLimits, name: str) -> None:
         self.description = f"py:{name}"
         self._pool = pool

@@ -5,9 +5,11 @@ Each message is a 4-byte big-endian length and a body. Requests (gateway to work
 (worker to gateway) are msgpack, so a worker that V8 code took over still cannot make the
 gateway run anything by what it sends back (values msgpack cannot carry are sent as their
 `str()`). Requests:
-`["load", tid, spec]`, `["call", tid, input]`. Replies (worker to gateway), one per request and in
-order: `["ok", value]` or `["err", kind, reason, detail]` where kind is `failed`, `timeout` or
-`load`. A worker handles one request at a time, so replies need no ids.
+`["load", tid, spec]`, `["call", tid, input, timeout_ms]`. Replies (worker to gateway), one per
+request and in order: `["ok", value]` or `["err", kind, reason, detail]` where kind is `failed`,
+`timeout` or `load`. A call that asks when it ran (`["call", tid, input, timeout_ms, 1]`: see
+`executions`) has `[start_ns, end_ns, pid]` added at the end of its reply. A worker handles one
+request at a time, so replies need no ids.
 """
 
 from __future__ import annotations

@@ -63,24 +63,33 @@ async def _handle(modules: dict[int, Any], request: list[Any]) -> list[Any]:
             return ["err", "load", f"{type(exc).__name__}: {exc}", None]
         return ["ok", None]
     if op == "call":
-        _, tid, message, timeout_ms = request
+        tid, message, timeout_ms = request[1], request[2], request[3]
         module = modules.get(tid)
         if module is None:
             return ["err", "failed", "transform is not loaded in this worker", None]
-        try:
-            return ["ok", await module.call(message, timeout_ms)]
-        except TransformTimedOut as exc:
-            return ["err", "timeout", exc.reason, None]
-        except TransformError as exc:
-            return ["err", "failed", exc.reason, exc.detail]
-        except MemoryError:
-            return ["err", "failed", "transform ran out of memory", None]
+        if len(request) > 4:  # timed: when it ran, and where (`executions`)
+            started = time.time_ns()
+            reply = await _call(module, message, timeout_ms)
+            reply.append([started, time.time_ns(), os.getpid()])
+            return reply
+        return await _call(module, message, timeout_ms)
     if op == "unload":
         module = modules.pop(request[1], None)
         if module is not None:
             module.close()
         return ["ok", None]
     return ["err", "failed", f"unknown request {op!r}", None]
+
+
+async def _call(module: Any, message: Any, timeout_ms: int) -> list[Any]:
+    try:
+        return ["ok", await module.call(message, timeout_ms)]
+    except TransformTimedOut as exc:
+        return ["err", "timeout", exc.reason, None]
+    except TransformError as exc:
+        return ["err", "failed", exc.reason, exc.detail]
+    except MemoryError:
+        return ["err", "failed", "transform ran out of memory", None]
 
 
 async def _serve(requests: int, replies: int, memory_mb: int) -> None:

@@ -283,7 +283,8 @@ class HookEndpoint:
             if judgement.skipped:
                 self._accept.skipped(judgement, meta)
                 return await answer.judged(send, judgement)
-            with telemetry.stage("hook.accept", {"hookwise.rule": judgement.rule_id}):
+            # tracing: the stage, and the writer's commit of it (`store.commit`)
+            with telemetry.accept_stage(judgement.rule_id):
                 committed = await self._accept.accept(request, judgement, meta)  # the one commit
             return await answer.committed(
                 send, receive, judgement, committed.accepted, committed.wait, self._answers

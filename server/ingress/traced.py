@@ -1,6 +1,7 @@
 """The judge stage's spans (imported by the walker, `ingress.hooks`, only): a `Rules` that times rule selection (`hook.rule`) and the
 evaluation of the chosen rule (`hook.transform`: extraction, templates and the transform, its
-sandbox worker's time included) as children of the request's span.
+sandbox worker's time included, each call in its worker a `transform.execute` span) on the
+request's span.
 
 The judge itself lives in the pure `engine` (`hookwise.engine.judge`) and knows nothing of
 tracing; the hook path hands it these rules instead of the plain ones only while a request is
@@ -55,11 +56,15 @@ class TracedRules:
         span = spans.current_request()
         transform = rule.transform
         attributes = {"hookwise.rule": rule.id}
-        if transform is not None:
-            attributes["hookwise.transform"] = type(transform).__name__
         started = time.time_ns()
         try:
-            done = await self._rules.evaluate(rule, request, verified=verified)
+            if transform is None:
+                done = await self._rules.evaluate(rule, request, verified=verified)
+            else:
+                attributes["hookwise.transform"] = type(transform).__name__
+                # each call in its sandbox worker: a `transform.execute` span under this stage
+                with spans.transform_calls(rule.id, transform.runtime):
+                    done = await self._rules.evaluate(rule, request, verified=verified)
         except Exception as e:
             if span is not None:
                 span.timed("hook.transform", started, attributes, e)

@@ -11,6 +11,7 @@ returns at once: no SDK work on the hook path. See docs/tracing.md.
 
 from .setup import shutdown, start
 from .spans import (
+    accept_stage,
     active,
     delivery_attempt,
     delivery_outcome,
@@ -26,6 +27,7 @@ from .spans import (
 )
 
 __all__ = [
+    "accept_stage",
     "active",
     "delivery_attempt",
     "delivery_outcome",

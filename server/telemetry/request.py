@@ -22,6 +22,10 @@ docs/performance.md#tracing).
 
 Nothing of a payload goes into an attribute: the route (not the path), the method, the status,
 stage names, durations, the rule's id, the transform's runtime, an exception's class.
+
+Spans measured in another process (a sandbox worker's `transform.execute`, the writer's
+`store.commit`: `processes`) are recorded with `RequestSpan.child` and written by `end` under
+their stage's span.
 """
 
 from __future__ import annotations
@@ -141,6 +145,7 @@ class RequestSpan:
         "_opened_at",
         "_reset",
         "attributes",
+        "children",
         "fixed",
         "flags",
         "head",
@@ -179,6 +184,8 @@ class RequestSpan:
         #: the stage open now (`enter`): its name and attributes; None: none is
         self.opened: tuple[str, dict[str, Any] | None] | None = None
         self._opened_at = 0
+        #: spans measured in another process, under a stage (`child`); None: none
+        self.children: list[_Child] | None = None
         self._reset: Token[RequestSpan | None] | None = None
         self._hex: str | None = None
 
@@ -209,7 +216,7 @@ class RequestSpan:
     ) -> None:
         """Record stage `name`, started at `started` (`time.time_ns()`) and ending now, failed
         with `exc` when given: a stage timed by its caller without a context manager."""
-        error = None if exc is None else _error(exc)
+        error = None if exc is None else error_type(exc)
         self.stages.append((name, started, time.time_ns(), attributes, error))
 
     def __enter__(self) -> None:
@@ -225,7 +232,7 @@ class RequestSpan:
         opened = self.opened
         assert opened is not None
         self.opened = None
-        error = None if exc is None else _error(exc)
+        error = None if exc is None else error_type(exc)
         self.stages.append((opened[0], self._opened_at, stopped, opened[1], error))
 
     def end(self, status: int) -> None:
@@ -245,6 +252,8 @@ class RequestSpan:
             attributes["error.type"] = str(status)
             code = 2  # ERROR
         written = []
+        #: the span ids of the stages written as spans, by name, when children need them
+        parents: dict[str, int] | None = None if self.children is None else {}
         if self.stages:
             timings = []
             every, slow = pipeline.stage_spans, pipeline.slow_ns
@@ -259,10 +268,13 @@ class RequestSpan:
                 extra = dict(extra or ())
                 if error is not None:
                     extra["error.type"] = error
+                stage_id = pipeline.ids.generate_span_id()
+                if parents is not None:
+                    parents[name] = stage_id
                 written.append(
                     span_bytes(
                         self.trace_id_int,
-                        pipeline.ids.generate_span_id(),
+                        stage_id,
                         self.trace_state,
                         self.span_id,
                         False,
@@ -274,6 +286,8 @@ class RequestSpan:
                     )
                 )
             attributes["hookwise.stages"] = " ".join(timings)
+        if parents is not None:
+            written += self._children(pipeline, parents)
         written.append(
             span_bytes(
                 self.trace_id_int,
@@ -293,6 +307,64 @@ class RequestSpan:
         for data in written:
             enqueue(EncodedSpan(data, resource, scope))
 
+    # --- spans measured in another process (a sandbox worker, the store's writer) ---------------
+
+    def child(
+        self,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        attributes: dict[str, Any],
+        parent: str,
+        *,
+        alone: bool = True,
+        error: str | None = None,
+    ) -> None:
+        """Record a span measured elsewhere (`transform.execute` in a sandbox worker,
+        `store.commit` in the writer), written by `end` under the span of the stage `parent`
+        (`hook.transform`) when that stage is a span; when it is not, under the request's span
+        (`alone`) or not at all. `error`: its `error.type` (status ERROR)."""
+        if self.children is None:
+            self.children = []
+        self.children.append((name, start_ns, end_ns, attributes, parent, alone, error))
+
+    def last_stage_is_span(self) -> bool:
+        """Whether the stage that ended last will be a span of its own (failed, slow, or
+        `stages: true`; as `end` decides): a child that is written only under it (`alone`
+        False) is not worth recording otherwise."""
+        pipeline = _pipeline
+        if pipeline is None or not self.stages:
+            return False
+        _, started, stopped, _, error = self.stages[-1]
+        return error is not None or pipeline.stage_spans or stopped - started >= pipeline.slow_ns
+
+    def _children(self, pipeline: Pipeline, parents: dict[str, int]) -> list[bytes]:
+        """The children's spans (`child`), each under its stage's span (`parents`: their ids)."""
+        out = []
+        for name, started, stopped, attributes, parent, alone, error in self.children or ():
+            parent_id = parents.get(parent)
+            if parent_id is None:
+                if not alone:
+                    continue
+                parent_id = self.span_id
+            if error is not None:
+                attributes = {**attributes, "error.type": error}
+            out.append(
+                span_bytes(
+                    self.trace_id_int,
+                    pipeline.ids.generate_span_id(),
+                    self.trace_state,
+                    parent_id,
+                    False,
+                    head(name, INTERNAL),
+                    started,
+                    stopped,
+                    attributes,
+                    0 if error is None else 2,
+                )
+            )
+        return out
+
 
 #: a request span's name and kind, and its method and route attributes, encoded, by method
 #: and route (a handful: the routes are low-cardinality)
@@ -309,6 +381,11 @@ def _route(method: str, route: str) -> tuple[bytes, bytes]:
             attributes_bytes({"http.request.method": method, "http.route": route}),
         )
     return found
+
+
+#: a child span (`RequestSpan.child`): name, start and end (ns), attributes, its stage's name,
+#: whether it is written when that stage is no span, its error type
+_Child = tuple[str, int, int, dict[str, Any], str, bool, str | None]
 
 
 def start(method: str, route: str, headers: Iterable[tuple[bytes, bytes]]) -> RequestSpan | None:
@@ -369,7 +446,7 @@ def start(method: str, route: str, headers: Iterable[tuple[bytes, bytes]]) -> Re
     return span
 
 
-def _error(exc: BaseException | None) -> str | None:
+def error_type(exc: object) -> str | None:
     """What a stage that raised `exc` failed with: a refusal's stable code (`unauthorized`...)
     where it has one, else the class; None: it did not fail."""
     if exc is None or isinstance(exc, GeneratorExit):
@@ -397,5 +474,5 @@ class Stage:
         tb: TracebackType | None,
     ) -> None:
         self._request.stages.append(
-            (self._name, self._start, time.time_ns(), self._attributes, _error(exc))
+            (self._name, self._start, time.time_ns(), self._attributes, error_type(exc))
         )

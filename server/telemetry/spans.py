@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import request
+from .processes import Accept, Executions
 from .request import RequestSpan, Stage
 
 if TYPE_CHECKING:
@@ -124,6 +125,26 @@ def current_request() -> RequestSpan | None:
     """The span of the hook request handled here when it is sampled (its stages are timed)."""
     span = request.current.get()
     return span if span is not None and span.sampled else None
+
+
+def accept_stage(rule_id: str | None) -> contextlib.AbstractContextManager[Any]:
+    """The accept stage (`hook.accept`) of the hook request being handled, as `stage`, with the
+    commit of its write: a `store.commit` span under the stage when it is a span (see
+    `processes`); nothing when the request is not traced."""
+    span = request.current.get()
+    if span is None or not span.sampled:
+        return _NULL
+    return Accept(span, rule_id)
+
+
+def transform_calls(rule_id: str, runtime: str) -> contextlib.AbstractContextManager[Any]:
+    """Around the transform calls of the hook request being handled: each a `transform.execute`
+    span with its sandbox worker's times and pid (see `processes`); nothing when the request is
+    not traced."""
+    span = request.current.get()
+    if span is None or not span.sampled:
+        return _NULL
+    return Executions(span, rule_id, runtime)
 
 
 def current_trace_id() -> str | None:

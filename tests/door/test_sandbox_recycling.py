@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
-from tests.support.processes import children
+from tests.support.processes import sandbox_workers
 from tests.support.wait import eventually
 
 TRANSFORM = """
@@ -22,14 +22,7 @@ REQUESTS = 400
 
 def _sandbox(gw: GatewayProcess) -> set[int]:
     assert gw.proc is not None
-    found = set()
-    for pid in children(gw.proc.pid):
-        try:
-            if b"transforms.worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.add(pid)
-        except OSError:
-            pass  # a worker being stopped
-    return found
+    return sandbox_workers(gw.proc.pid)
 
 
 def test_a_worker_is_replaced_after_its_calls_and_no_request_fails(

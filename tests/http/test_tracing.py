@@ -24,13 +24,16 @@ from tests.fakes.mcp_server import stdio_command
 from tests.support.gateway import ADMIN_TOKEN, HOOK_TOKEN, GatewayProcess
 from tests.support.mapped import get_run
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
+from tests.support.processes import sandbox_workers, writer_of
 from tests.support.wait import eventually
 
 MARKER = "payload-marker-5f0e93c1"
 SECRET = "whsec_" + base64.b64encode(b"tracing-test-secret-0123456789ab").decode()
 #: the JS transform runs in a sandbox worker; it copies the payload's text into the message
+#: (and throws when the payload asks it to)
 COPY_JS = """
 export default function ({ payload }) {
+  if (payload.fail) throw new Error(payload.text);
   return { message: payload.text + "\\n(through the sandbox)" };
 }
 """
@@ -115,6 +118,7 @@ def _spans_by_name(spans: list[ReceivedSpan]) -> dict[str, list[ReceivedSpan]]:
 
 WANTED = (
     "POST /hooks/{name}",
+    "transform.execute",
     "run.queue_wait",
     "invoke_agent main",
     "chat echo",
@@ -180,6 +184,15 @@ def test_one_trace_follows_a_hook_from_the_door_to_the_tool_call_and_the_callbac
         for span in spans.get(stage, []):
             assert span.parent_span_id == request.span_id, stage
             assert span.end_ns - span.start_ns >= 100_000_000, stage
+    # the transform's call as its sandbox worker timed it: a span of its own, under the
+    # transform's stage (the request's span when that stage is no span)
+    [execute] = spans["transform.execute"]
+    stage_ids = [s.span_id for s in spans.get("hook.transform", [])]
+    _ran_in_the_sandbox(gw, execute, (stage_ids or [request.span_id])[0], request)
+    assert execute.end_ns - execute.start_ns <= timings["transform"] * 1e6 + 1000
+    # the writer's commit is kept only under an accept stage that is a span (a slow one here)
+    accepts = [s.span_id for s in spans.get("hook.accept", [])]
+    assert [c.parent_span_id for c in spans.get("store.commit", [])] == accepts
     # the run continues the request's trace (its context read back from the store)
     [agent] = spans["invoke_agent main"]
     assert agent.parent_span_id == request.span_id
@@ -374,15 +387,39 @@ def test_a_failing_stage_is_a_child_span_with_its_error_class(
     assert request.start_ns <= auth.start_ns <= auth.end_ns <= request.end_ns
 
 
-def test_with_stages_on_each_stage_is_a_child_span_of_the_request(
-    tmp_path: Path, receiver: OtlpReceiver, start_gateway: Callable[..., GatewayProcess]
+def test_a_failed_transform_call_is_a_failed_span_under_its_failed_stage(
+    gw: GatewayProcess, receiver: OtlpReceiver
 ) -> None:
-    gw = start_gateway(
-        _config(receiver.url, _transforms(tmp_path), stages=True),
-        env=FAST_EXPORT,
-        workdir=tmp_path / "gw",
-    )
-    run = _send(gw, "every stage a span")
+    trace_id = secrets.token_hex(16)
+    headers = {"traceparent": f"00-{trace_id}-{'5' * 16}-01"}
+    r = gw.hook("traced", {"text": MARKER, "fail": True}, headers=headers)
+    assert r.status_code == 500 and r.json()["code"] == "transform_failed", r.text
+    wanted = ("POST /hooks/{name}", "hook.transform", "transform.execute")
+    spans = _whole_trace(receiver, trace_id, wanted)
+    [request] = spans["POST /hooks/{name}"]
+    [stage] = spans["hook.transform"]  # a failed stage is a span of its own
+    assert stage.attributes["error.type"] == "transform_failed"
+    [execute] = spans["transform.execute"]
+    _ran_in_the_sandbox(gw, execute, stage.span_id, request, failed="transform_failed")
+    assert MARKER not in str(execute.attributes)
+
+
+@pytest.fixture(scope="module")
+def staged(
+    receiver: OtlpReceiver,
+    tmp_path_factory: pytest.TempPathFactory,
+    start_module_gateway: Callable[..., GatewayProcess],
+) -> GatewayProcess:
+    """A gateway with `stages: true`: every stage of a request a child span."""
+    root = tmp_path_factory.mktemp("staged")
+    config = _config(receiver.url, _transforms(root), stages=True)
+    return start_module_gateway(config, env=FAST_EXPORT, workdir=root / "gw")
+
+
+def test_with_stages_on_each_stage_is_a_child_span_of_the_request(
+    staged: GatewayProcess, receiver: OtlpReceiver
+) -> None:
+    run = _send(staged, "every stage a span")
     spans = _whole_trace(receiver, run["traceId"], (*WANTED[:1], *STAGES, "invoke_agent main"))
     [request] = spans["POST /hooks/{name}"]
     for stage in STAGES:
@@ -392,6 +429,61 @@ def test_with_stages_on_each_stage_is_a_child_span_of_the_request(
         assert span.attributes.get("error.type") is None, stage
     assert spans["hook.transform"][0].attributes["hookwise.rule"] == "traced"
     assert spans["invoke_agent main"][0].parent_span_id == request.span_id
+
+
+def _ran_in_the_sandbox(
+    gw: GatewayProcess,
+    execute: ReceivedSpan,
+    parent_id: str,
+    request: ReceivedSpan,
+    failed: str | None = None,
+) -> None:
+    """`execute` is the JS transform's call, timed by the sandbox worker that ran it (`failed`:
+    the error type it ended with)."""
+    assert execute.parent_span_id == parent_id
+    assert execute.kind == 1  # INTERNAL
+    assert execute.attributes["hookwise.transform.runtime"] == "js"
+    assert execute.attributes["hookwise.rule"] == "traced"
+    assert execute.attributes.get("error.type") == failed
+    assert execute.status_code == (0 if failed is None else 2)
+    # the worker's pid, not the gateway's
+    assert gw.proc is not None
+    pid = execute.attributes["hookwise.worker.pid"]
+    assert pid != gw.proc.pid and pid in sandbox_workers(gw.proc.pid)
+    assert request.start_ns <= execute.start_ns < execute.end_ns <= request.end_ns
+
+
+def test_one_trace_joins_the_request_the_sandbox_worker_the_writer_the_run_the_model_and_the_tool(
+    staged: GatewayProcess, receiver: OtlpReceiver, store_kind: str
+) -> None:
+    run = _send(staged, 'call t.echo {"text": "across processes"}')
+    spans = _whole_trace(
+        receiver, run["traceId"], (*WANTED, "hook.transform", "hook.accept", "store.commit")
+    )
+    [request] = spans["POST /hooks/{name}"]
+    assert {s.trace_id for group in spans.values() for s in group} == {run["traceId"]}
+    # the JS transform, in the sandbox worker process, under the transform's stage
+    [transform] = spans["hook.transform"]
+    [execute] = spans["transform.execute"]
+    _ran_in_the_sandbox(staged, execute, transform.span_id, request)
+    assert transform.start_ns <= execute.start_ns <= execute.end_ns <= transform.end_ns
+    # the store's commit, as the writer timed its batch, under the accept stage
+    [accept] = spans["hook.accept"]
+    [commit] = spans["store.commit"]
+    assert commit.parent_span_id == accept.span_id
+    assert commit.kind == 1  # INTERNAL
+    assert accept.start_ns <= commit.start_ns <= commit.end_ns <= accept.end_ns
+    assert commit.attributes["hookwise.store.batch_size"] >= 1
+    assert staged.proc is not None
+    if store_kind == "sqlite":  # the writer process's pid
+        assert commit.attributes["hookwise.writer.pid"] == writer_of(staged.proc.pid)
+    else:  # a statement on the gateway's own connection: no other process
+        assert "hookwise.writer.pid" not in commit.attributes
+    # the run, its model calls and its tool call (in the gateway's run loop) in the same trace
+    [agent] = spans["invoke_agent main"]
+    assert agent.parent_span_id == request.span_id
+    assert len(spans["chat echo"]) == 2
+    assert spans["execute_tool echo"][0].parent_span_id == agent.span_id
 
 
 def test_the_sampler_decides_a_request_s_span_and_a_sampled_parent_is_kept(

@@ -31,3 +31,16 @@ def writer_of(gateway_pid: int) -> int:
         if b"writer_child" in Path(f"/proc/{pid}/cmdline").read_bytes():
             return pid
     raise AssertionError("the gateway has no SQLite writer process")
+
+
+def sandbox_workers(gateway_pid: int) -> set[int]:
+    """The pids of a gateway's sandbox worker processes (its children running
+    `hookwise.engine.transforms.worker`)."""
+    found = set()
+    for pid in children(gateway_pid):
+        try:
+            if b"transforms.worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.add(pid)
+        except OSError:
+            pass  # a worker being stopped
+    return found

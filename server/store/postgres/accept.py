@@ -30,6 +30,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -37,6 +38,7 @@ import asyncpg
 
 from ...retry import Backoff, Retries
 from ..base import Accepted, AcceptOp, RequestLogEntry
+from ..commits import Commit, commits
 from ..rows import LOG_COLUMNS, delivery_row, event_row, log_row, run_row
 
 log = logging.getLogger("hookwise.store")
@@ -204,12 +206,14 @@ async def stored_answer(conn: asyncpg.Connection, op: AcceptOp) -> Accepted | No
 
 
 class _Pending:
-    __slots__ = ("future", "op", "retries")
+    __slots__ = ("future", "op", "retries", "timed")
 
     def __init__(self, op: AcceptOp, future: asyncio.Future[Accepted]) -> None:
         self.op = op
         self.future = future
         self.retries = 0
+        #: where to tell when its group was committed (`store.commits`); None: nobody asks
+        self.timed = commits.get()
 
 
 class AcceptLane:
@@ -318,7 +322,9 @@ class AcceptLane:
         self._reconnects.reset()
         ops = [p.op for p in group]
         try:
+            started = time.time_ns()
             written = await accept_group(conn, ops)
+            ended = time.time_ns()
         except RETRYABLE as e:
             self._retry(group, e)
             return
@@ -335,8 +341,12 @@ class AcceptLane:
             for p in group:  # one bad request fails alone
                 await self._write([p])
             return
+        commit: Commit | None = None
         for i, p in enumerate(group):
             if i in written:
+                if p.timed is not None:  # a traced request's `store.commit` span
+                    commit = commit or Commit(started, ended, len(group), None)
+                    p.timed.append(commit)
                 _resolve(p, Accepted(status=p.op.status, body=p.op.body))
             else:
                 await self._answer_taken(conn, p)

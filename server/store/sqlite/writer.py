@@ -132,8 +132,11 @@ class GroupCommitWriter:
         batch: BatchWrite | None = None,
         deliver: Callable[[list[Result]], None] | None = None,
         wal: Path | None = None,
+        marks: bool = False,
     ) -> None:
         self._connect = connect
+        #: each batch's results are led by its mark (see `run_batch`): the writer process's
+        self._marks = marks
         self._batch = batch
         #: where a batch's results go (from the writer thread, or the flusher's); by default,
         #: to the futures on the event loop. The writer process sends them to the gateway.
@@ -251,10 +254,14 @@ class GroupCommitWriter:
 
     def run_batch(self, conn: Any, batch: list[Job[Any]]) -> None:
         """Write `batch` and deliver its results (the writer thread's loop, or the writer
-        process's, which has no thread of its own)."""
+        process's, which has no thread of its own). With `marks`, a batch's results (when it
+        has any) are led by its mark, `(0, (start_ns, end_ns, size), None)`: when it started
+        and was committed (`time.time_ns()`) and how many jobs it held, for the gateway to
+        tell a traced request (`store.commits`)."""
         start = time.monotonic()
+        started = time.time_ns() if self._marks else 0
         with self._exclusive():
-            self._run_batch(conn, batch)
+            self._run_batch(conn, batch, started)
         self.last_batch_at = end = time.monotonic()
         if end - start >= SLOW_BATCH:
             log.warning(
@@ -264,8 +271,9 @@ class GroupCommitWriter:
                 (end - start) * 1000,
             )
 
-    def _run_batch(self, conn: Any, batch: list[Job[Any]]) -> None:
+    def _run_batch(self, conn: Any, batch: list[Job[Any]], started: int) -> None:
         results: list[Result] = []
+        committed = False
         cur = conn.cursor()
         try:
             rows_only = _rows_only(batch)
@@ -275,6 +283,7 @@ class GroupCommitWriter:
                 # all rows and their merged write failed: each job alone, not the same merge again
                 _run_jobs(cur, batch, results, self._batch, merge=not rows_only)
                 cur.execute("COMMIT")
+            committed = True
         except Exception as e:
             log.exception("commit failed; %d writes refused", len(batch))
             with contextlib.suppress(Exception):
@@ -284,6 +293,8 @@ class GroupCommitWriter:
             cur.close()
         if not results:
             return
+        if self._marks and committed:
+            results.insert(0, (0, (started, time.time_ns(), len(batch)), None))
         if self._flusher is not None:
             self._flusher.add(results)
         else:

@@ -167,6 +167,7 @@ def main(argv: list[str]) -> int:
         batch=BATCH,
         deliver=deliver,
         wal=wal_to_sync(path, synchronous),
+        marks=True,  # each batch's times, for a traced request's `store.commit` span
     )
     try:
         conn = writer.connect()

@@ -28,6 +28,7 @@ from typing import IO, Any, TypeVar
 
 from ....plumbing.backoff import Backoff
 from ....plumbing.children import PIPE, Child, NotReady, arestart, describe_exit
+from ..commits import Commit, commits
 from .writer import Rows
 from .writer_wire import NO_FRAME, WriterGone, frame, pickle_call, read_frame, take_frame
 
@@ -84,6 +85,8 @@ class ProcessWriter:
         self._unsent: list[_Unsent] = []
         #: sent jobs by id: (future, value for a row job, is a row job)
         self._waiting: dict[int, tuple[asyncio.Future[Any], Any, bool]] = {}
+        #: sent or unsent jobs whose caller asked when they were committed (`store.commits`)
+        self._timed: dict[int, list[Commit]] = {}
         self._next_id = 1
         self._flush_scheduled = False
         self._closing = False
@@ -221,6 +224,9 @@ class ProcessWriter:
         if fut is not None:
             job_id = self._next_id
             self._next_id += 1
+            timed = commits.get()
+            if timed is not None:
+                self._timed[job_id] = timed
         self._unsent.append((job_id, rows, fn, one_statement, fut, value))
         self._schedule_flush()
 
@@ -246,6 +252,7 @@ class ProcessWriter:
                     call = pickle_call(fn)
                 except Exception as e:  # a job that cannot be sent fails alone
                     _fail(fut, e)
+                    self._timed.pop(job_id, None)
                     continue
                 sent.append((job_id, None, call, one_statement))
             if fut is not None:
@@ -259,6 +266,8 @@ class ProcessWriter:
         kind, data = frame
         if kind == "done":
             self.last_batch_at = time.monotonic()
+            if self._timed:
+                self._commits(data)
             waiting = self._waiting
             for job_id, ok, answer in data:
                 found = waiting.pop(job_id, None)
@@ -274,6 +283,19 @@ class ProcessWriter:
         elif kind == "log":
             _log_from_writer(*data)
 
+    def _commits(self, results: list[tuple[int, bool, Any]]) -> None:
+        """Tell the callers that asked (`store.commits`) which batch committed their write:
+        each batch's results follow its mark (job id 0; see `writer_wire`)."""
+        timed = self._timed
+        batch: Commit | None = None
+        for job_id, ok, answer in results:
+            if job_id == 0:
+                batch = Commit(answer[0], answer[1], answer[2], self.pid) if ok else None
+                continue
+            sink = timed.pop(job_id, None)
+            if sink is not None and ok and batch is not None:
+                sink.append(batch)
+
     def _on_lost(self) -> None:
         """The writer's stdout ended: it exited (or is about to)."""
         child = self._child
@@ -284,6 +306,7 @@ class ProcessWriter:
             return
         lost = list(self._waiting.values())
         self._waiting.clear()
+        self._timed.clear()
         error = WriterGone("the SQLite writer process exited before answering")
         for fut, _, _ in lost:
             if not fut.done():
@@ -321,6 +344,7 @@ class ProcessWriter:
             self._restarting = None
             return
         unsent, self._unsent = self._unsent, []
+        self._timed.clear()
         for job in unsent:
             _fail(job[4], WriterGone("the SQLite writer process could not be started"))
         log.critical("the SQLite writer process could not be started again: writes fail")

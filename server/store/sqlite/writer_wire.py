@@ -6,8 +6,9 @@ event loop: `id` 0 for a job nobody awaits, `rows` as `(sink key, row)` pairs (`
 or `call`, a pickled function of the cursor (`writes`: module-level functions, never closures);
 a `Late` argument is worked out as the job leaves. Writer to gateway: `("ready", None)` once the
 connection is open and migrated (or `("failed", error)`), `("done", [(id, ok, value or
-error)])` after each commit, and `("log", (level, logger, message))` for its log lines, which
-the gateway writes as its own.
+error)])` after each commit, each batch's results led by its mark `(0, True, (start_ns, end_ns,
+size))` (`GroupCommitWriter.run_batch`; a batch that failed as a whole has none), and `("log",
+(level, logger, message))` for its log lines, which the gateway writes as its own.
 """
 
 from __future__ import annotations
