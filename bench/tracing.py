@@ -147,6 +147,24 @@ def throughput(args: argparse.Namespace) -> int:
     load = LoadSpec(args.duration, args.warmup, args.connections, args.threads)
     base = ServerSpec("hookwise", "hookwise")
     modes = [m for m in MODES if m in args.modes or m == "off"]
+    with ExitStack() as stack:
+        if args.before:  # the same modes of the code at that revision, in the same rounds
+            from bench.durability import tree_at
+
+            old = stack.enter_context(tree_at(args.before))
+            for mode in list(modes):
+                modes.append(f"{mode}@before")
+                _BEFORE[f"{mode}@before"] = (mode, str(old))
+        return _throughput(args, load, base, modes)
+
+
+#: a `--before` mode: its mode and the folder its code is imported from
+_BEFORE: dict[str, tuple[str, str]] = {}
+
+
+def _throughput(
+    args: argparse.Namespace, load: LoadSpec, base: ServerSpec, modes: list[str]
+) -> int:
     rows: dict[str, list[tuple[Result, int]]] = {m: [] for m in modes}
     receiver = OtlpReceiver()
     try:
@@ -154,7 +172,13 @@ def throughput(args: argparse.Namespace) -> int:
             for mode in modes:
                 print(f"round {i + 1}: tracing {mode} /hooks/wake ...", flush=True)
                 before = len(receiver.spans)
-                spec = replace(base, name=f"tracing-{mode}", config=_config(mode, receiver))
+                plain, path = _BEFORE.get(mode, (mode, None))
+                spec = replace(
+                    base,
+                    name=f"tracing-{mode}",
+                    config=_config(plain, receiver),
+                    pythonpath=path,
+                )
                 result = measure(WAKE, spec, load)
                 rows[mode].append((result, len(receiver.spans) - before))
     finally:
@@ -175,11 +199,14 @@ def throughput(args: argparse.Namespace) -> int:
     def median(mode: str, of: Any) -> float:
         return statistics.median(v for r, _ in rows[mode] if (v := of(r)) is not None)
 
-    for mode in modes[1:]:
-        rps = median(mode, lambda r: r.stats.rps) / median("off", lambda r: r.stats.rps)
-        cpu = median(mode, _cpu_us) / median("off", _cpu_us)
+    for mode in modes:
+        off = "off@before" if mode.endswith("@before") else "off"
+        if mode == off:
+            continue
+        rps = median(mode, lambda r: r.stats.rps) / median(off, lambda r: r.stats.rps)
+        cpu = median(mode, _cpu_us) / median(off, _cpu_us)
         print(
-            f"tracing {mode} / off (medians of {args.rounds}): requests/s x{rps:.3f} "
+            f"tracing {mode} / {off} (medians of {args.rounds}): requests/s x{rps:.3f} "
             f"({(rps - 1) * 100:+.1f}%), server CPU per request x{cpu:.3f} ({(cpu - 1) * 100:+.1f}%)"
         )
     failed = any(r.notes or r.stats.non_2xx for rs in rows.values() for r, _ in rs)
@@ -330,6 +357,7 @@ def main() -> int:
     t = sub.add_parser("throughput")
     t.add_argument("--rounds", type=int, default=2)
     t.add_argument("--duration", type=int, default=8)
+    t.add_argument("--before", metavar="REV", help="also measure each mode at this git revision")
     t.add_argument("--warmup", type=int, default=2)
     t.add_argument("--connections", type=int, default=32)
     t.add_argument("--threads", type=int, default=2)
