@@ -113,8 +113,8 @@ def _key_value(key: str, value: Any) -> bytes:
 
 
 def _span(span: Any) -> bytes:
-    if type(span) is EncodedSpan:
-        return span.data
+    if isinstance(span, Written):
+        return span.otlp()
     c = span.context
     parent = span.parent
     status = span.status
@@ -201,22 +201,25 @@ def span_bytes(
     return b"\x12" + _varint(len(body)) + body  # ScopeSpans.spans (2)
 
 
-class EncodedSpan:
-    """A finished span already written as OTLP (`span_bytes`): what hookwise's hook request
-    spans are handed to the SDK's batch processor as, so that neither the SDK's span objects
-    nor an encoding in the export thread are paid for them. The processor asks it only whether
-    it is sampled (`context`: a sampled context shared by every such span, not its ids); the
-    exporter's encoder (`encode_spans`) takes its bytes as they are."""
+class Written:
+    """A finished span that writes itself as OTLP (`otlp`: one or more entries of
+    `ScopeSpans.spans`), handed to the SDK's batch processor in place of the SDK's span objects:
+    hookwise's hook request spans (`request.RequestSpan`, written in the export thread, off the
+    hook path). The processor asks it only whether it is sampled (`context`: a sampled context
+    shared by all, not its ids); the exporter's encoder (`encode_spans`) takes
+    its bytes. `resource` and `instrumentation_scope` are the provider's and hookwise's."""
 
-    __slots__ = ("data", "instrumentation_scope", "resource")
+    __slots__ = ()
 
     #: `context.trace_flags.sampled` is all the batch processor reads (set by `prepare`)
     context: Any = None
     events: tuple[()] = ()
     links: tuple[()] = ()
+    resource: Any = None
+    instrumentation_scope: Any = None
 
-    def __init__(self, data: bytes, resource: Any, scope: Any) -> None:
-        self.data, self.resource, self.instrumentation_scope = data, resource, scope
+    def otlp(self) -> bytes:
+        raise NotImplementedError
 
 
 class Encoded:
@@ -235,17 +238,17 @@ class Encoded:
 
 def encode_spans(spans: Sequence[Any]) -> Any:
     """An `ExportTraceServiceRequest` for `spans`. A batch holding a span with events or links
-    has those of its spans that are not `EncodedSpan`s encoded by the official encoder; the
+    has those of its spans that are not `Written` encoded by the official encoder; the
     two messages' bytes are joined (protobuf appends a repeated field's entries)."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as official
 
     if not _KINDS:
         prepare()
     if any(s.events or s.links for s in spans):
-        ready = [s for s in spans if type(s) is EncodedSpan]
+        ready = [s for s in spans if isinstance(s, Written)]
         if not ready:
             return official(spans)
-        rest = [s for s in spans if type(s) is not EncodedSpan]
+        rest = [s for s in spans if not isinstance(s, Written)]
         return Encoded(official(rest).SerializePartialToString() + _grouped(ready))
     return Encoded(_grouped(spans))
 
@@ -260,12 +263,12 @@ def _grouped(spans: Sequence[Any]) -> bytes:
     grouped: dict[int, tuple[Any, dict[int, tuple[Any, list[bytes]]]]] = {}
     first = spans[0] if spans else None
     if first is not None and all(
-        type(s) is EncodedSpan
+        isinstance(s, Written)
         and s.resource is first.resource
         and s.instrumentation_scope is first.instrumentation_scope
         for s in spans
     ):  # hook request spans only (most batches): one group, their bytes as they are
-        data = [s.data for s in spans]
+        data = [s.otlp() for s in spans]
         grouped[id(first.resource)] = (
             first.resource,
             {id(first.instrumentation_scope): (first.instrumentation_scope, data)},
@@ -293,7 +296,7 @@ def _grouped(spans: Sequence[Any]) -> bytes:
 
 def prepare() -> None:
     """Look up what encoding needs of the SDK (its span kinds, a sampled context for
-    `EncodedSpan`), once: the SDK is imported only when tracing is on."""
+    `Written`), once: the SDK is imported only when tracing is on."""
     from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
     for kind, number in (
@@ -304,7 +307,7 @@ def prepare() -> None:
         (SpanKind.CONSUMER, 5),
     ):
         _KINDS[kind] = number
-    EncodedSpan.context = SpanContext(1, 1, False, TraceFlags(TraceFlags.SAMPLED))
+    Written.context = SpanContext(1, 1, False, TraceFlags(TraceFlags.SAMPLED))
 
 
 def install() -> bool:

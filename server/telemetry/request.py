@@ -3,22 +3,23 @@
 A hook request is one span (kind SERVER, continuing the sender's W3C `traceparent`). Its stages
 (auth, door, rule selection, transform, store commit) are timed with two clock reads each and
 kept on that span in ONE attribute, `hookwise.stages` (`auth=21us rule=4us ...`, whole
-microseconds, in the order they ended), plus the stages' own attributes (the rule, the transform's runtime). A stage
-that fails, or takes longer than `slowStageMs`, is a child span of its own with its real start
+microseconds, in the order they ended), plus the stages' own attributes (the rule, the
+transform's runtime). A stage that fails, or takes longer than `slowStageMs`, is a child span of its own with its real start
 and end; `stages: true` makes every stage a child span (the cost of each span is the reason it
 is not the default).
 
-The span is written as OTLP at its end, once (`encode.span_bytes`), and handed to the
-provider's span processor (the bounded batch processor, then the official OTLP exporter) as an
-`EncodedSpan`: its ids from the provider's id generator, its decision from the provider's
-sampler (`sampleRatio`, `OTEL_TRACES_SAMPLER`; the default parent-based always-on sampler's
-decision is taken without the call: a sender's sampled flag, else sampled), the provider's
-resource. What it skips is the SDK's span objects (a mutable span with a lock, bounded attribute
-containers, a `SpanContext`, a `ReadableSpan`, then an encoding in the export thread) and
-attaching the span to the OpenTelemetry context: nothing runs under the request span but its
-stages, which it times itself, and the runs it creates carry its `traceparent` through the
-store. That takes the request span from about 20 µs of the gateway's CPU to about 6 (see
-docs/performance.md#tracing).
+The request span is its own record: the hook path takes its ids (from the provider's id
+generator), its sampling decision (from the provider's sampler, `sampleRatio`,
+`OTEL_TRACES_SAMPLER`; the default parent-based always-on sampler's decision is taken without
+the call: a sender's sampled flag, else sampled) and clock reads, and `end` hands the object
+itself to the provider's bounded batch processor (`encode.Written`). The export thread writes it
+as OTLP (`otlp`: `encode.span_bytes`, the stages' timings formatted there too) and the official
+OTLP exporter sends it. What the hook path skips is the SDK's span objects (a mutable span with
+a lock, bounded attribute containers, a `SpanContext`, a `ReadableSpan`), attaching the span to
+the OpenTelemetry context, and any encoding: a traced `/wake` pays a few microseconds of the
+event loop's time for its span (see docs/performance.md#tracing). Nothing runs under the
+request span but its stages, which it times itself, and the runs it creates carry its
+`traceparent` through the store.
 
 Nothing of a payload goes into an attribute: the route (not the path), the method, the status,
 stage names, durations, the rule's id, the transform's runtime, an exception's class.
@@ -36,7 +37,7 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .encode import INTERNAL, SERVER, EncodedSpan, attributes_bytes, head, prepare, span_bytes
+from .encode import INTERNAL, SERVER, Written, attributes_bytes, head, prepare, span_bytes
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -130,9 +131,11 @@ _pipeline: Pipeline | None = None
 def enable(pipeline: Pipeline | None) -> None:
     global _pipeline
     _pipeline = pipeline
+    if pipeline is not None:  # what the exporter groups the request spans by
+        RequestSpan.resource, RequestSpan.instrumentation_scope = pipeline.resource, pipeline.scope
 
 
-class RequestSpan:
+class RequestSpan(Written):
     """One hook request's span while it is handled: its ids (for the runs it creates), its
     start, its attributes and its stages' timings; written and queued for export by `end`.
 
@@ -141,8 +144,10 @@ class RequestSpan:
     all; a stage opened inside another gets a `Stage` of its own."""
 
     __slots__ = (
+        "_ended",
         "_hex",
         "_opened_at",
+        "_pipeline",
         "_reset",
         "attributes",
         "children",
@@ -155,6 +160,7 @@ class RequestSpan:
         "span_id",
         "stages",
         "start",
+        "status",
         "trace_id_int",
         "trace_state",
     )
@@ -188,6 +194,10 @@ class RequestSpan:
         self.children: list[_Child] | None = None
         self._reset: Token[RequestSpan | None] | None = None
         self._hex: str | None = None
+        #: set by `end`: the status sent, when, and the pipeline that will write it
+        self.status = 0
+        self._ended = 0
+        self._pipeline: Pipeline | None = None
 
     def trace_id(self) -> str:
         """The trace id, 32 hex digits (formatted once: the request log and the runs ask)."""
@@ -236,7 +246,8 @@ class RequestSpan:
         self.stages.append((opened[0], self._opened_at, stopped, opened[1], error))
 
     def end(self, status: int) -> None:
-        """End the request with the HTTP status sent; queue its span (and its stage spans)."""
+        """End the request with the HTTP status sent and queue it for export: it is written as
+        OTLP (`otlp`) in the export thread, off the hook path."""
         if self._reset is None:
             return  # ended already
         current.reset(self._reset)
@@ -244,7 +255,17 @@ class RequestSpan:
         pipeline = _pipeline
         if pipeline is None or not self.sampled:
             return
-        ended = time.time_ns()
+        self._ended = time.time_ns()
+        self.status = status
+        self._pipeline = pipeline
+        pipeline.enqueue(self)
+
+    def otlp(self) -> bytes:
+        """The request's span and its stages' and children's spans, as OTLP (`Written`): run
+        once, by the exporter, after `end`; nothing changes the span meanwhile."""
+        pipeline = self._pipeline
+        assert pipeline is not None
+        ended, status = self._ended, self.status
         attributes = self.attributes
         attributes["http.response.status_code"] = status
         code = 0
@@ -303,9 +324,7 @@ class RequestSpan:
                 fixed=self.fixed,
             )
         )
-        enqueue, resource, scope = pipeline.enqueue, pipeline.resource, pipeline.scope
-        for data in written:
-            enqueue(EncodedSpan(data, resource, scope))
+        return b"".join(written)
 
     # --- spans measured in another process (a sandbox worker, the store's writer) ---------------
 

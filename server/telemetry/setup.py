@@ -155,7 +155,7 @@ def _make_provider(config: TracesConfig) -> tuple[TracerProvider, SpanProcessor]
 
         def enqueue(self, span: Any) -> None:
             """Queue a span written already and sampled by construction (a hook request's
-            `EncodedSpan`): `on_end` without its checks of a span object."""
+            `encode.Written`): `on_end` without its checks of a span object."""
             batch = self._batch_processor
             if len(batch._queue) >= config.max_queue_size:
                 metrics.trace_spans_dropped("queue_full")

@@ -84,7 +84,7 @@ HEADERS = [
 
 
 def _request_spans() -> tuple[list[Any], Resource]:
-    """hookwise's request spans (`EncodedSpan`s), with and without a sender's parent, a stage
+    """hookwise's request spans (`RequestSpan`s, written by the exporter), with and without a sender's parent, a stage
     failing and one timed."""
     keep = Keep()
     resource = Resource.create({"service.name": "encode-test"})
@@ -146,7 +146,8 @@ def _readable(span: Any, resource: Resource) -> ReadableSpan:
 
 def test_request_spans_hold_what_the_official_encoder_would_write_for_them() -> None:
     ready, resource = _request_spans()
-    assert [type(s) for s in ready] == [encode.EncodedSpan] * 4  # a failed stage, a request, x2
+    # two requests, each written with its failed stage as a span of its own
+    assert [type(s) for s in ready] == [request.RequestSpan] * 2
     decoded = _decoded(encode.encode_spans(ready))
     [resource_spans] = decoded.resource_spans
     [scope_spans] = resource_spans.scope_spans
