@@ -49,6 +49,16 @@ def test_metrics_show_running_runs_their_oldest_age_and_pending_events(
     start_gateway: Callable[..., GatewayProcess],
 ) -> None:
     gw = start_gateway(config())
+    if "--store" in gw.extra_args:  # PostgreSQL: the process that takes the heartbeat's lead
+        # asks each agent for a heartbeat, which would consume main's wakes sent before it ran
+        # (slow's runs its model for 30 s, having taken the nothing pending when it began)
+        eventually(
+            lambda: any(
+                b["agentId"] == "main" and b["reason"] == "leader" and b["state"] != "started"
+                for b in gw.admin("/api/heartbeats")["items"]
+            ),
+            what="main's heartbeat asked by the new leader",
+        )
     before = gauges(gw)
     assert before == {
         ("hookwise_runs_running", "main"): 0,
