@@ -211,21 +211,17 @@ class RequestSpan(Written):
 
     def stage(self, name: str, attributes: dict[str, Any] | None) -> Any:
         """The context manager timing stage `name` of this request: itself, unless a stage is
-        open already (`spans.stage` does the same inline)."""
+        open already."""
         if self.opened is not None:
             return Stage(self, name, attributes)
         self.opened = (name, attributes)
         return self
 
-    def timed(
-        self,
-        name: str,
-        started: int,
-        attributes: dict[str, Any] | None,
-        exc: BaseException | None = None,
+    def ended(
+        self, name: str, started: int, attributes: dict[str, Any] | None, exc: object
     ) -> None:
-        """Record stage `name`, started at `started` (`time.time_ns()`) and ending now, failed
-        with `exc` when given: a stage timed by its caller without a context manager."""
+        """Record stage `name`, from `started` (`time.time_ns()`) to now, failed with `exc`
+        when it is an exception."""
         error = None if exc is None else error_type(exc)
         self.stages.append((name, started, time.time_ns(), attributes, error))
 
@@ -238,12 +234,10 @@ class RequestSpan(Written):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        stopped = time.time_ns()
         opened = self.opened
         assert opened is not None
         self.opened = None
-        error = None if exc is None else error_type(exc)
-        self.stages.append((opened[0], self._opened_at, stopped, opened[1], error))
+        self.ended(opened[0], self._opened_at, opened[1], exc)
 
     def end(self, status: int) -> None:
         """End the request with the HTTP status sent and queue it for export: it is written as
@@ -492,6 +486,4 @@ class Stage:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._request.stages.append(
-            (self._name, self._start, time.time_ns(), self._attributes, error_type(exc))
-        )
+        self._request.ended(self._name, self._start, self._attributes, exc)

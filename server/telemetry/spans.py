@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import request
 from .processes import Accept, Executions
-from .request import RequestSpan, Stage
+from .request import RequestSpan
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -115,16 +115,7 @@ def stage(
     span = request.current.get()
     if span is None or not span.sampled:
         return _NULL
-    if span.opened is not None:  # a stage inside another
-        return Stage(span, name, attributes)
-    span.opened = (name, attributes)
-    return span  # times the stage itself (see `RequestSpan`)
-
-
-def current_request() -> RequestSpan | None:
-    """The span of the hook request handled here when it is sampled (its stages are timed)."""
-    span = request.current.get()
-    return span if span is not None and span.sampled else None
+    return span.stage(name, attributes)
 
 
 def accept_stage(rule_id: str | None) -> contextlib.AbstractContextManager[Any]:
